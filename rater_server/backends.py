@@ -1,0 +1,186 @@
+"""Rater backends behind a small protocol; the default is the offline embedding rater.
+
+The offline backend is real behaviour, not a constant: it embeds a labelled set of rated memories
+(``data/rated_memories.jsonl``, written for this project, ratings 1..10) with the same sentence
+embedder as the simulation and predicts a new memory's rating from it (:class:`EmbeddingRater`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+DATA_PATH = Path(__file__).parent / "data" / "rated_memories.jsonl"
+
+
+@dataclass(frozen=True)
+class Rating:
+    """A rater's answer: ``rating`` on 1..10 and a one-sentence ``explanation``."""
+
+    rating: int
+    explanation: str
+
+    def to_dict(self) -> dict:
+        return {"rating": self.rating, "explanation": self.explanation}
+
+
+class RaterBackend(Protocol):
+    """What the Flask app needs of a backend."""
+
+    name: str
+    model: str
+
+    def rate(self, memories: Sequence[str]) -> list[Rating]:
+        """Rate each memory (non-empty strings); same length and order as ``memories``."""
+        ...
+
+    def stats(self) -> dict:
+        """Counters for ``GET /health``."""
+        ...
+
+
+def load_examples(path: str | Path = DATA_PATH) -> list[tuple[str, int]]:
+    """Read ``{"memory": str, "rating": int 1..10}`` lines.
+
+    Raises:
+        ValueError: naming the file and line of a malformed entry.
+    """
+    out = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            text, rating = item["memory"], item["rating"]
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            raise ValueError(f"{path}: line {n}: expected {{'memory': str, 'rating': int}} ({err})") from None
+        if not isinstance(text, str) or not text.strip() or not isinstance(rating, int) or not 1 <= rating <= 10:
+            raise ValueError(f"{path}: line {n}: 'memory' must be non-empty text and 'rating' an integer 1..10")
+        out.append((text, rating))
+    return out
+
+
+def _ridge(x: np.ndarray, y: np.ndarray, lam: float) -> tuple[np.ndarray, float]:
+    """Ridge regression of ``y`` on ``x`` (centred target): weights ``(dim,)`` and the mean."""
+    mean = float(y.mean())
+    x64 = x.astype(np.float64)
+    weights = np.linalg.solve(x64.T @ x64 + lam * np.eye(x.shape[1]), x64.T @ (y - mean))
+    return weights, mean
+
+
+def _blend(v: np.ndarray, x: np.ndarray, y: np.ndarray, weights: np.ndarray, mean: float, k: int):
+    """Mean of the ridge and the k-NN estimates for vectors ``v`` against labelled ``x, y``."""
+    ridge = v.astype(np.float64) @ weights + mean
+    sims = v @ x.T
+    k = min(k, len(y))
+    idx = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+    top = np.take_along_axis(sims, idx, axis=1).astype(np.float64)
+    w = np.maximum(top, 0.0) ** 4 + 1e-12
+    knn = (w * y[idx]).sum(axis=1) / w.sum(axis=1)
+    return (ridge + knn) / 2.0, ridge, knn, idx
+
+
+class EmbeddingRater:
+    """Offline importance rater over sentence embeddings: ridge regression blended with k-NN.
+
+    The prediction is the mean of two estimators fitted on the labelled set:
+
+    * ridge regression of the rating on the embedding (``lam`` = L2 penalty), which generalises over
+      wording, and
+    * the similarity-weighted mean rating of the ``k`` nearest labelled memories (cosine similarity,
+      weights ``max(sim, 0) ** 4``), which anchors it to concrete examples and gives the explanation.
+
+    Both estimators shrink towards the mean rating, so the blend is calibrated by quantile mapping: its
+    5-fold out-of-fold predictions over the labelled set are mapped, rank for rank, onto the labels'
+    distribution (keeps the order, restores the spread). Then it is rounded and clamped to 1..10.
+
+    On held-out fifths of the shipped set it reaches a Spearman correlation of about 0.82 with the labels
+    and a mean absolute error of about 1.2 rating points (``docs/rater.md``).
+
+    Args:
+        embedder: any :class:`simulacra.embeddings.Embedder` (unit-length vectors expected).
+        examples: labelled ``(memory, rating)`` pairs; default the shipped set.
+        k: neighbours consulted (>= 1).
+        lam: ridge penalty (> 0).
+        cache_size: memories whose rating is remembered (identical memories are answered from the cache).
+    """
+
+    name = "offline-embedding"
+
+    def __init__(self, embedder, examples: Sequence[tuple[str, int]] | None = None, k: int = 11,
+                 lam: float = 1.0, cache_size: int = 100_000):
+        self.embedder = embedder
+        self.examples = list(examples) if examples is not None else load_examples()
+        if not self.examples:
+            raise ValueError("the embedding rater needs at least one labelled example")
+        self.k = max(1, min(k, len(self.examples)))
+        self.lam = lam
+        self.model = f"ridge+knn over {getattr(embedder, 'name', 'embedder')} (k={self.k}, n={len(self.examples)})"
+        self._ratings = np.array([r for _, r in self.examples], dtype=np.float64)
+        self._fitted = None
+        self._cache: OrderedDict[str, Rating] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+        self.counts = {"rated": 0, "cache_hits": 0}
+
+    def _fit(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, np.ndarray, np.ndarray]:
+        """Embed the examples, fit the ridge, and the quantile map from 5-fold out-of-fold predictions."""
+        if self._fitted is None:
+            x = self.embedder.embed([t for t, _ in self.examples]).astype(np.float32)
+            y = self._ratings
+            folds = np.arange(len(y)) % 5
+            oof = np.empty(len(y))
+            for f in range(5):
+                tr = folds != f
+                if not tr.any():  # fewer than 2 examples: no calibration possible
+                    oof[:] = y
+                    break
+                w, m = _ridge(x[tr], y[tr], self.lam)
+                oof[~tr] = _blend(x[~tr], x[tr], y[tr], w, m, self.k)[0]
+            weights, mean = _ridge(x, y, self.lam)
+            self._fitted = (x, y, weights, mean, np.sort(oof), np.sort(y))
+        return self._fitted
+
+    def predict(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Raw predictions for embedded memories ``(n, dim)``.
+
+        Returns:
+            ``(calibrated blend, ridge, knn, neighbour indices (n, k))``; floats, not yet rounded.
+        """
+        x, y, weights, mean, oof_sorted, y_sorted = self._fit()
+        blend, ridge, knn, idx = _blend(np.asarray(vectors, dtype=np.float32), x, y, weights, mean, self.k)
+        return np.interp(blend, oof_sorted, y_sorted), ridge, knn, idx
+
+    def rate(self, memories: Sequence[str]) -> list[Rating]:
+        with self._lock:
+            todo = [m for m in dict.fromkeys(memories) if m not in self._cache]
+        fresh = {}
+        if todo:
+            blend, ridge, knn, idx = self.predict(self.embedder.embed(todo))
+            for i, text in enumerate(todo):
+                rating = int(min(10, max(1, round(float(blend[i])))))
+                near = "; ".join(f"'{self.examples[j][0]}' ({self.examples[j][1]})" for j in idx[i][:2])
+                fresh[text] = Rating(rating, f"Regression says {ridge[i]:.1f}, nearest rated memories "
+                                             f"say {knn[i]:.1f} ({near}).")
+        with self._lock:
+            self._cache.update(fresh)
+            out = []
+            for m in memories:
+                out.append(self._cache[m])
+                self._cache.move_to_end(m)
+            self.counts["rated"] += len(memories)
+            self.counts["cache_hits"] += len(memories) - len(todo)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return out
+
+    def stats(self) -> dict:
+        with self._lock:
+            return {"cache_size": len(self._cache), **self.counts, "examples": len(self.examples)}

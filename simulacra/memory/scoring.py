@@ -1,0 +1,125 @@
+"""Memory scoring: one pure, vectorised function.
+
+Formula (seed 003, after the Generative Agents paper, Park et al. 2023)::
+
+    score      = a_rec * recency + a_imp * importance + a_rel * relevance
+    recency    = 1                              if age < recency_window (60 game minutes)
+               = gamma ** (age / 60)            otherwise, age in game minutes (gamma per game hour)
+    importance = rating / 10                    rating on 1..10 from the rater
+               * decay ** (hours in long-term)  long-term memories only (seed 003: "decay mechanism")
+    relevance  = 1 / (1 + distance)             distance as Chroma reports it (squared L2 by default)
+
+A memory without a rating and timestamp (static memory) scores by relevance alone: its recency and
+importance terms are NaN and contribute nothing. Raw values are stored; weights, gamma and decay are
+applied here, at query time, so changing a weight rescales every old memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ScoringParams:
+    """Weights and time constants of :func:`score_memories` (defaults: seed 003 / Generative Agents)."""
+
+    a_rec: float = 0.25
+    a_imp: float = 0.25
+    a_rel: float = 1.0
+    gamma: float = 0.995
+    recency_window_minutes: float = 60.0
+    long_term_decay_per_hour: float = 0.99
+
+    @classmethod
+    def from_config(cls, memory_config) -> ScoringParams:
+        """Build from a :class:`simulacra.config.MemoryConfig`."""
+        m = memory_config
+        return cls(m.a_rec, m.a_imp, m.a_rel, m.gamma, m.recency_window_minutes, m.long_term_decay_per_hour)
+
+    @property
+    def max_recency_importance(self) -> float:
+        """Upper bound of ``a_rec * recency + a_imp * importance`` (both terms lie in [0, 1])."""
+        return self.a_rec + self.a_imp
+
+
+@dataclass(frozen=True)
+class ScoreTerms:
+    """Per-memory score terms, each a float64 array of shape ``(n,)``; NaN where a term does not apply."""
+
+    recency: np.ndarray
+    importance: np.ndarray
+    relevance: np.ndarray
+    score: np.ndarray
+
+
+def relevance_from_distance(distance: np.ndarray) -> np.ndarray:
+    """``1 / (1 + distance)`` (seed 003). ``distance`` >= 0, shape ``(n,)``; result in (0, 1]."""
+    d = np.asarray(distance, dtype=np.float64)
+    return 1.0 / (1.0 + np.maximum(d, 0.0))
+
+
+def recency_of(age_minutes: np.ndarray, gamma: float, window_minutes: float = 60.0) -> np.ndarray:
+    """Recency in (0, 1]: 1 under ``window_minutes`` of age, else ``gamma ** (age / 60)``.
+
+    Args:
+        age_minutes: game minutes since the memory's reference time, shape ``(n,)``; NaN stays NaN,
+            negative ages (a timestamp in the future) count as 0.
+        gamma: factor per game hour, in (0, 1].
+    """
+    age = np.maximum(np.asarray(age_minutes, dtype=np.float64), 0.0)
+    with np.errstate(invalid="ignore"):
+        out = np.where(age < window_minutes, 1.0, np.power(gamma, age / 60.0))
+    return np.where(np.isnan(age), np.nan, out)
+
+
+def decayed_importance(
+    rating: np.ndarray, long_term_since: np.ndarray, now: float, decay_per_hour: float
+) -> np.ndarray:
+    """``rating / 10``, times ``decay_per_hour ** hours`` since the memory entered long-term.
+
+    Args:
+        rating: raw rater output on 1..10 (NaN for static memories), shape ``(n,)``.
+        long_term_since: game minute the memory entered long-term, NaN while in short-term.
+        now: current game time in game minutes.
+        decay_per_hour: factor per game hour, in (0, 1].
+    Returns:
+        importance in [0, 1], NaN where ``rating`` is NaN.
+    """
+    base = np.asarray(rating, dtype=np.float64) / 10.0
+    since = np.asarray(long_term_since, dtype=np.float64)
+    hours = np.where(np.isnan(since), 0.0, np.maximum(now - since, 0.0) / 60.0)
+    return base * np.power(decay_per_hour, hours)
+
+
+def score_memories(
+    distance: np.ndarray,
+    rating: np.ndarray,
+    reference_time: np.ndarray,
+    long_term_since: np.ndarray,
+    now: float,
+    params: ScoringParams,
+) -> ScoreTerms:
+    """Score ``n`` memories for one query (see the module docstring for the formula and its source).
+
+    Args:
+        distance: Chroma-space distance of each memory to the query, shape ``(n,)``.
+        rating: importance rating 1..10, NaN for memories without one (static), shape ``(n,)``.
+        reference_time: game minute recency is measured from (creation, or last access), NaN for static.
+        long_term_since: game minute each memory entered long-term, NaN if it has not.
+        now: current game time in game minutes.
+        params: weights and time constants.
+    Returns:
+        The three terms and the total, each shape ``(n,)``.
+    """
+    relevance = relevance_from_distance(distance)
+    recency = recency_of(now - np.asarray(reference_time, dtype=np.float64), params.gamma,
+                         params.recency_window_minutes)
+    importance = decayed_importance(rating, long_term_since, now, params.long_term_decay_per_hour)
+    score = (
+        params.a_rel * relevance
+        + params.a_rec * np.nan_to_num(recency, nan=0.0)
+        + params.a_imp * np.nan_to_num(importance, nan=0.0)
+    )
+    return ScoreTerms(recency=recency, importance=importance, relevance=relevance, score=score)

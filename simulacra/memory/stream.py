@@ -1,0 +1,256 @@
+"""An agent's memory stream: static, short-term and long-term tiers (seed 003).
+
+Retrieval asks static, then short-term, then long-term for the ``top_k`` best memories; a memory
+scoring under ``threshold`` is not used; once ``top_k`` memories at or above the threshold are found,
+lower tiers are not consulted. Consolidation moves old short-term memories with importance above
+``promote_threshold`` to long-term and forgets the rest; long-term importance decays with game time and
+a memory whose decayed importance falls under ``forget_floor`` is forgotten.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulacra.config import MemoryConfig
+from simulacra.memory.records import TIERS, MemoryRecord, RetrievedMemory
+from simulacra.memory.scoring import ScoringParams, decayed_importance
+from simulacra.memory.store import MemoryTier
+
+log = logging.getLogger(__name__)
+
+
+def open_chroma(path: str | Path):
+    """A persistent Chroma client at ``path`` with telemetry off."""
+    import chromadb
+    from chromadb.config import Settings
+
+    Path(path).mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+
+
+class AgentMemory:
+    """The three memory tiers of one agent, stored in ``path`` (``database/<run>/<agent>/``).
+
+    Args:
+        agent: the agent's id (persona file stem).
+        path: folder of the agent's Chroma store; created if missing, reopened if present.
+        config: memory section of the run config.
+        dim: embedding dimension.
+        client: an existing Chroma client to use instead of opening one at ``path``.
+    """
+
+    def __init__(self, agent: str, path: str | Path, config: MemoryConfig, dim: int, client=None):
+        self.agent = agent
+        self.path = Path(path)
+        self.config = config
+        self.client = client if client is not None else open_chroma(self.path)
+        self.tiers: dict[str, MemoryTier] = {
+            name: MemoryTier(self.client, name, dim, config.distance) for name in TIERS
+        }
+        self.last_consolidation: float | None = None
+
+    @property
+    def params(self) -> ScoringParams:
+        return ScoringParams.from_config(self.config)
+
+    @property
+    def static(self) -> MemoryTier:
+        return self.tiers["static"]
+
+    @property
+    def short_term(self) -> MemoryTier:
+        return self.tiers["short_term"]
+
+    @property
+    def long_term(self) -> MemoryTier:
+        return self.tiers["long_term"]
+
+    def counts(self) -> dict[str, int]:
+        """Number of memories per tier."""
+        return {name: len(tier) for name, tier in self.tiers.items()}
+
+    # ----------------------------------------------------------------- writes
+    def set_static(self, records: Sequence[MemoryRecord], embeddings: np.ndarray) -> None:
+        """Replace the static memory with ``records`` (persona and world facts), embedded once."""
+        stale = [r.id for r in self.static.records if r.id not in {x.id for x in records}]
+        self.static.delete(stale)
+        fresh = [i for i, r in enumerate(records) if r.id not in self.static]
+        self.static.upsert([records[i] for i in fresh], np.asarray(embeddings)[fresh])
+
+    def add(self, records: Sequence[MemoryRecord], embeddings: np.ndarray) -> list[dict[str, Any]]:
+        """Add new memories to short-term in one write; returns the trace operations.
+
+        A record whose id is already in long-term (consolidated earlier, then perceived again at the same
+        game time after a resume) is not added twice.
+        """
+        keep = [i for i, r in enumerate(records) if r.id not in self.long_term]
+        recs = [records[i] for i in keep]
+        self.short_term.upsert(recs, np.asarray(embeddings)[keep])
+        return [
+            {
+                "op": "add",
+                "agent": self.agent,
+                "tier": "short_term",
+                "id": r.id,
+                "text": r.text,
+                "kind": r.kind,
+                "rating": r.rating,
+                "timestamp": r.timestamp,
+            }
+            for r in recs
+        ]
+
+    def add_long_term(self, records: Sequence[MemoryRecord], embeddings: np.ndarray, now: float) -> list[dict]:
+        """Write memories straight to long-term (reflections); returns the trace operations."""
+        recs = [replace(r, long_term_since=now) for r in records]
+        self.long_term.upsert(recs, embeddings)
+        return [
+            {
+                "op": "add",
+                "agent": self.agent,
+                "tier": "long_term",
+                "id": r.id,
+                "text": r.text,
+                "kind": r.kind,
+                "rating": r.rating,
+                "timestamp": r.timestamp,
+                "evidence_ids": r.extra.get("evidence_ids"),
+            }
+            for r in recs
+        ]
+
+    def consolidate(self, now: float, force: bool = False) -> list[dict[str, Any]]:
+        """Seed 003's "after some time" step; returns the trace operations.
+
+        Runs when ``consolidation_interval_minutes`` of game time have passed since the last run (or
+        ``force``) and short-term holds more than ``short_term_min_entries``: every short-term memory at
+        least ``consolidation_age_minutes`` old leaves short-term; those with importance
+        ``rating / 10 > promote_threshold`` go to long-term (one write), the rest are forgotten. Then
+        long-term memories whose decayed importance is under ``forget_floor`` are forgotten.
+        Long-term is written before short-term is deleted, so a crash in between loses nothing.
+        """
+        cfg = self.config
+        if not force and self.last_consolidation is not None:
+            if now - self.last_consolidation < cfg.consolidation_interval_minutes:
+                return []
+        self.last_consolidation = now
+        ops: list[dict[str, Any]] = []
+        st = self.short_term
+        if len(st) > cfg.short_term_min_entries:
+            old = [r for r in st.records if r.timestamp is not None and now - r.timestamp >= cfg.consolidation_age_minutes]
+            promote = [r for r in old if r.rating is not None and r.rating / 10.0 > cfg.promote_threshold]
+            promoted_ids = {r.id for r in promote}
+            if promote:
+                moved = [replace(r, long_term_since=now) for r in promote]
+                self.long_term.upsert(moved, st.embeddings_of([r.id for r in promote]))
+            st.delete([r.id for r in old])
+            for r in old:
+                if r.id in promoted_ids:
+                    ops.append({"op": "move", "agent": self.agent, "id": r.id, "from": "short_term",
+                                "to": "long_term", "text": r.text, "importance": r.rating / 10.0})
+                else:
+                    ops.append({"op": "forget", "agent": self.agent, "id": r.id, "tier": "short_term",
+                                "text": r.text, "importance": None if r.rating is None else r.rating / 10.0,
+                                "reason": f"consolidation: importance <= {cfg.promote_threshold}"})
+        ops.extend(self.forget_decayed(now))
+        return ops
+
+    def forget_decayed(self, now: float) -> list[dict[str, Any]]:
+        """Forget long-term memories whose decayed importance is under ``forget_floor``."""
+        floor = self.config.forget_floor
+        lt = self.long_term
+        if floor is None or not len(lt):
+            return []
+        recs = lt.records
+        imp = decayed_importance(
+            np.array([math.nan if r.rating is None else r.rating for r in recs], dtype=np.float64),
+            np.array([math.nan if r.long_term_since is None else r.long_term_since for r in recs]),
+            now,
+            self.config.long_term_decay_per_hour,
+        )
+        gone = [(r, float(i)) for r, i in zip(recs, imp) if not math.isnan(i) and i < floor]
+        lt.delete([r.id for r, _ in gone])
+        return [
+            {"op": "forget", "agent": self.agent, "id": r.id, "tier": "long_term", "text": r.text,
+             "importance": round(i, 6), "reason": f"decayed importance < {floor}"}
+            for r, i in gone
+        ]
+
+    def mark_accessed(self, ids: Iterable[str], now: float) -> None:
+        """Set ``last_accessed = now`` on these memories (explicit: retrieval itself never writes)."""
+        for tier in (self.short_term, self.long_term):
+            recs = [replace(tier.get(i), last_accessed=now) for i in ids if i in tier]
+            tier.update_metadata(recs)
+
+    # ----------------------------------------------------------------- reads
+    def retrieve(
+        self,
+        query_embedding: np.ndarray,
+        now: float,
+        top_k: int | None = None,
+        tiers: Sequence[str] = TIERS,
+        threshold: float | None = None,
+    ) -> list[RetrievedMemory]:
+        """Seed 003's cascade retrieval. Reads only; nothing is written.
+
+        Args:
+            query_embedding: the query's embedding, shape ``(dim,)``.
+            now: current game time (game minutes).
+            top_k: memories wanted (default ``config.top_k``).
+            tiers: tiers to ask, in priority order (default static, short-term, long-term).
+            threshold: minimum score (default ``config.threshold``).
+        Returns:
+            At most ``top_k`` memories, each scoring at least ``threshold``: the best of the first tier,
+            then of the next tiers while fewer than ``top_k`` were found; within a tier best first.
+        """
+        k = self.config.top_k if top_k is None else top_k
+        thr = self.config.threshold if threshold is None else threshold
+        params = self.params
+        found: list[RetrievedMemory] = []
+        for name in tiers:
+            need = k - len(found)
+            if need <= 0:
+                break
+            best = self.tiers[name].top(query_embedding, now, params, need, self.config.recency_from)
+            found.extend(m for m in best if m.score >= thr)
+        return found
+
+    def most_important(
+        self, now: float, n: int, tiers: Sequence[str] = ("long_term",), since: float | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> list[tuple[MemoryRecord, float]]:
+        """The ``n`` memories with the highest (decayed) importance, with that importance.
+
+        Args:
+            since: only memories formed at or after this game minute.
+            kinds: only these kinds.
+        Ties are broken by recency, then id.
+        """
+        items: list[tuple[MemoryRecord, float]] = []
+        for name in tiers:
+            for r in self.tiers[name].records:
+                if r.rating is None or (since is not None and (r.timestamp or 0) < since):
+                    continue
+                if kinds is not None and r.kind not in kinds:
+                    continue
+                imp = r.rating / 10.0
+                if r.long_term_since is not None:
+                    imp *= self.config.long_term_decay_per_hour ** (max(now - r.long_term_since, 0) / 60.0)
+                items.append((r, imp))
+        items.sort(key=lambda x: (-x[1], -(x[0].timestamp or 0), x[0].id))
+        return items[:n]
+
+    def find(self, memory_id: str) -> tuple[str, MemoryRecord] | None:
+        """The tier and record of ``memory_id``, or ``None``."""
+        for name, tier in self.tiers.items():
+            rec = tier.get(memory_id)
+            if rec is not None:
+                return name, rec
+        return None

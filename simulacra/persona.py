@@ -1,0 +1,138 @@
+"""Personas: the static memory of an agent, one JSON file per agent in ``agent_personalities/``.
+
+The file's stem is the agent's id (``mei_lin.json`` -> ``mei_lin``); it names the agent's Chroma
+folder ``database/<run>/<id>/``. :func:`check_persona` validates one file on its own; place and
+relationship references are checked against a world by :func:`simulacra.world.load_world`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+
+from simulacra.clock import parse_hhmm
+from simulacra.errors import PersonaError
+
+NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+
+class RoutineEntry(BaseModel):
+    """One step of the daily routine: from ``start`` (``"HH:MM"``) the agent does ``activity`` at ``place``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start: str
+    activity: NonEmpty
+    place: NonEmpty
+    object_state: dict[str, NonEmpty] = Field(default_factory=dict)
+
+    @field_validator("start")
+    @classmethod
+    def _valid_time(cls, v: str) -> str:
+        parse_hhmm(v)
+        return v
+
+    @property
+    def start_minute(self) -> int:
+        """Minutes after midnight."""
+        return parse_hhmm(self.start)
+
+
+class Persona(BaseModel):
+    """A resident's identity, routine and relationships (seed 003's static memory)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = ""
+    name: NonEmpty
+    age: int = Field(ge=0, le=130)
+    occupation: NonEmpty
+    traits: list[NonEmpty] = Field(min_length=1)
+    background: NonEmpty
+    home: NonEmpty
+    lifestyle: str = ""
+    speech_style: str = ""
+    interests: list[NonEmpty] = Field(default_factory=list)
+    routine: list[RoutineEntry] = Field(min_length=1)
+    relationships: dict[str, NonEmpty] = Field(default_factory=dict)
+
+    @field_validator("routine")
+    @classmethod
+    def _sorted(cls, v: list[RoutineEntry]) -> list[RoutineEntry]:
+        starts = [e.start_minute for e in v]
+        for i in range(1, len(starts)):
+            if starts[i] <= starts[i - 1]:
+                raise ValueError(f"entry {i} starts at {v[i].start}, not after entry {i - 1} ({v[i - 1].start})")
+        return v
+
+    @property
+    def first_name(self) -> str:
+        return self.name.split()[0]
+
+    def routine_at(self, minute_of_day: int) -> tuple[int, RoutineEntry]:
+        """The routine entry in force at ``minute_of_day`` (the last one started; before the first, the last
+        of the previous day) and its index."""
+        current = len(self.routine) - 1
+        for i, entry in enumerate(self.routine):
+            if entry.start_minute <= minute_of_day:
+                current = i
+        return current, self.routine[current]
+
+    def facts(self) -> list[str]:
+        """Static-memory sentences about this persona, in a fixed order."""
+        out = [
+            f"{self.name}, {self.age}, is {_article(self.occupation)}.",
+            f"{self.name} is {_join(self.traits)}.",
+            self.background,
+        ]
+        if self.lifestyle:
+            out.append(self.lifestyle)
+        if self.interests:
+            out.append(f"{self.name} is interested in {_join(self.interests)}.")
+        for entry in self.routine:
+            out.append(f"On a usual day at {entry.start}, {self.name} is {entry.activity}.")
+        return out
+
+
+def _article(noun: str) -> str:
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def load_persona(path: str | Path) -> Persona:
+    """Load and validate one persona file.
+
+    Raises:
+        PersonaError: naming the file and the dotted field (``routine.3.start``) on any problem.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise PersonaError(path, None, f"cannot read: {err.strerror}") from None
+    except json.JSONDecodeError as err:
+        raise PersonaError(path, None, f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+    if not isinstance(data, dict):
+        raise PersonaError(path, None, f"expected a JSON object, got {type(data).__name__}")
+    if "id" in data:
+        raise PersonaError(path, "id", "the id is the file name; remove this field")
+    try:
+        persona = Persona.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or None
+        msg = first["msg"].removeprefix("Value error, ")
+        raise PersonaError(path, field, msg) from None
+    persona.id = path.stem
+    return persona
+
+
+def check_persona(path: str | Path) -> Persona:
+    """Validate a persona file as users would before a run (alias of :func:`load_persona`)."""
+    return load_persona(path)

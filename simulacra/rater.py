@@ -1,0 +1,203 @@
+"""Client of the HTTP importance rater (seed 003: ``http://127.0.0.1:5000/rate``).
+
+The simulation rates every new memory of a tick in one request to ``<url>/batch`` (falling back to one
+``POST <url>`` per memory for a rater that only speaks seed 003's single form), caches ratings by text,
+retries transient failures with backoff (tenacity), and, when nothing answers at a local URL, starts the
+offline rater in-process on that address.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from urllib.parse import urlparse
+
+import requests
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from simulacra.errors import RaterError
+
+log = logging.getLogger(__name__)
+
+#: rating used when the rater answers something unusable (logged and counted, never silent)
+FALLBACK_RATING = 3
+
+
+class _Transient(Exception):
+    pass
+
+
+def _coerce_rating(value) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(min(10, max(1, round(value))))
+    if isinstance(value, str):
+        try:
+            return _coerce_rating(float(value.strip()))
+        except ValueError:
+            return None
+    return None
+
+
+class RaterClient:
+    """Rates memories over HTTP.
+
+    Args:
+        url: the ``/rate`` endpoint.
+        timeout_s: seconds per request.
+        attempts: tries per request on connection errors, timeouts and 5xx.
+    Attributes:
+        fallbacks: memories that got :data:`FALLBACK_RATING` because the answer was unusable.
+        requests_sent: HTTP requests made.
+    """
+
+    def __init__(self, url: str, timeout_s: float = 30.0, attempts: int = 3):
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.attempts = attempts
+        self._session = requests.Session()
+        self._cache: dict[str, int] = {}
+        self._batch_supported: bool | None = None
+        self.fallbacks = 0
+        self.requests_sent = 0
+
+    @property
+    def base_url(self) -> str:
+        p = urlparse(self.url)
+        return f"{p.scheme}://{p.netloc}"
+
+    def health(self, timeout_s: float = 1.0) -> dict | None:
+        """``GET /health`` of the rater, or ``None`` if nothing answers."""
+        try:
+            resp = self._session.get(f"{self.base_url}/health", timeout=timeout_s)
+            return resp.json() if resp.ok else None
+        except (requests.RequestException, ValueError):
+            return None
+
+    def _post(self, url: str, body: dict) -> requests.Response:
+        @retry(stop=stop_after_attempt(self.attempts), wait=wait_exponential(multiplier=0.2, max=5),
+               retry=retry_if_exception_type(_Transient), reraise=True)
+        def send():
+            self.requests_sent += 1
+            try:
+                resp = self._session.post(url, json=body, timeout=self.timeout_s)
+            except (requests.ConnectionError, requests.Timeout) as err:
+                raise _Transient(str(err)) from err
+            if resp.status_code >= 500 or resp.status_code == 429:
+                raise _Transient(f"HTTP {resp.status_code}: {resp.text[:200]}")
+            return resp
+
+        try:
+            return send()
+        except _Transient as err:
+            raise RaterError(f"rater at {url} failed after {self.attempts} attempts: {err}") from None
+
+    def _rating_from(self, answer, memory: str) -> int:
+        rating = _coerce_rating(answer.get("rating")) if isinstance(answer, dict) else None
+        if rating is None:
+            self.fallbacks += 1
+            log.warning("rater answered no usable rating for %r: %r; using %d", memory, answer, FALLBACK_RATING)
+            return FALLBACK_RATING
+        return rating
+
+    def rate_many(self, memories: Sequence[str]) -> list[int]:
+        """Ratings 1..10 for ``memories`` (same order); one HTTP request for all uncached texts.
+
+        Raises:
+            RaterError: the rater is unreachable or rejects the request (4xx) after retries.
+        """
+        todo = [m for m in dict.fromkeys(memories) if m not in self._cache]
+        if todo:
+            for text, rating in zip(todo, self._rate_uncached(todo)):
+                self._cache[text] = rating
+        return [self._cache[m] for m in memories]
+
+    def _rate_uncached(self, todo: list[str]) -> list[int]:
+        if self._batch_supported is not False:
+            resp = self._post(self.url + "/batch", {"memories": todo})
+            if resp.status_code in (404, 405):
+                self._batch_supported = False
+            else:
+                self._batch_supported = True
+                if not resp.ok:
+                    raise RaterError(f"rater at {self.url}/batch rejected the request: HTTP {resp.status_code} "
+                                     f"{resp.text[:200]}")
+                try:
+                    answers = resp.json().get("ratings")
+                except (ValueError, AttributeError):
+                    answers = None
+                if not isinstance(answers, list) or len(answers) != len(todo):
+                    log.warning("rater batch answer malformed: %r", resp.text[:200])
+                    answers = [None] * len(todo)
+                return [self._rating_from(a, m) for a, m in zip(answers, todo)]
+        out = []
+        for memory in todo:
+            resp = self._post(self.url, {"memory": memory})
+            if not resp.ok:
+                raise RaterError(f"rater at {self.url} rejected the request: HTTP {resp.status_code} {resp.text[:200]}")
+            try:
+                answer = resp.json()
+            except ValueError:
+                answer = None
+            out.append(self._rating_from(answer, memory))
+        return out
+
+    def close(self) -> None:
+        self._session.close()
+
+
+class LocalRaterServer:
+    """The rater app served in-process on a background thread (werkzeug's threaded server).
+
+    Used when nothing answers at the configured URL; stopped by :meth:`close`.
+    """
+
+    def __init__(self, app, host: str, port: int):
+        from werkzeug.serving import make_server
+
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log line per request
+        self._server = make_server(host, port, app, threaded=True)
+        self.host, self.port = host, self._server.server_port
+        self._thread = threading.Thread(target=self._server.serve_forever, name="rater", daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/rate"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._thread.join(timeout=5)
+
+
+def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neighbours: int = 11):
+    """A :class:`RaterClient` for ``url``; starts the offline rater in-process if nothing answers there.
+
+    Returns:
+        ``(client, server)``; ``server`` is a :class:`LocalRaterServer` to close, or ``None``.
+    Raises:
+        RaterError: nothing answers, and the URL is not local or ``start_local`` is false, or the port is
+            taken by something that is not a rater.
+    """
+    client = RaterClient(url, timeout_s)
+    if client.health() is not None:
+        log.info("using the rater at %s", url)
+        return client, None
+    p = urlparse(url)
+    host = p.hostname or "127.0.0.1"
+    if not start_local or host not in ("127.0.0.1", "localhost", "::1"):
+        raise RaterError(f"no rater answers at {url} (start one with 'simulacra rater', or use a local URL)")
+    from rater_server import create_app
+    from rater_server.backends import EmbeddingRater
+
+    app = create_app(EmbeddingRater(embedder, k=neighbours))
+    try:
+        server = LocalRaterServer(app, host, p.port or 80)
+    except OSError as err:
+        raise RaterError(f"nothing answers as a rater at {url} and its port cannot be used: {err}") from None
+    log.info("started the offline rater in-process at %s", server.url)
+    client.close()
+    # port 0 asks the OS for a free port: talk to the one it gave
+    return RaterClient(url if p.port else server.url, timeout_s), server

@@ -1,0 +1,95 @@
+"""The run trace: ``database/<run>/trace.jsonl``, versioned JSON Lines.
+
+Line 1 is a header ``{"type": "header", "schema_version", "config", "world", "personas", ...}``; then one
+``{"type": "tick", ...}`` record per tick with positions, actions, utterances and every memory operation
+(``add``, ``move``, ``forget``, ``retrieve`` with the score terms of each returned memory). Keys are
+sorted and floats rounded, so the same seed with the offline backend writes byte-identical traces.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+DIGITS = 6
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float):
+        return None if math.isnan(value) else round(value, DIGITS)
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy scalar
+        return _clean(value.item())
+    return value
+
+
+def dumps(record: dict[str, Any]) -> str:
+    """One trace line: sorted keys, floats rounded to 6 digits, UTF-8 text kept as is."""
+    return json.dumps(_clean(record), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+class TraceWriter:
+    """Appends records to a trace file, flushing each line (a killed run keeps every finished tick)."""
+
+    def __init__(self, path: str | Path, header: dict[str, Any]):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = self.path.open("w", encoding="utf-8")
+        self.write({"type": "header", "schema_version": SCHEMA_VERSION, **header})
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._fh.write(dumps(record) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+
+class TraceFormatError(ValueError):
+    """A trace file is malformed; the message names the file and line."""
+
+
+def read_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Read a trace: ``(header, tick records)``. Accepts a run folder or the ``trace.jsonl`` path.
+
+    Raises:
+        TraceFormatError: missing header, unknown schema version, or a malformed line.
+    """
+    header, ticks = None, []
+    for n, record in iter_trace(path):
+        if n == 1:
+            header = record
+        else:
+            ticks.append(record)
+    if header is None:
+        raise TraceFormatError(f"{path}: empty trace")
+    return header, ticks
+
+
+def iter_trace(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line number, record)``; validates the header on line 1."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "trace.jsonl"
+    with p.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise TraceFormatError(f"{p}: line {n}: {err.msg}") from None
+            if n == 1:
+                if record.get("type") != "header":
+                    raise TraceFormatError(f"{p}: line 1 is not a header")
+                if record.get("schema_version") != SCHEMA_VERSION:
+                    raise TraceFormatError(
+                        f"{p}: schema version {record.get('schema_version')}, this simulacra reads {SCHEMA_VERSION}"
+                    )
+            yield n, record

@@ -1,0 +1,262 @@
+"""World files: schema, loading, and validation against the persona files they name.
+
+Every error names the file and the dotted field; a reference from a persona to an unknown place names
+both files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import networkx as nx
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+
+from simulacra.clock import parse_hhmm
+from simulacra.errors import PersonaError, WorldError
+from simulacra.persona import Persona, load_persona
+
+NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Place(_Strict):
+    """A place of the town; ``position`` is a 2-D layout coordinate (x right, y down) for the viewer."""
+
+    name: NonEmpty
+    kind: Literal["home", "shop", "public", "work", "nature"]
+    description: NonEmpty
+    position: tuple[float, float]
+
+
+class WorldObject(_Strict):
+    """An object with a state, located in one place."""
+
+    id: NonEmpty
+    place: NonEmpty
+    name: NonEmpty
+    state: NonEmpty
+
+
+class Event(_Strict):
+    """A scheduled happening: at ``time`` (``"HH:MM"``) at ``place``, visible for ``duration_minutes``."""
+
+    time: str
+    day: int = Field(1, ge=1)
+    place: NonEmpty
+    text: NonEmpty
+    importance_hint: Literal["minor", "notable", "major"] = "notable"
+    duration_minutes: int = Field(30, ge=1)
+    object_states: dict[str, NonEmpty] = Field(default_factory=dict)
+    public: bool = False
+
+    @field_validator("time")
+    @classmethod
+    def _valid_time(cls, v: str) -> str:
+        parse_hhmm(v)
+        return v
+
+    @property
+    def minute(self) -> int:
+        """Absolute game minute of the event (day 1 starts at minute 0)."""
+        return (self.day - 1) * 24 * 60 + parse_hhmm(self.time)
+
+
+class World(_Strict):
+    """A parsed world file. ``graph`` (networkx) and ``path``/``personas`` are set by :func:`load_world`."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    name: NonEmpty
+    description: NonEmpty
+    start_time: str = "07:00"
+    end_time: str = "23:00"
+    tick_minutes: int = Field(10, ge=1, le=24 * 60)
+    edges_per_tick: int = Field(1, ge=1)
+    rules: list[NonEmpty] = Field(default_factory=list)
+    shared_memory: bool = False
+    places: dict[str, Place] = Field(min_length=1)
+    paths: list[tuple[NonEmpty, NonEmpty]] = Field(default_factory=list)
+    objects: list[WorldObject] = Field(default_factory=list)
+    events: list[Event] = Field(default_factory=list)
+    residents: list[NonEmpty] = Field(min_length=1)
+
+    @field_validator("start_time", "end_time")
+    @classmethod
+    def _valid_time(cls, v: str) -> str:
+        parse_hhmm(v)
+        return v
+
+    # set after validation
+    source: str = ""
+
+    def model_post_init(self, __context) -> None:
+        self._graph = None
+        self._personas: dict[str, Persona] = {}
+
+    @property
+    def graph(self) -> nx.Graph:
+        """Undirected graph of place ids (nodes) and paths (edges)."""
+        if self._graph is None:
+            g = nx.Graph()
+            g.add_nodes_from(sorted(self.places))
+            g.add_edges_from(self.paths)
+            self._graph = g
+        return self._graph
+
+    @property
+    def personas(self) -> dict[str, Persona]:
+        """The residents' personas by id, in the world file's order."""
+        return self._personas
+
+    @property
+    def start_minute(self) -> int:
+        return parse_hhmm(self.start_time)
+
+    @property
+    def end_minute(self) -> int:
+        end = parse_hhmm(self.end_time)
+        return end if end > self.start_minute else end + 24 * 60
+
+    def route(self, src: str, dst: str) -> list[str]:
+        """Shortest path of place ids from ``src`` to ``dst`` (both included); ties broken by name."""
+        if src == dst:
+            return [src]
+        # BFS over sorted neighbours: deterministic whatever networkx's internal order.
+        prev = {src: None}
+        frontier = [src]
+        while frontier and dst not in prev:
+            nxt = []
+            for node in frontier:
+                for nb in sorted(self.graph.neighbors(node)):
+                    if nb not in prev:
+                        prev[nb] = node
+                        nxt.append(nb)
+            frontier = nxt
+        if dst not in prev:
+            raise ValueError(f"no path from {src} to {dst}")
+        out = [dst]
+        while out[-1] != src:
+            out.append(prev[out[-1]])
+        return out[::-1]
+
+    def object(self, object_id: str) -> WorldObject:
+        for obj in self.objects:
+            if obj.id == object_id:
+                return obj
+        raise KeyError(object_id)
+
+    def facts(self) -> list[str]:
+        """Static-memory sentences about the world: its rules and place descriptions."""
+        out = [f"{self.name}: {self.description}"]
+        out += [f"Rule of {self.name}: {rule}" for rule in self.rules]
+        out += [f"{p.name} ({self.name}): {p.description}" for p in self.places.values()]
+        return out
+
+
+def _pydantic_field(err: ValidationError) -> tuple[str | None, str]:
+    first = err.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or None
+    return field, first["msg"].removeprefix("Value error, ")
+
+
+def load_world(path: str | Path, personas_dir: str | Path | None = None) -> World:
+    """Load a world file and the persona files of its residents, and check every cross-reference.
+
+    Args:
+        path: the world YAML file.
+        personas_dir: folder of ``<id>.json`` persona files (default: ``agent_personalities/`` next to the
+            world file's folder).
+    Returns:
+        The world, with ``world.personas`` filled in.
+    Raises:
+        WorldError: the world file is unreadable, malformed, or refers to something unknown (the error names
+            the field, and the persona file where the reference comes from one).
+        PersonaError: a persona file is invalid on its own.
+    """
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise WorldError(path, None, f"cannot read: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise WorldError(path, None, f"not valid YAML: {err}") from None
+    if not isinstance(data, dict):
+        raise WorldError(path, None, "expected a mapping at the top level")
+    try:
+        world = World.model_validate(data)
+    except ValidationError as err:
+        field, msg = _pydantic_field(err)
+        raise WorldError(path, field, msg) from None
+    world.source = str(path)
+
+    places = world.places
+    for i, (a, b) in enumerate(world.paths):
+        for j, end in enumerate((a, b)):
+            if end not in places:
+                raise WorldError(path, f"paths.{i}.{j}", f"unknown place '{end}'")
+        if a == b:
+            raise WorldError(path, f"paths.{i}", f"a path from '{a}' to itself")
+    if len(places) > 1 and not nx.is_connected(world.graph):
+        parts = sorted(sorted(c) for c in nx.connected_components(world.graph))
+        raise WorldError(path, "paths", f"places are not all connected: {parts}")
+    ids = [o.id for o in world.objects]
+    for i, obj in enumerate(world.objects):
+        if obj.place not in places:
+            raise WorldError(path, f"objects.{i}.place", f"unknown place '{obj.place}'")
+        if ids.count(obj.id) > 1:
+            raise WorldError(path, f"objects.{i}.id", f"duplicate object id '{obj.id}'")
+    for i, ev in enumerate(world.events):
+        if ev.place not in places:
+            raise WorldError(path, f"events.{i}.place", f"unknown place '{ev.place}'")
+        for oid in ev.object_states:
+            if oid not in ids:
+                raise WorldError(path, f"events.{i}.object_states.{oid}", f"unknown object '{oid}'")
+    if len(set(world.residents)) != len(world.residents):
+        raise WorldError(path, "residents", "a resident is listed twice")
+
+    pdir = Path(personas_dir) if personas_dir is not None else path.parent.parent / "agent_personalities"
+    personas: dict[str, Persona] = {}
+    for i, rid in enumerate(world.residents):
+        ppath = pdir / f"{rid}.json"
+        if not ppath.exists():
+            raise WorldError(path, f"residents.{i}", f"no persona file {ppath} for resident '{rid}'")
+        personas[rid] = load_persona(ppath)
+    for rid, persona in personas.items():
+        ppath = pdir / f"{rid}.json"
+        if persona.home not in places:
+            raise WorldError(ppath, "home", f"unknown place '{persona.home}'", other_file=path)
+        for j, entry in enumerate(persona.routine):
+            if entry.place not in places:
+                raise WorldError(ppath, f"routine.{j}.place", f"unknown place '{entry.place}'", other_file=path)
+            for oid in entry.object_state:
+                obj = next((o for o in world.objects if o.id == oid), None)
+                if obj is None:
+                    raise WorldError(ppath, f"routine.{j}.object_state.{oid}", f"unknown object '{oid}'",
+                                     other_file=path)
+                if obj.place != entry.place:
+                    raise WorldError(ppath, f"routine.{j}.object_state.{oid}",
+                                     f"object '{oid}' is at '{obj.place}', not at '{entry.place}'", other_file=path)
+        for other in persona.relationships:
+            if other not in personas:
+                raise WorldError(ppath, f"relationships.{other}", f"'{other}' is not a resident", other_file=path)
+            if other == rid:
+                raise WorldError(ppath, f"relationships.{other}", "a relationship with oneself")
+    world._personas = personas
+    return world
+
+
+def check_world(path: str | Path, personas_dir: str | Path | None = None) -> World:
+    """Validate a world file and its residents' personas as a user would before a run.
+
+    Raises:
+        WorldError, PersonaError: see :func:`load_world`.
+    """
+    return load_world(path, personas_dir)
+
+
+__all__ = ["Event", "Place", "World", "WorldObject", "check_world", "load_world", "PersonaError"]

@@ -1,0 +1,49 @@
+"""Shared fixtures: one real embedder and one real rater server (127.0.0.1, free port) per session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+
+    return CachedEmbedder(SentenceTransformerEmbedder())
+
+
+@pytest.fixture(scope="session")
+def rater_backend(embedder):
+    from rater_server.backends import EmbeddingRater
+
+    return EmbeddingRater(embedder)
+
+
+@pytest.fixture(scope="session")
+def rater_url(rater_backend):
+    """URL of a real rater app served over HTTP on a free loopback port."""
+    from rater_server import create_app
+    from simulacra.rater import LocalRaterServer
+
+    server = LocalRaterServer(create_app(rater_backend), "127.0.0.1", 0)
+    yield server.url
+    server.close()
+
+
+def unit(*xs: float, dim: int = 8) -> np.ndarray:
+    """A unit vector of ``dim`` floats starting with ``xs`` (hand-made embeddings for exact numbers)."""
+    v = np.zeros(dim, dtype=np.float32)
+    v[: len(xs)] = xs
+    return v / np.linalg.norm(v)

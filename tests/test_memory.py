@@ -1,0 +1,167 @@
+"""The memory tiers on real persistent Chroma stores: ids, cascade, consolidation, decay, persistence."""
+
+import math
+
+import numpy as np
+import pytest
+
+from simulacra.config import MemoryConfig
+from simulacra.memory.records import MemoryRecord, memory_id
+from simulacra.memory.stream import AgentMemory, open_chroma
+from tests.conftest import unit
+
+DIM = 8
+
+
+def rec(agent, text, ts, rating, kind="observation"):
+    return MemoryRecord(id=memory_id(agent, ts, text), text=text, kind=kind, rating=rating, timestamp=float(ts),
+                        tick=int(ts // 10))
+
+
+def make(tmp_path, **cfg):
+    return AgentMemory("ann", tmp_path / "ann", MemoryConfig(**cfg), DIM)
+
+
+def test_ids_are_deterministic_and_distinct():
+    assert memory_id("ann", 600, "x") == memory_id("ann", 600, "x")
+    assert len({memory_id("ann", 600, "x"), memory_id("ann", 610, "x"), memory_id("ben", 600, "x"),
+                memory_id("ann", 600, "y")}) == 4
+
+
+def test_readding_an_event_overwrites_instead_of_duplicating(tmp_path):
+    mem = make(tmp_path)
+    r = rec("ann", "The well rope snaps.", 480, 7)
+    mem.add([r], unit(1)[None])
+    mem.add([rec("ann", "The well rope snaps.", 480, 7)], unit(1)[None])
+    assert len(mem.short_term) == 1
+    assert mem.short_term.collection.count() == 1
+    mem.add([rec("ann", "The well rope snaps.", 490, 7)], unit(1)[None])  # same text, later: a new memory
+    assert len(mem.short_term) == 2
+
+
+def test_mirror_distances_equal_chroma_distances(tmp_path):
+    mem = make(tmp_path)
+    rng = np.random.default_rng(3)
+    vecs = rng.normal(size=(20, DIM)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    recs = [rec("ann", f"memory {i}", 100 + i, 5) for i in range(20)]
+    mem.add(recs, vecs)
+    q = unit(1, 2, 3)
+    got = mem.short_term.collection.query(query_embeddings=q[None], n_results=20, include=["distances"])
+    chroma = dict(zip(got["ids"][0], got["distances"][0]))
+    mine = dict(zip([r.id for r in mem.short_term.records], mem.short_term.distances(q)))
+    for k, d in chroma.items():
+        assert mine[k] == pytest.approx(d, abs=1e-5)
+
+
+def test_cascade_stops_at_static_when_top_k_found(tmp_path):
+    mem = make(tmp_path, top_k=2)
+    statics = [MemoryRecord(id=f"s{i}", text=f"static {i}", kind="persona") for i in range(3)]
+    mem.set_static(statics, np.stack([unit(1), unit(1, 0.1), unit(0, 1)]))
+    mem.add([rec("ann", "short", 0, 10)], unit(1)[None])  # would score higher (recency + importance)
+    found = mem.retrieve(unit(1), now=10)
+    assert [m.tier for m in found] == ["static", "static"]
+    assert [m.id for m in found] == ["s0", "s1"]
+    assert found[0].recency is None and found[0].importance is None
+    assert found[0].score == pytest.approx(1.0)  # relevance 1/(1+0)
+
+
+def test_cascade_falls_through_tiers_and_applies_threshold(tmp_path):
+    mem = make(tmp_path, top_k=3, threshold=0.6)
+    mem.set_static([MemoryRecord(id="s0", text="static", kind="persona")], unit(1)[None])
+    mem.add([rec("ann", "near", 0, 10), rec("ann", "far", 0, 1)], np.stack([unit(0, 1), unit(0, 0, 1)]))
+    q = unit(1, 1)
+    found = mem.retrieve(q, now=10)
+    # static: distance 2-2cos45 = 0.586 -> relevance 0.63 >= 0.6; "near" the same relevance + 0.25 + 0.25;
+    # "far": distance 2 -> relevance 1/3 + 0.25 + 0.025 = 0.608 >= 0.6
+    assert [m.text for m in found] == ["static", "near", "far"]
+    assert found[1].score == pytest.approx(1 / (1 + (2 - math.sqrt(2))) + 0.5, abs=1e-5)
+    strict = mem.retrieve(q, now=10, threshold=0.7)
+    assert [m.text for m in strict] == ["near"]  # static 0.63 and far 0.608 fall under 0.7
+
+
+def test_long_term_is_consulted_last(tmp_path):
+    mem = make(tmp_path, top_k=2, threshold=0.0)
+    mem.add([rec("ann", f"m{i}", i, 8) for i in range(5)], np.stack([unit(1, i) for i in range(5)]))
+    mem.consolidate(now=200, force=True)  # all old enough -> long-term (importance 0.8 > 0.5)
+    assert mem.counts() == {"static": 0, "short_term": 0, "long_term": 5}
+    mem.add([rec("ann", "fresh", 200, 2)], unit(0, 0, 1)[None])
+    found = mem.retrieve(unit(1), now=210)
+    assert [m.tier for m in found] == ["short_term", "long_term"]
+
+
+def test_consolidation_moves_important_and_forgets_the_rest(tmp_path):
+    mem = make(tmp_path, consolidation_age_minutes=60, consolidation_interval_minutes=60)
+    recs = [rec("ann", "poignant old", 0, 9), rec("ann", "mundane old", 0, 5), rec("ann", "borderline", 0, 6),
+            rec("ann", "recent", 100, 9)]
+    mem.add(recs, np.stack([unit(1, i) for i in range(4)]))
+    assert mem.consolidate(now=30) == []  # first call sets the clock; nothing is old enough
+    assert mem.consolidate(now=60) == []  # interval not elapsed since 30
+    ops = mem.consolidate(now=120)
+    moved = {o["text"] for o in ops if o["op"] == "move"}
+    forgotten = {o["text"] for o in ops if o["op"] == "forget"}
+    assert moved == {"poignant old", "borderline"}  # 0.9 and 0.6 > 0.5
+    assert forgotten == {"mundane old"}  # 0.5 is not > 0.5
+    assert [r.text for r in mem.short_term.records] == ["recent"]
+    assert sorted(r.text for r in mem.long_term.records) == ["borderline", "poignant old"]
+    assert all(r.long_term_since == 120 for r in mem.long_term.records)
+    assert mem.long_term.collection.count() == 2 and mem.short_term.collection.count() == 1
+
+
+def test_consolidation_waits_for_more_than_three_entries(tmp_path):
+    mem = make(tmp_path)
+    mem.add([rec("ann", f"m{i}", 0, 9) for i in range(3)], np.stack([unit(1, i) for i in range(3)]))
+    assert mem.consolidate(now=500, force=True) == []
+    assert len(mem.short_term) == 3
+
+
+def test_long_term_importance_decays_and_is_forgotten_under_the_floor(tmp_path):
+    mem = make(tmp_path, long_term_decay_per_hour=0.5, forget_floor=0.2, short_term_min_entries=0)
+    mem.add([rec("ann", "strong", 0, 10), rec("ann", "weak", 0, 6)], np.stack([unit(1), unit(0, 1)]))
+    mem.consolidate(now=60, force=True)
+    found = {m.text: m for m in mem.retrieve(unit(1, 1), now=120, threshold=0.0, tiers=("long_term",))}
+    assert found["strong"].importance == pytest.approx(1.0 * 0.5)  # one game hour in long-term
+    assert found["weak"].importance == pytest.approx(0.6 * 0.5)
+    ops = mem.forget_decayed(now=180)  # two hours: strong 0.25 stays, weak 0.15 < 0.2 goes
+    assert [(o["op"], o["text"]) for o in ops] == [("forget", "weak")]
+    assert [r.text for r in mem.long_term.records] == ["strong"]
+
+
+def test_forgetting_can_be_disabled(tmp_path):
+    mem = make(tmp_path, long_term_decay_per_hour=0.1, forget_floor=None, short_term_min_entries=0)
+    mem.add([rec("ann", "x", 0, 6)], unit(1)[None])
+    mem.consolidate(now=60, force=True)
+    assert mem.forget_decayed(now=10_000) == [] and len(mem.long_term) == 1
+
+
+def test_retrieval_does_not_write_and_access_marks_are_explicit(tmp_path):
+    mem = make(tmp_path, recency_from="last_access", top_k=1, threshold=0.0)
+    mem.add([rec("ann", "old", 0, 5)], unit(1)[None])
+    first = mem.retrieve(unit(1), now=600)
+    assert first[0].recency == pytest.approx(0.995**10)
+    again = mem.retrieve(unit(1), now=600)
+    assert again[0].recency == first[0].recency  # reading changed nothing
+    mem.mark_accessed([first[0].id], now=590)
+    assert mem.retrieve(unit(1), now=600)[0].recency == 1.0  # accessed 10 minutes ago
+
+
+def test_a_reopened_store_sees_exactly_what_was_persisted(tmp_path):
+    mem = make(tmp_path)
+    mem.add([rec("ann", f"m{i}", i, 3 + i) for i in range(6)], np.stack([unit(1, i) for i in range(6)]))
+    mem.consolidate(now=100, force=True)
+    before = {n: sorted(r.id for r in t.records) for n, t in mem.tiers.items()}
+    q = unit(1, 2)
+    ranked = [m.id for m in mem.retrieve(q, now=120, threshold=0.0, top_k=6, tiers=("long_term",))]
+    reopened = AgentMemory("ann", tmp_path / "ann", MemoryConfig(), DIM, client=open_chroma(tmp_path / "ann"))
+    assert {n: sorted(r.id for r in t.records) for n, t in reopened.tiers.items()} == before
+    assert [m.id for m in reopened.retrieve(q, now=120, threshold=0.0, top_k=6, tiers=("long_term",))] == ranked
+
+
+def test_most_important_uses_decayed_importance(tmp_path):
+    mem = make(tmp_path, long_term_decay_per_hour=0.5, short_term_min_entries=0, forget_floor=None)
+    mem.add([rec("ann", "old nine", 0, 9)], unit(1)[None])
+    mem.consolidate(now=60, force=True)
+    mem.add([rec("ann", "new seven", 100, 7)], unit(0, 1)[None])
+    mem.consolidate(now=180, force=True)
+    top = mem.most_important(now=180, n=2)
+    assert [(r.text, round(i, 3)) for r, i in top] == [("new seven", 0.7), ("old nine", 0.225)]

@@ -1,0 +1,143 @@
+"""End to end: a few agents for a few ticks on real Chroma stores, the real rater over HTTP, real embeddings."""
+
+import json
+import subprocess
+import sys
+from collections import defaultdict
+
+import pytest
+
+from simulacra.config import load_config
+from simulacra.simulation import Simulation
+from simulacra.trace import read_trace
+from tests.conftest import DATA, ROOT
+
+WELL_NEWS = "The old well's rope snaps"
+
+
+def tiny_sim(tmp_path, rater_url, embedder, name="run", seed=0, extra=()):
+    config = load_config(None, [f"rater.url={rater_url}", f"simulation.seed={seed}",
+                                "simulation.conversation_probability=1.0", "simulation.news_min_rating=1",
+                                *extra])
+    return Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
+                             run_name=name, embedder=embedder)
+
+
+def memory_counts_from_trace(ticks):
+    """Replay add/move/forget operations into per-agent, per-tier id sets."""
+    tiers = defaultdict(lambda: defaultdict(set))
+    for t in ticks:
+        for op in t["memory"]:
+            if op["op"] == "add":
+                tiers[op["agent"]][op["tier"]].add(op["id"])
+            elif op["op"] == "move":
+                tiers[op["agent"]][op["from"]].discard(op["id"])
+                tiers[op["agent"]][op["to"]].add(op["id"])
+            elif op["op"] == "forget":
+                tiers[op["agent"]][op["tier"]].discard(op["id"])
+    return tiers
+
+
+def test_end_to_end_trace_memory_counts_and_news_passing(tmp_path, rater_url, embedder):
+    with tiny_sim(tmp_path, rater_url, embedder) as sim:
+        summary = sim.run(12)
+        header, ticks = read_trace(sim.run_dir)
+        # the trace: header then one record per tick, in order, with game time from the clock
+        assert header["schema_version"] == 1 and header["agents"] == ["ann", "ben", "cal"]
+        assert header["config"]["memory"]["a_rel"] == 1.0 and set(header["personas"]) == {"ann", "ben", "cal"}
+        assert [t["tick"] for t in ticks] == list(range(12))
+        assert [t["time"] for t in ticks] == [480 + 10 * i for i in range(12)]
+        assert ticks[0]["clock"] == "08:00" and ticks[0]["events"][0].startswith(WELL_NEWS)
+        # movement: Ann walks cottage -> well at tick 0, then one edge per tick to the shop
+        assert [t["positions"]["ann"] for t in ticks[:4]] == ["well", "well", "shop", "shop"]
+        assert ticks[2]["actions"]["ann"]["type"] == "move"
+        # the trace's memory operations replay to exactly the stores' contents
+        replayed = memory_counts_from_trace(ticks)
+        for pid, agent in sim.agents.items():
+            for tier in ("short_term", "long_term"):
+                store = agent.memory.tiers[tier]
+                assert replayed[pid][tier] == {r.id for r in store.records}
+                assert store.collection.count() == len(store)
+            assert summary["agents"][pid]["counts"] == agent.memory.counts()
+        # retrievals record the three terms of every returned memory
+        retrievals = [op for t in ticks for op in t["memory"] if op["op"] == "retrieve"]
+        assert len([r for r in retrievals if r["purpose"] == "focus"]) == 3 * 12
+        for op in retrievals:
+            for m in op["results"]:
+                assert m["score"] >= 0.35 and m["tier"] in ("static", "short_term", "long_term")
+                if m["tier"] != "static":
+                    expected = 0.25 * m["recency"] + 0.25 * m["importance"] + m["relevance"]
+                    assert m["score"] == pytest.approx(expected, abs=1e-5)
+        # news travels: Ann saw the well accident, told Ben at the shop, Ben told Cal in the field
+        convs = [(t["tick"], c) for t in ticks for c in t["conversations"]]
+        ann_ben = next((tk, c) for tk, c in convs if set(c["participants"]) == {"ann", "ben"})
+        ben_cal = next((tk, c) for tk, c in convs if set(c["participants"]) == {"ben", "cal"})
+        assert ann_ben[0] < ben_cal[0]
+        assert any(ln["speaker"] == "ann" and WELL_NEWS in ln["text"] for ln in ann_ben[1]["lines"])
+        assert any(ln["speaker"] == "ben" and "I heard from Ann Archer" in ln["text"] and WELL_NEWS in ln["text"]
+                   for ln in ben_cal[1]["lines"])
+        ev = summary["events"][0]
+        assert ev["known_by"] == ["ann", "ben", "cal"]
+        # both sides remember what was said
+        line = next(ln for ln in ann_ben[1]["lines"] if WELL_NEWS in ln["text"])
+        for pid in ("ann", "ben"):
+            texts = [op["text"] for t in ticks for op in t["memory"] if op["op"] == "add" and op["agent"] == pid]
+            assert any(line["text"] in x and x.startswith("Ann Archer said to Ben Brook") for x in texts)
+        assert summary["agents"]["ben"]["talked_to"] == ["Ann Archer", "Cal Carter"]
+
+
+def test_same_seed_same_trace(tmp_path, rater_url, embedder):
+    paths = []
+    for name in ("a", "b"):
+        with tiny_sim(tmp_path, rater_url, embedder, name=name, seed=5,
+                      extra=["simulation.conversation_probability=0.5"]) as sim:
+            sim.run(8)
+            paths.append(sim.run_dir / "trace.jsonl")
+    assert paths[0].read_bytes() == paths[1].read_bytes()
+
+
+def test_different_seeds_diverge(tmp_path, rater_url, embedder):
+    traces = []
+    for seed in range(4):
+        with tiny_sim(tmp_path, rater_url, embedder, name=f"s{seed}", seed=seed,
+                      extra=["simulation.conversation_probability=0.3", "simulation.acquaintance_bonus=0"]) as sim:
+            sim.run(8)
+            traces.append(json.dumps(read_trace(sim.run_dir)[1]))
+    assert len(set(traces)) > 1
+
+
+def test_existing_run_is_not_overwritten_by_accident(tmp_path, rater_url, embedder):
+    from simulacra.errors import RunExistsError
+
+    tiny_sim(tmp_path, rater_url, embedder, name="keep").close()
+    with pytest.raises(RunExistsError, match="--overwrite"):
+        tiny_sim(tmp_path, rater_url, embedder, name="keep")
+
+
+def run_cli(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def test_run_sim_help_lists_the_options():
+    out = run_cli("run_sim.py", "--help").stdout
+    for opt in ("--world", "--hours", "--ticks", "--seed", "--run-name", "--db-dir", "--rater-url"):
+        assert opt in out
+    assert run_cli("-m", "simulacra.cli", "run", "--help").stdout.count("--rater-url") >= 1
+
+
+def test_cli_run_prints_the_summary(tmp_path, rater_url):
+    r = run_cli("run_sim.py", "--world", str(DATA / "tiny.yaml"), "--personas-dir", str(DATA / "personas"),
+                "--ticks", "4", "--db-dir", str(tmp_path), "--run-name", "cli", "--rater-url", rater_url, "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "Ann Archer (ann): static" in r.stdout and f"trace:    {tmp_path / 'cli' / 'trace.jsonl'}" in r.stdout
+    assert json.loads((tmp_path / "cli" / "summary.json").read_text())["ticks"] == 4
+
+
+def test_cli_reports_bad_input_without_a_traceback(tmp_path):
+    bad = tmp_path / "w.yaml"
+    bad.write_text((DATA / "tiny.yaml").read_text().replace("[well, shop]", "[well, castle]"))
+    r = run_cli("run_sim.py", "--world", str(bad), "--personas-dir", str(DATA / "personas"), "--ticks", "1",
+                "--db-dir", str(tmp_path))
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    assert f"{bad}: field 'paths.1.1': unknown place 'castle'" in r.stderr

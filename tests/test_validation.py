@@ -1,0 +1,194 @@
+"""Persona, world and config files: every error names the file and the field."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from simulacra.config import load_config
+from simulacra.errors import ConfigError, PersonaError, WorldError
+from simulacra.persona import load_persona
+from simulacra.world import check_world, load_world
+from tests.conftest import DATA, ROOT
+
+
+@pytest.fixture
+def town(tmp_path):
+    """A writable copy of the tiny test world and its personas."""
+    shutil.copy(DATA / "tiny.yaml", tmp_path / "tiny.yaml")
+    shutil.copytree(DATA / "personas", tmp_path / "personas")
+    return tmp_path
+
+
+def edit_json(path: Path, change):
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def edit_yaml(path: Path, change):
+    data = yaml.safe_load(path.read_text())
+    change(data)
+    path.write_text(yaml.safe_dump(data))
+
+
+# ---- every shipped file is valid (Gymnasium's check_env idea) ----
+@pytest.mark.parametrize("world", sorted((ROOT / "worlds").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_worlds_are_valid(world):
+    w = check_world(world)
+    assert len(w.personas) >= 8
+
+
+@pytest.mark.parametrize("persona", sorted((ROOT / "agent_personalities").glob("*.json")), ids=lambda p: p.stem)
+def test_shipped_personas_are_valid(persona):
+    assert load_persona(persona).id == persona.stem
+
+
+# ---- persona errors ----
+def test_persona_missing_field(town):
+    p = town / "personas" / "ann.json"
+    edit_json(p, lambda d: d.pop("occupation"))
+    with pytest.raises(PersonaError) as e:
+        load_persona(p)
+    assert e.value.file == str(p) and e.value.field == "occupation"
+    assert "ann.json" in str(e.value) and "occupation" in str(e.value)
+
+
+def test_persona_wrong_type(town):
+    p = town / "personas" / "ann.json"
+    edit_json(p, lambda d: d.update(age="forty"))
+    with pytest.raises(PersonaError) as e:
+        load_persona(p)
+    assert e.value.field == "age"
+
+
+def test_persona_bad_routine_time(town):
+    p = town / "personas" / "ann.json"
+    edit_json(p, lambda d: d["routine"][1].update(start="8.20"))
+    with pytest.raises(PersonaError) as e:
+        load_persona(p)
+    assert e.value.field == "routine.1.start" and "HH:MM" in e.value.message
+
+
+def test_persona_routine_out_of_order(town):
+    p = town / "personas" / "ann.json"
+    edit_json(p, lambda d: d["routine"][2].update(start="08:10"))
+    with pytest.raises(PersonaError) as e:
+        load_persona(p)
+    assert e.value.field == "routine" and "not after" in e.value.message
+
+
+def test_persona_unknown_field(town):
+    p = town / "personas" / "ann.json"
+    edit_json(p, lambda d: d.update(nickname="Annie"))
+    with pytest.raises(PersonaError) as e:
+        load_persona(p)
+    assert e.value.field == "nickname"
+
+
+def test_persona_not_json(town):
+    p = town / "personas" / "ann.json"
+    p.write_text("{ not json")
+    with pytest.raises(PersonaError) as e:
+        load_persona(p)
+    assert e.value.field is None and "not valid JSON" in str(e.value) and "line 1" in str(e.value)
+
+
+# ---- world errors ----
+def test_world_path_to_unknown_place(town):
+    w = town / "tiny.yaml"
+    edit_yaml(w, lambda d: d["paths"].append(["well", "moon"]))
+    with pytest.raises(WorldError) as e:
+        load_world(w, town / "personas")
+    assert e.value.file == str(w) and e.value.field == "paths.3.1" and "moon" in e.value.message
+
+
+def test_routine_to_unknown_place_names_both_files(town):
+    p = town / "personas" / "ben.json"
+    edit_json(p, lambda d: d["routine"][1].update(place="harbour"))
+    with pytest.raises(WorldError) as e:
+        load_world(town / "tiny.yaml", town / "personas")
+    assert e.value.file == str(p) and e.value.other_file == str(town / "tiny.yaml")
+    assert e.value.field == "routine.1.place" and "harbour" in str(e.value)
+
+
+def test_unknown_relationship(town):
+    edit_json(town / "personas" / "cal.json", lambda d: d["relationships"].update(zed="a stranger"))
+    with pytest.raises(WorldError) as e:
+        load_world(town / "tiny.yaml", town / "personas")
+    assert e.value.field == "relationships.zed" and "cal.json" in e.value.file
+
+
+def test_disconnected_places(town):
+    w = town / "tiny.yaml"
+    edit_yaml(w, lambda d: d["paths"].remove(["shop", "field"]))
+    with pytest.raises(WorldError) as e:
+        load_world(w, town / "personas")
+    assert e.value.field == "paths" and "not all connected" in e.value.message
+
+
+def test_event_changes_unknown_object(town):
+    w = town / "tiny.yaml"
+    edit_yaml(w, lambda d: d["events"][0]["object_states"].update(anvil="broken"))
+    with pytest.raises(WorldError) as e:
+        load_world(w, town / "personas")
+    assert e.value.field == "events.0.object_states.anvil"
+
+
+def test_resident_without_persona_file(town):
+    (town / "personas" / "cal.json").unlink()
+    with pytest.raises(WorldError) as e:
+        load_world(town / "tiny.yaml", town / "personas")
+    assert e.value.field == "residents.2" and "cal.json" in e.value.message
+
+
+def test_world_missing_field(town):
+    w = town / "tiny.yaml"
+    edit_yaml(w, lambda d: d.pop("places"))
+    with pytest.raises(WorldError) as e:
+        load_world(w, town / "personas")
+    assert e.value.field == "places"
+
+
+def test_world_bad_place_kind(town):
+    w = town / "tiny.yaml"
+    edit_yaml(w, lambda d: d["places"]["well"].update(kind="castle"))
+    with pytest.raises(WorldError) as e:
+        load_world(w, town / "personas")
+    assert e.value.field == "places.well.kind"
+
+
+def test_routine_object_in_another_place(town):
+    edit_json(town / "personas" / "ben.json", lambda d: d["routine"][0].update(object_state={"bucket": "full"}))
+    with pytest.raises(WorldError) as e:
+        load_world(town / "tiny.yaml", town / "personas")
+    assert e.value.field == "routine.0.object_state.bucket" and "is at 'well'" in e.value.message
+
+
+# ---- config errors ----
+def test_config_unknown_key(tmp_path):
+    c = tmp_path / "c.yaml"
+    c.write_text("memory:\n  a_recency: 0.3\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(c)
+    assert e.value.field == "memory.a_recency" and str(c) in str(e.value)
+
+
+def test_config_override_out_of_range():
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["memory.gamma=1.5"])
+    assert e.value.field == "memory.gamma"
+
+
+def test_config_malformed_override():
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["gamma=0.9"])
+    assert "section.field=value" in str(e.value)
+
+
+def test_config_yaml_and_overrides_apply():
+    c = load_config(None, ["memory.a_rec=0.5", "memory.forget_floor=null", "simulation.seed=7"])
+    assert (c.memory.a_rec, c.memory.forget_floor, c.simulation.seed) == (0.5, None, 7)
+    assert (c.memory.a_imp, c.memory.a_rel, c.memory.threshold) == (0.25, 1.0, 0.35)  # seed 003 defaults
