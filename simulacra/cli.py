@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import sys
-from pathlib import Path
 
 from simulacra.errors import SimulacraError
 

@@ -275,7 +275,8 @@ class Simulation:
         p = agent.persona
         entry = p.routine[act.routine_index]
         end = p.routine[(act.routine_index + 1) % len(p.routine)].start
-        return f"{p.name} plans to be {entry.activity} at {self.world.places[entry.place].name} from {entry.start} to {end}."
+        place = self.world.places[entry.place].name
+        return f"{p.name} plans to be {entry.activity} at {place} from {entry.start} to {end}."
 
     def _record(self, agent: str, text: str, kind: str, now: int, tick: int, extra: dict | None = None) -> MemoryRecord:
         return MemoryRecord(id=memory_id(agent, now, text), text=text, kind=kind, timestamp=float(now), tick=tick,
@@ -415,7 +416,8 @@ class Simulation:
             "agents": agents,
             "events": events,
             "rater_fallbacks": self.rater.fallbacks,
-            "embedding_cache": {"hits": getattr(self.embedder, "hits", 0), "misses": getattr(self.embedder, "misses", 0)},
+            "embedding_cache": {"hits": getattr(self.embedder, "hits", 0),
+                                "misses": getattr(self.embedder, "misses", 0)},
         }
 
     def close(self) -> None:

@@ -144,7 +144,8 @@ class AgentMemory:
         ops: list[dict[str, Any]] = []
         st = self.short_term
         if len(st) > cfg.short_term_min_entries:
-            old = [r for r in st.records if r.timestamp is not None and now - r.timestamp >= cfg.consolidation_age_minutes]
+            age = cfg.consolidation_age_minutes
+            old = [r for r in st.records if r.timestamp is not None and now - r.timestamp >= age]
             promote = [r for r in old if r.rating is not None and r.rating / 10.0 > cfg.promote_threshold]
             promoted_ids = {r.id for r in promote}
             if promote:
