@@ -8,7 +8,6 @@ from Chroma, so a restarted run sees exactly what was persisted.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Sequence
@@ -16,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from simulacra.memory.records import MemoryRecord, RetrievedMemory
-from simulacra.memory.scoring import ScoringParams, score_memories
+from simulacra.memory.scoring import ScoringParams, decayed_importance, score_memories
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +24,17 @@ _PAGE = 5_000
 
 def _nan(x: float | None) -> float:
     return math.nan if x is None else float(x)
+
+
+def _columns(records: Sequence[MemoryRecord]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Mirror columns of ``records``: rating, creation time, recency reference for ``last_access``
+    (last access, else creation) and long-term entry time; float64, NaN where absent."""
+    rating = np.array([_nan(r.rating) for r in records], dtype=np.float64)
+    created = np.array([_nan(r.timestamp) for r in records], dtype=np.float64)
+    accessed = np.array([_nan(r.last_accessed if r.last_accessed is not None else r.timestamp) for r in records],
+                        dtype=np.float64)
+    lt_since = np.array([_nan(r.long_term_since) for r in records], dtype=np.float64)
+    return rating, created, accessed, lt_since
 
 
 class MemoryTier:
@@ -81,13 +91,28 @@ class MemoryTier:
         self._row = {r.id: i for i, r in enumerate(self._records)}
         self._emb = np.ascontiguousarray(emb, dtype=np.float32).reshape(-1, self.dim)
         self._sqnorm = np.einsum("ij,ij->i", self._emb, self._emb)
-        self._rating = np.array([_nan(r.rating) for r in self._records], dtype=np.float64)
-        self._created = np.array([_nan(r.timestamp) for r in self._records], dtype=np.float64)
-        self._accessed = np.array(
-            [_nan(r.last_accessed if r.last_accessed is not None else r.timestamp) for r in self._records],
-            dtype=np.float64,
+        self._rating, self._created, self._accessed, self._lt_since = _columns(self._records)
+
+    def _append_rows(self, records: list[MemoryRecord], emb: np.ndarray) -> None:
+        """Append new rows, computing columns for the new records only (the write hot path)."""
+        start = len(self._records)
+        self._records.extend(records)
+        for i, rec in enumerate(records, start):
+            self._row[rec.id] = i
+        emb = np.ascontiguousarray(emb, dtype=np.float32).reshape(-1, self.dim)
+        self._emb = np.concatenate([self._emb, emb])
+        self._sqnorm = np.concatenate([self._sqnorm, np.einsum("ij,ij->i", emb, emb)])
+        cols = _columns(records)
+        self._rating, self._created, self._accessed, self._lt_since = (
+            np.concatenate([old, new])
+            for old, new in zip((self._rating, self._created, self._accessed, self._lt_since), cols)
         )
-        self._lt_since = np.array([_nan(r.long_term_since) for r in self._records], dtype=np.float64)
+
+    def _set_columns(self, row: int, rec: MemoryRecord) -> None:
+        self._records[row] = rec
+        self._rating[row], self._created[row], self._accessed[row], self._lt_since[row] = (
+            c[0] for c in _columns([rec])
+        )
 
     # ----------------------------------------------------------------- reads
     def __len__(self) -> int:
@@ -190,17 +215,11 @@ class MemoryTier:
             if row is None:
                 new_rows.append((rec, vec))
             else:
-                self._records[row] = rec
+                self._set_columns(row, rec)
                 self._emb[row] = vec
                 self._sqnorm[row] = vec @ vec
-                self._rating[row] = _nan(rec.rating)
-                self._created[row] = _nan(rec.timestamp)
-                self._accessed[row] = _nan(rec.last_accessed if rec.last_accessed is not None else rec.timestamp)
-                self._lt_since[row] = _nan(rec.long_term_since)
         if new_rows:
-            recs = self._records + [r for r, _ in new_rows]
-            emb_all = np.concatenate([self._emb, np.stack([v for _, v in new_rows])])
-            self._set_rows(recs, emb_all)
+            self._append_rows([r for r, _ in new_rows], np.stack([v for _, v in new_rows]))
 
     def delete(self, ids: Sequence[str]) -> None:
         """Delete ``ids`` (one Chroma call); unknown ids are ignored."""
@@ -208,9 +227,13 @@ class MemoryTier:
         if not present:
             return
         self.collection.delete(ids=present)
-        drop = {self._row[i] for i in present}
-        keep = [i for i in range(len(self._records)) if i not in drop]
-        self._set_rows([self._records[i] for i in keep], self._emb[keep])
+        keep = np.ones(len(self._records), dtype=bool)
+        keep[[self._row[i] for i in present]] = False
+        self._records = [r for r, k in zip(self._records, keep) if k]
+        self._row = {r.id: i for i, r in enumerate(self._records)}
+        self._emb, self._sqnorm = self._emb[keep], self._sqnorm[keep]
+        self._rating, self._created = self._rating[keep], self._created[keep]
+        self._accessed, self._lt_since = self._accessed[keep], self._lt_since[keep]
 
     def update_metadata(self, records: Sequence[MemoryRecord]) -> None:
         """Rewrite the metadata of existing records (one Chroma call), e.g. after marking access."""
@@ -219,13 +242,8 @@ class MemoryTier:
             return
         self.collection.update(ids=[r.id for r in records], metadatas=[r.to_metadata() for r in records])
         for rec in records:
-            row = self._row[rec.id]
-            self._records[row] = rec
-            self._accessed[row] = _nan(rec.last_accessed if rec.last_accessed is not None else rec.timestamp)
-            self._lt_since[row] = _nan(rec.long_term_since)
+            self._set_columns(self._row[rec.id], rec)
 
-    def evidence_of(self, memory_id: str) -> list[str]:
-        """Ids a reflection rests on (empty for other memories)."""
-        rec = self.get(memory_id)
-        raw = rec.extra.get("evidence_ids") if rec else None
-        return json.loads(raw) if raw else []
+    def importance(self, now: float, decay_per_hour: float) -> np.ndarray:
+        """Decayed importance of every memory, in row order (:func:`decayed_importance`), shape ``(n,)``."""
+        return decayed_importance(self._rating, self._lt_since, now, decay_per_hour)
