@@ -165,3 +165,15 @@ def test_most_important_uses_decayed_importance(tmp_path):
     mem.consolidate(now=180, force=True)
     top = mem.most_important(now=180, n=2)
     assert [(r.text, round(i, 3)) for r, i in top] == [("new seven", 0.7), ("old nine", 0.225)]
+
+
+def test_access_marks_reach_every_tier_even_from_a_generator(tmp_path):
+    mem = make(tmp_path, recency_from="last_access", short_term_min_entries=0, threshold=0.0)
+    mem.add([rec("ann", "kept", 0, 9)], unit(1)[None])
+    mem.consolidate(now=60, force=True)
+    mem.add([rec("ann", "fresh", 60, 2)], unit(0, 1)[None])
+    ids = [r.id for t in (mem.short_term, mem.long_term) for r in t.records]
+    mem.mark_accessed((i for i in ids), now=590)
+    assert all(r.last_accessed == 590 for t in (mem.short_term, mem.long_term) for r in t.records)
+    assert {m.text: m.recency for m in mem.retrieve(unit(1, 1), now=600, tiers=("short_term", "long_term"))} == {
+        "kept": 1.0, "fresh": 1.0}

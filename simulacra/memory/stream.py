@@ -20,7 +20,7 @@ import numpy as np
 
 from simulacra.config import MemoryConfig
 from simulacra.memory.records import TIERS, MemoryRecord, RetrievedMemory
-from simulacra.memory.scoring import ScoringParams, decayed_importance
+from simulacra.memory.scoring import ScoringParams
 from simulacra.memory.store import MemoryTier
 
 log = logging.getLogger(__name__)
@@ -169,14 +169,8 @@ class AgentMemory:
         lt = self.long_term
         if floor is None or not len(lt):
             return []
-        recs = lt.records
-        imp = decayed_importance(
-            np.array([math.nan if r.rating is None else r.rating for r in recs], dtype=np.float64),
-            np.array([math.nan if r.long_term_since is None else r.long_term_since for r in recs]),
-            now,
-            self.config.long_term_decay_per_hour,
-        )
-        gone = [(r, float(i)) for r, i in zip(recs, imp) if not math.isnan(i) and i < floor]
+        imp = lt.importance(now, self.config.long_term_decay_per_hour)
+        gone = [(r, float(i)) for r, i in zip(lt.records, imp) if not math.isnan(i) and i < floor]
         lt.delete([r.id for r, _ in gone])
         return [
             {"op": "forget", "agent": self.agent, "id": r.id, "tier": "long_term", "text": r.text,
@@ -186,6 +180,7 @@ class AgentMemory:
 
     def mark_accessed(self, ids: Iterable[str], now: float) -> None:
         """Set ``last_accessed = now`` on these memories (explicit: retrieval itself never writes)."""
+        ids = list(ids)  # iterated once per tier
         for tier in (self.short_term, self.long_term):
             recs = [replace(tier.get(i), last_accessed=now) for i in ids if i in tier]
             tier.update_metadata(recs)
@@ -236,22 +231,12 @@ class AgentMemory:
         """
         items: list[tuple[MemoryRecord, float]] = []
         for name in tiers:
-            for r in self.tiers[name].records:
+            tier = self.tiers[name]
+            for r, imp in zip(tier.records, tier.importance(now, self.config.long_term_decay_per_hour)):
                 if r.rating is None or (since is not None and (r.timestamp or 0) < since):
                     continue
                 if kinds is not None and r.kind not in kinds:
                     continue
-                imp = r.rating / 10.0
-                if r.long_term_since is not None:
-                    imp *= self.config.long_term_decay_per_hour ** (max(now - r.long_term_since, 0) / 60.0)
-                items.append((r, imp))
+                items.append((r, float(imp)))
         items.sort(key=lambda x: (-x[1], -(x[0].timestamp or 0), x[0].id))
         return items[:n]
-
-    def find(self, memory_id: str) -> tuple[str, MemoryRecord] | None:
-        """The tier and record of ``memory_id``, or ``None``."""
-        for name, tier in self.tiers.items():
-            rec = tier.get(memory_id)
-            if rec is not None:
-                return name, rec
-        return None
