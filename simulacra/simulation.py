@@ -337,15 +337,17 @@ class Simulation:
         ordered = []
         for a, b in pairs:
             ordered.append((a, b) if self.rng.random() < 0.5 else (b, a))
-        queries = [f"What do I know about {self.names[other]}?" for a, b in ordered for other in (b, a)]
-        qvecs = iter(self.embedder.embed(queries))
+        # one embedding batch for both sides of every conversation (an agent is in one pair at most)
+        asks = {(me, other): f"What do I know about {self.names[other]}?"
+                for a, b in ordered for me, other in ((a, b), (b, a))}
+        qvecs = dict(zip(asks, self.embedder.embed(list(asks.values()))))
         out = []
         for a, b in ordered:
             news = {}
             for me, other in ((a, b), (b, a)):
-                q = f"What do I know about {self.names[other]}?"
+                q = asks[(me, other)]
                 agent = self.agents[me]
-                about = agent.memory.retrieve(next(qvecs), now)
+                about = agent.memory.retrieve(qvecs[(me, other)], now)
                 memory_ops.append(self._retrieve_op(me, q, f"conversation with {other}", about))
                 recent = agent.memory.most_important(
                     now, 10, tiers=("short_term", "long_term"), since=now - sim.news_max_age_minutes,

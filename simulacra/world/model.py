@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 
 from simulacra.clock import parse_hhmm
-from simulacra.errors import PersonaError, WorldError
+from simulacra.errors import WorldError
 from simulacra.persona import Persona, load_persona
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
@@ -144,12 +144,6 @@ class World(_Strict):
             out.append(prev[out[-1]])
         return out[::-1]
 
-    def object(self, object_id: str) -> WorldObject:
-        for obj in self.objects:
-            if obj.id == object_id:
-                return obj
-        raise KeyError(object_id)
-
     def facts(self) -> list[str]:
         """Static-memory sentences about the world: its rules and place descriptions."""
         out = [f"{self.name}: {self.description}"]
@@ -258,5 +252,3 @@ def check_world(path: str | Path, personas_dir: str | Path | None = None) -> Wor
     """
     return load_world(path, personas_dir)
 
-
-__all__ = ["Event", "Place", "World", "WorldObject", "check_world", "load_world", "PersonaError"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -13,7 +13,6 @@ class Percept:
     kind: str  # "event" | "observation"
     salience: int
     topic: str | None = None
-    extra: dict = field(default_factory=dict, hash=False, compare=False)
 
 
 def perceive(
