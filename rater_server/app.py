@@ -5,6 +5,9 @@ Endpoints (all JSON):
 * ``POST /rate`` — ``{"memory": str, "agent"?: str, "context"?: str}`` ->
   ``{"rating": 1..10, "explanation": str}`` (seed 003's contract).
 * ``POST /rate/batch`` — ``{"memories": [str, ...]}`` -> ``{"ratings": [{"rating", "explanation"}, ...]}``.
+* ``POST /reflect`` — ``{"agent"?: str, "memories": [{"id": str, "text": str, "rating"?: 1..10}, ...] (1..500,
+  ids unique), "max_insights"?: 1..10 (default 3)}`` -> ``{"insights": [{"text": str, "evidence": [id, ...]}]}``,
+  the best first; ``[]`` when no memories relate (seed 003's reflection; :mod:`rater_server.reflection`).
 * ``GET /health`` — backend name, model, cache size and counters.
 
 Every malformed request gets a 4xx JSON answer ``{"error": "...", "field": ...}``, never a 5xx.
@@ -17,7 +20,7 @@ import logging
 from typing import Annotated, Any
 
 from flask import Flask, jsonify, request
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, StringConstraints, ValidationError
 from werkzeug.exceptions import HTTPException
 
 log = logging.getLogger(__name__)
@@ -36,6 +39,20 @@ class BatchRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
     memories: list[MemoryText] = Field(min_length=1, max_length=1024)
     agent: StrictStr | None = None
+
+
+class ReflectMemory(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    id: Annotated[StrictStr, StringConstraints(min_length=1, max_length=200)]
+    text: MemoryText
+    rating: Annotated[StrictInt, Field(ge=1, le=10)] | None = None
+
+
+class ReflectRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    agent: StrictStr | None = None
+    memories: list[ReflectMemory] = Field(min_length=1, max_length=500)
+    max_insights: Annotated[StrictInt, Field(ge=1, le=10)] = 3
 
 
 def _error(status: int, message: str, field: str | None = None):
@@ -69,6 +86,18 @@ def _parse(model: type[BaseModel]):
         else:
             msg = f"field '{field}': {msg}"
         return None, _error(400, msg, field)
+
+
+def _duplicate_id(memories: list[ReflectMemory]):
+    """The 400 answer naming the first memory whose id an earlier one already has, or ``None``."""
+    first: dict[str, int] = {}
+    for i, memory in enumerate(memories):
+        if memory.id in first:
+            field = f"memories.{i}.id"
+            return _error(400, f"field '{field}': duplicate id {memory.id!r} (also memories.{first[memory.id]}.id)",
+                          field)
+        first[memory.id] = i
+    return None
 
 
 def create_app(backend=None, *, max_body_bytes: int = 1_000_000) -> Flask:
@@ -117,6 +146,18 @@ def create_app(backend=None, *, max_body_bytes: int = 1_000_000) -> Flask:
             counts["errors"] += 1
             return err
         return jsonify({"ratings": [r.to_dict() for r in backend.rate(body.memories)]})
+
+    @app.post("/reflect")
+    def reflect():
+        counts["requests"] += 1
+        body, err = _parse(ReflectRequest)
+        err = err or _duplicate_id(body.memories)
+        if err:
+            counts["errors"] += 1
+            return err
+        insights = backend.reflect([m.model_dump() for m in body.memories], agent=body.agent,
+                                   max_insights=body.max_insights)
+        return jsonify({"insights": [i.to_dict() for i in insights]})
 
     @app.get("/health")
     def health():

@@ -2,7 +2,8 @@
 
 The offline backend is real behaviour, not a constant: it embeds a labelled set of rated memories
 (``data/rated_memories.jsonl``, written for this project, ratings 1..10) with the same sentence
-embedder as the simulation and predicts a new memory's rating from it (:class:`EmbeddingRater`).
+embedder as the simulation and predicts a new memory's rating from it (:class:`EmbeddingRater`); it
+reflects by clustering memories over the same embedder (:class:`rater_server.reflection.OfflineReflector`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+
+from rater_server.reflection import Insight, OfflineReflector
 
 DATA_PATH = Path(__file__).parent / "data" / "rated_memories.jsonl"
 
@@ -39,6 +42,11 @@ class RaterBackend(Protocol):
 
     def rate(self, memories: Sequence[str]) -> list[Rating]:
         """Rate each memory (non-empty strings); same length and order as ``memories``."""
+        ...
+
+    def reflect(self, memories: Sequence[dict], agent: str | None = None, max_insights: int = 3) -> list[Insight]:
+        """Up to ``max_insights`` insights about ``memories`` (``{"id", "text", "rating": int 1..10 | None}``,
+        ids unique), each citing the ids it rests on; ``[]`` when nothing relates."""
         ...
 
     def stats(self) -> dict:
@@ -110,13 +118,16 @@ class EmbeddingRater:
         k: neighbours consulted (>= 1).
         lam: ridge penalty (> 0).
         cache_size: memories whose rating is remembered (identical memories are answered from the cache).
+        reflector: what :meth:`reflect` delegates to; default an
+            :class:`~rater_server.reflection.OfflineReflector` over the same ``embedder``.
     """
 
     name = "offline-embedding"
 
     def __init__(self, embedder, examples: Sequence[tuple[str, int]] | None = None, k: int = 11,
-                 lam: float = 1.0, cache_size: int = 100_000):
+                 lam: float = 1.0, cache_size: int = 100_000, reflector: OfflineReflector | None = None):
         self.embedder = embedder
+        self.reflector = reflector if reflector is not None else OfflineReflector(embedder)
         self.examples = list(examples) if examples is not None else load_examples()
         if not self.examples:
             raise ValueError("the embedding rater needs at least one labelled example")
@@ -128,7 +139,7 @@ class EmbeddingRater:
         self._cache: OrderedDict[str, Rating] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
-        self.counts = {"rated": 0, "cache_hits": 0}
+        self.counts = {"rated": 0, "cache_hits": 0, "reflections": 0, "insights": 0}
 
     def _fit(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, np.ndarray, np.ndarray]:
         """Embed the examples, fit the ridge, and the quantile map from 5-fold out-of-fold predictions."""
@@ -180,6 +191,16 @@ class EmbeddingRater:
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         return out
+
+    def reflect(self, memories: Sequence[dict], agent: str | None = None, max_insights: int = 3) -> list[Insight]:
+        """Insights about ``memories`` from the reflector (see
+        :meth:`rater_server.reflection.OfflineReflector.reflect`); counted in :meth:`stats` as ``reflections``
+        (calls) and ``insights`` (returned)."""
+        insights = self.reflector.reflect(memories, agent=agent, max_insights=max_insights)
+        with self._lock:
+            self.counts["reflections"] += 1
+            self.counts["insights"] += len(insights)
+        return insights
 
     def stats(self) -> dict:
         with self._lock:

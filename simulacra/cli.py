@@ -119,17 +119,24 @@ def format_summary(summary: dict) -> str:
     for aid, a in summary["agents"].items():
         c = a["counts"]
         out.append(f"\n{a['name']} ({aid}): static {c['static']}, short-term {c['short_term']}, "
-                   f"long-term {c['long_term']}")
+                   f"long-term {c['long_term']}; forgotten {a['forgotten']}, reflections {a['reflections_total']}")
         if a["top_long_term"]:
             out.append("  most important long-term memories:")
             out += [f"    {m['importance']:.2f}  {m['text']}" for m in a["top_long_term"]]
         else:
             out.append("  no long-term memories yet")
+        if a["reflections"]:
+            out.append("  latest reflections:")
+            out += [f"    depth {r['depth']}, {r['evidence']} memories: {r['text']}" for r in a["reflections"]]
         out.append(f"  talked to: {', '.join(a['talked_to']) if a['talked_to'] else 'nobody'}")
     if summary["events"]:
         out.append("\nhow far the news travelled:")
         for ev in summary["events"]:
             out.append(f"  {ev['time']} {ev['text']} -> known by {len(ev['known_by'])}")
+    if summary.get("shared_memory") is not None:
+        out.append(f"\ntown's shared memory: {summary['shared_memory']} notices")
+    if summary.get("reflection_failures"):
+        out.append(f"reflections skipped because the rater failed: {summary['reflection_failures']}")
     if summary.get("rater_fallbacks"):
         out.append(f"\nrater answers unusable, fallback rating used: {summary['rater_fallbacks']}")
     out.append(f"\ndatabase: {summary['run_dir']}\ntrace:    {summary['trace']}")

@@ -35,6 +35,11 @@ class MemoryConfig(_Section):
     )
     threshold: float = Field(0.35, description="a memory scoring below this is not used (seed 003)")
     top_k: int = Field(5, ge=1, description="memories returned by one retrieval")
+    retrieval: Literal["cascade", "merged"] = Field(
+        "cascade",
+        description="cascade: static, then short-term, then long-term (then shared), lower tiers only while fewer "
+        "than top_k passed the threshold (seed 003); merged: the top_k best of all tiers by score",
+    )
     distance: Literal["l2", "cosine", "ip"] = Field("l2", description="Chroma space; l2 is squared Euclidean")
     short_term_min_entries: int = Field(3, ge=0, description="consolidate only when short-term holds more")
     consolidation_interval_minutes: int = Field(60, gt=0, description="game minutes between consolidations")
@@ -45,6 +50,21 @@ class MemoryConfig(_Section):
     )
     forget_floor: float | None = Field(
         0.1, ge=0, le=1, description="forget long-term memories whose decayed importance falls below; null = never"
+    )
+
+
+class ReflectionConfig(_Section):
+    """Reflection (seed 003; trigger and focal points after the Generative Agents paper)."""
+
+    enabled: bool = True
+    threshold: float = Field(
+        150, gt=0, description="reflect when the ratings (1..10) of the memories added since the last one sum to this"
+    )
+    focal_points: int = Field(3, ge=1, description="recent memories the reflection is about")
+    evidence_per_focal_point: int = Field(8, ge=1, description="memories retrieved for each focal point")
+    max_insights: int = Field(3, ge=1, le=10, description="insights asked of the rater per reflection")
+    focal_similarity: float = Field(
+        0.8, gt=0, le=1, description="a focal point more cosine-similar than this to a chosen one is skipped"
     )
 
 
@@ -83,6 +103,7 @@ class Config(_Section):
     """Every tunable number of a run. ``Config()`` gives the documented defaults."""
 
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    reflection: ReflectionConfig = Field(default_factory=ReflectionConfig)
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     rater: RaterConfig = Field(default_factory=RaterConfig)
     simulation: SimulationConfig = Field(default_factory=SimulationConfig)
@@ -124,7 +145,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     """Load a YAML config (or the defaults when ``path`` is None) and apply ``overrides``.
 
     Args:
-        path: YAML file with any of the sections ``memory``, ``embedding``, ``rater``, ``simulation``.
+        path: YAML file with any of the sections ``memory``, ``reflection``, ``embedding``, ``rater``,
+            ``simulation``.
         overrides: strings ``"section.field=value"``; the value is parsed as YAML (``0.3``, ``null``, ``true``).
 
     Raises:

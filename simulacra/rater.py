@@ -3,7 +3,8 @@
 The simulation rates every new memory of a tick in one request to ``<url>/batch`` (falling back to one
 ``POST <url>`` per memory for a rater that only speaks seed 003's single form), caches ratings by text,
 retries transient failures with backoff (tenacity), and, when nothing answers at a local URL, starts the
-offline rater in-process on that address.
+offline rater in-process on that address. :meth:`RaterClient.reflect` asks ``<base>/reflect`` for insights
+about several memories, each citing the memories it rests on.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class RaterClient:
     Attributes:
         fallbacks: memories that got :data:`FALLBACK_RATING` because the answer was unusable.
         requests_sent: HTTP requests made.
+        reflections_requested: calls of :meth:`reflect`.
+        insights_dropped: insights :meth:`reflect` left out because they were unusable (logged).
     """
 
     def __init__(self, url: str, timeout_s: float = 30.0, attempts: int = 3):
@@ -62,6 +65,8 @@ class RaterClient:
         self._batch_supported: bool | None = None
         self.fallbacks = 0
         self.requests_sent = 0
+        self.reflections_requested = 0
+        self.insights_dropped = 0
 
     @property
     def base_url(self) -> str:
@@ -142,6 +147,63 @@ class RaterClient:
             except ValueError:
                 answer = None
             out.append(self._rating_from(answer, memory))
+        return out
+
+    def reflect(self, memories: Sequence[dict], agent: str | None = None, max_insights: int = 3) -> list[dict]:
+        """Insights about ``memories`` from ``POST <base_url>/reflect``, the best first.
+
+        Args:
+            memories: ``{"id": str, "text": str, "rating"?: int 1..10 | None}`` each, ids unique (1..500).
+            agent: the reflecting agent's name.
+            max_insights: at most this many insights (1..10).
+
+        Returns:
+            ``[{"text": str, "evidence": [id, ...]}, ...]``, possibly empty. The answer is checked: an
+            insight with empty text is dropped, evidence ids that are not among ``memories``' ids are
+            dropped (and repeats), an insight left with no evidence is dropped; each drop is logged and
+            counted in ``insights_dropped``.
+
+        Raises:
+            RaterError: the rater rejects the request (4xx, e.g. a rater without ``/reflect``), is unreachable
+                or failing after the retries, or answers something without an ``insights`` list of objects
+                with ``text`` and ``evidence``.
+        """
+        self.reflections_requested += 1
+        url = f"{self.base_url}/reflect"
+        items = [{"id": m["id"], "text": m["text"], **({"rating": m["rating"]} if m.get("rating") is not None else {})}
+                 for m in memories]
+        body: dict = {"memories": items, "max_insights": max_insights}
+        if agent is not None:
+            body["agent"] = agent
+        resp = self._post(url, body)
+        if not resp.ok:
+            raise RaterError(f"rater at {url} rejected the request: HTTP {resp.status_code} {resp.text[:200]}")
+        try:
+            answer = resp.json()
+        except ValueError:
+            answer = None
+        insights = answer.get("insights") if isinstance(answer, dict) else None
+        if not isinstance(insights, list) or not all(
+                isinstance(i, dict) and "text" in i and isinstance(i.get("evidence"), list) for i in insights):
+            raise RaterError(f"rater at {url} answered no usable 'insights' list of {{'text', 'evidence': [...]}}: "
+                             f"{resp.text[:200]!r}")
+        known = {m["id"] for m in memories}
+        out = []
+        for n, insight in enumerate(insights):
+            text = insight["text"].strip() if isinstance(insight["text"], str) else ""
+            if not text:
+                self.insights_dropped += 1
+                log.warning("rater insight %d has no text: %r; dropped", n, insight)
+                continue
+            evidence = [e for e in dict.fromkeys(e for e in insight["evidence"] if isinstance(e, str)) if e in known]
+            unknown = [e for e in insight["evidence"] if not isinstance(e, str) or e not in known]
+            if unknown:
+                log.warning("rater insight %d cites ids that were not sent: %r; dropped them", n, unknown)
+            if not evidence:
+                self.insights_dropped += 1
+                log.warning("rater insight %d cites none of the memories sent: %r; dropped", n, insight)
+                continue
+            out.append({"text": text, "evidence": evidence})
         return out
 
     def close(self) -> None:

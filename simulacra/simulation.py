@@ -1,4 +1,4 @@
-"""The tick loop: decide, apply, perceive, remember, converse, retrieve, consolidate, trace.
+"""The tick loop: decide, apply, converse, perceive, remember, reflect, retrieve, consolidate, trace.
 
 Contract (after Gymnasium): :meth:`Simulation.step` advances one tick and returns its record;
 :meth:`Simulation.run` runs several; :meth:`Simulation.close` releases the rater and the trace. Every
@@ -23,16 +23,21 @@ from simulacra import __version__
 from simulacra.clock import GameClock, format_hhmm
 from simulacra.cognition.converse import compose, news_candidates
 from simulacra.cognition.plan import Action, decide, is_free
+from simulacra.cognition.reflect import ReflectionRequest, focal_points, gather_evidence, insight_records
 from simulacra.config import Config
-from simulacra.errors import RunExistsError
+from simulacra.errors import RaterError, RunExistsError
 from simulacra.memory.records import MemoryRecord, memory_id
-from simulacra.memory.stream import AgentMemory
+from simulacra.memory.store import MemoryTier
+from simulacra.memory.stream import AgentMemory, open_chroma
 from simulacra.persona import Persona
 from simulacra.trace import TraceWriter
 from simulacra.world.model import World, load_world
 from simulacra.world.perception import perceive
 
 log = logging.getLogger(__name__)
+
+#: owner key of the town's shared memory in a tick's pending writes (persona ids are file stems, no "@")
+TOWN = "@town"
 
 
 @dataclass
@@ -111,13 +116,21 @@ class Simulation:
         self.object_states = {o.id: o.state for o in world.objects}
         self.pair_last_talk: dict[tuple[str, str], int] = {}
         dim = embedder.dim
+        self.shared: MemoryTier | None = None
+        self.posted_topics: set[str] = set()
+        if world.shared_memory:
+            self.shared = MemoryTier(open_chroma(self.run_dir / "town"), "shared", dim, config.memory.distance)
+            self.posted_topics = {r.extra["topic"] for r in self.shared.records if r.extra.get("topic")}
+        self.reflection_failures = 0
+        self.reflections_made: Counter = Counter()  # agent -> reflect operations that stored an insight
+        self.forgotten: Counter = Counter()  # agent -> memories forgotten (consolidation and decay)
         self.agents: dict[str, AgentState] = {}
         statics = {pid: static_records(pid, world.personas[pid], world) for pid in ids}
         unique = sorted({r.text for recs in statics.values() for r in recs})
         vectors = dict(zip(unique, embedder.embed(unique)))
         for pid in ids:
             persona = world.personas[pid]
-            mem = AgentMemory(pid, self.run_dir / pid, config.memory, dim)
+            mem = AgentMemory(pid, self.run_dir / pid, config.memory, dim, shared=self.shared)
             recs = statics[pid]
             mem.set_static(recs, np.stack([vectors[r.text] for r in recs]))
             self.agents[pid] = AgentState(persona=persona, memory=mem, place=persona.home)
@@ -192,9 +205,12 @@ class Simulation:
         active = [ev for ev in self.world.events if ev.minute < now + tm and now < ev.minute + ev.duration_minutes]
         starting = [ev for ev in active if now <= ev.minute < now + tm]
         object_changes: dict[str, str] = {}
+        pending: list[tuple[str, MemoryRecord]] = []  # (owner, record): an agent id, or TOWN for shared memory
         for ev in starting:
             object_changes.update(ev.object_states)
             notable.append(f"{clock} event at {self.world.places[ev.place].name}: {ev.text}")
+            if ev.public:
+                self._post(pending, ev.text, "world", ev.place, now, tick)
 
         # 2. decide (all from the same pre-tick state)
         actions = {pid: decide(a.persona, a.place, mod, self.world) for pid, a in self.agents.items()}
@@ -219,7 +235,6 @@ class Simulation:
         doing = {pid: a.persona.routine[a.action.routine_index].activity for pid, a in self.agents.items()}
 
         # 4. conversations (retrieval about the partner + most important recent memories)
-        pending: list[tuple[str, MemoryRecord]] = []
         conversations = self._converse(pairs, now, tick, doing, memory_ops, pending, notable, clock)
 
         # 5. perception and plan steps
@@ -243,6 +258,11 @@ class Simulation:
         # 6. remember: one rating request and one embedding batch for the whole tick
         memory_ops += self._remember(pending)
 
+        # 6b. reflect, for agents whose new memories' ratings reached the threshold
+        reflections = self._reflect(now, tick, memory_ops)
+        notable += [f"{clock} {self.names[r['agent']]} reflects: {ins['text']}" for r in reflections
+                    for ins in r["insights"]]
+
         # 7. each agent retrieves what bears on what it is doing
         queries = {pid: f"{a.action.activity} at {self.world.places[a.place].name}" for pid, a in self.agents.items()}
         qvecs = self.embedder.embed([queries[pid] for pid in self.agents])
@@ -254,6 +274,11 @@ class Simulation:
         for agent in self.agents.values():
             memory_ops += agent.memory.consolidate(now)
 
+        for op in memory_ops:
+            if op["op"] == "forget":
+                self.forgotten[op["agent"]] += 1
+            elif op["op"] == "reflect" and op["insights"]:
+                self.reflections_made[op["agent"]] += 1
         record = {
             "type": "tick",
             "tick": tick,
@@ -282,6 +307,17 @@ class Simulation:
         return MemoryRecord(id=memory_id(agent, now, text), text=text, kind=kind, timestamp=float(now), tick=tick,
                             extra=dict(extra or {}))
 
+    def _post(self, pending, text: str, author: str, place: str, now: int, tick: int, topic: str | None = None) -> None:
+        """Queue a notice for the town's shared memory: once per topic (``topic`` defaults to ``text``);
+        a no-op when the world has no shared memory. ``author`` is ``"world"`` or an agent id."""
+        topic = topic or text
+        if self.shared is None or topic in self.posted_topics:
+            return
+        self.posted_topics.add(topic)
+        rec = MemoryRecord(id=memory_id("town", now, text), text=text, kind="notice", timestamp=float(now), tick=tick,
+                           extra={"topic": topic, "author": author, "place": place})
+        pending.append((TOWN, rec))
+
     def _remember(self, pending: list[tuple[str, MemoryRecord]]) -> list[dict[str, Any]]:
         if not pending:
             return []
@@ -289,14 +325,72 @@ class Simulation:
         ratings = dict(zip(texts, self.rater.rate_many(texts)))
         vectors = dict(zip(texts, self.embedder.embed(texts)))
         ops: list[dict[str, Any]] = []
-        by_agent: dict[str, dict[str, MemoryRecord]] = {pid: {} for pid in self.agents}
-        for pid, rec in pending:
+        by_owner: dict[str, dict[str, MemoryRecord]] = {pid: {} for pid in self.agents}
+        by_owner[TOWN] = {}
+        for owner, rec in pending:
             rec.rating = ratings[rec.text]
-            by_agent[pid].setdefault(rec.id, rec)
-        for pid, recs in by_agent.items():
+            by_owner[owner].setdefault(rec.id, rec)
+        for owner, recs in by_owner.items():
+            if not recs:
+                continue
+            lst = list(recs.values())
+            emb = np.stack([vectors[r.text] for r in lst])
+            if owner == TOWN:
+                self.shared.upsert(lst, emb)
+                ops += [{"op": "post", "tier": "shared", "author": r.extra["author"], "id": r.id, "text": r.text,
+                         "kind": r.kind, "rating": r.rating, "timestamp": r.timestamp} for r in lst]
+            else:
+                ops += self.agents[owner].memory.add(lst, emb)
+        return ops
+
+    def _reflect(self, now: int, tick: int, memory_ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Reflection for every agent whose trigger is due (:mod:`simulacra.cognition.reflect`); one rating
+        request and one embedding batch for all insights of the tick, one long-term write per agent.
+
+        A rater that fails is logged and counted (``reflection_failures``); the agent's trigger is reset so
+        that it does not ask again every tick. Returns the ``reflect`` trace operations (also appended to
+        ``memory_ops`` with the insights' ``add`` operations).
+        """
+        cfg = self.config.reflection
+        if not cfg.enabled:
+            return []
+        made: list[tuple[str, ReflectionRequest, list[MemoryRecord], float]] = []
+        for pid, agent in self.agents.items():
+            mem = agent.memory
+            if not mem.reflection_due(cfg.threshold):
+                continue
+            accumulated = mem.importance_since_reflection
+            focal = focal_points(mem, now, cfg.focal_points, cfg.focal_similarity, since=mem.last_reflection)
+            req = ReflectionRequest(pid, focal, gather_evidence(mem, focal, now, cfg.evidence_per_focal_point))
+            mem.reflected(now)
+            if not req.evidence:
+                continue
+            try:
+                insights = self.rater.reflect(req.payload(), agent=agent.persona.name, max_insights=cfg.max_insights)
+            except RaterError as err:
+                self.reflection_failures += 1
+                log.warning("reflection of %s at tick %d skipped: %s", pid, tick, err)
+                continue
+            made.append((pid, req, insight_records(pid, insights, req.evidence, now, tick), accumulated))
+        texts = list(dict.fromkeys(r.text for _, _, recs, _ in made for r in recs))
+        if not texts:
+            return []
+        ratings = dict(zip(texts, self.rater.rate_many(texts)))
+        vectors = dict(zip(texts, self.embedder.embed(texts)))
+        ops = []
+        for pid, req, recs, accumulated in made:
+            for r in recs:
+                r.rating = ratings[r.text]
+            op = {"op": "reflect", "agent": pid, "importance_accumulated": accumulated,
+                  "focal_points": [{"id": f.id, "text": f.text} for f in req.focal_points],
+                  "evidence": [m.id for m in req.evidence],
+                  "insights": [{"id": r.id, "text": r.text, "evidence_ids": r.evidence_ids, "depth": r.depth,
+                                "rating": r.rating} for r in recs]}
+            ops.append(op)
+            memory_ops.append(op)
             if recs:
-                lst = list(recs.values())
-                ops += self.agents[pid].memory.add(lst, np.stack([vectors[r.text] for r in lst]))
+                emb = np.stack([vectors[r.text] for r in recs])
+                memory_ops += self.agents[pid].memory.add_long_term(recs, emb, now)
         return ops
 
     def _retrieve_op(self, agent: str, query: str, purpose: str, found) -> dict[str, Any]:
@@ -364,6 +458,9 @@ class Simulation:
                 pending.append((ln.speaker, self._record(ln.speaker, said, "dialogue", now, tick)))
                 extra = {"topic": ln.topic, "source": ln.speaker} if ln.topic else {}
                 pending.append((ln.listener, self._record(ln.listener, said, "dialogue", now, tick, extra)))
+                if ln.topic and self.world.places[place].kind == "public":  # said in public: an announcement
+                    self._post(pending, f"{self.names[ln.speaker]} spread the word at "
+                               f"{self.world.places[place].name}: {ln.topic}", ln.speaker, place, now, tick, ln.topic)
                 if ln.topic:
                     speaker.told.setdefault(ln.listener, set()).add(ln.topic)
                     listener.told.setdefault(ln.speaker, set()).add(ln.topic)
@@ -390,7 +487,8 @@ class Simulation:
 
     def summary(self) -> dict[str, Any]:
         """Per agent: memory counts per tier, its three most important long-term memories (decayed
-        importance), whom it talked to; per world event: who came to know it; where the run is."""
+        importance), its latest reflections (depth, evidence count), how many memories it forgot, whom it
+        talked to; per world event: who came to know it; the shared memory's size; where the run is."""
         now = self.clock.now
         agents = {}
         for pid, a in self.agents.items():
@@ -399,10 +497,16 @@ class Simulation:
             for r, imp in ranked:  # best first; the same text at several game times is shown once
                 distinct.setdefault(r.text, (r, imp))
             top = list(distinct.values())[:3]
+            reflections = sorted((r for r in a.memory.long_term.records if r.kind == "reflection"),
+                                 key=lambda r: (-(r.timestamp or 0), r.id))
             agents[pid] = {
                 "name": a.persona.name,
                 "counts": a.memory.counts(),
                 "top_long_term": [{"text": r.text, "importance": round(i, 3)} for r, i in top],
+                "reflections": [{"text": r.text, "depth": r.depth, "evidence": len(r.evidence_ids)}
+                                for r in reflections[:3]],
+                "reflections_total": self.reflections_made[pid],
+                "forgotten": self.forgotten[pid],
                 "talked_to": [self.names[o] for o, _ in sorted(a.talked_to.items(), key=lambda x: (-x[1], x[0]))],
             }
         events = []
@@ -417,6 +521,8 @@ class Simulation:
             "game_time": format_hhmm(now),
             "agents": agents,
             "events": events,
+            "shared_memory": None if self.shared is None else len(self.shared),
+            "reflection_failures": self.reflection_failures,
             "rater_fallbacks": self.rater.fallbacks,
             "embedding_cache": {"hits": getattr(self.embedder, "hits", 0),
                                 "misses": getattr(self.embedder, "misses", 0)},

@@ -141,3 +141,49 @@ def test_cli_reports_bad_input_without_a_traceback(tmp_path):
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     assert f"{bad}: field 'paths.1.1': unknown place 'castle'" in r.stderr
+
+
+def test_reflections_cite_remembered_evidence_and_public_news_reaches_the_shared_memory(tmp_path, rater_url,
+                                                                                        embedder):
+    world = tmp_path / "tiny_shared.yaml"
+    text = (DATA / "tiny.yaml").read_text().replace("shared_memory: false", "shared_memory: true")
+    world.write_text(text.replace("importance_hint: major", "importance_hint: major\n    public: true"))
+    config = load_config(None, [f"rater.url={rater_url}", "simulation.conversation_probability=1.0",
+                                "simulation.news_min_rating=1", "reflection.threshold=40"])
+    with Simulation.create(world, config, personas_dir=DATA / "personas", db_dir=tmp_path, run_name="refl",
+                           embedder=embedder) as sim:
+        summary = sim.run(12)
+        _, ticks = read_trace(sim.run_dir)
+        known = defaultdict(set)  # agent -> ids it has remembered so far
+        reflects = []
+        for t in ticks:
+            for op in t["memory"]:
+                if op["op"] == "add":
+                    known[op["agent"]].add(op["id"])
+                elif op["op"] == "reflect":
+                    reflects.append(op)
+                    assert op["importance_accumulated"] >= 40
+                    assert set(op["evidence"]) <= known[op["agent"]]  # evidence is what the agent remembered
+                    for ins in op["insights"]:
+                        assert ins["evidence_ids"] and set(ins["evidence_ids"]) <= set(op["evidence"])
+                        assert ins["depth"] >= 1 and 1 <= ins["rating"] <= 10
+        made = [op for op in reflects if op["insights"]]
+        assert made, "no agent reflected"
+        # each insight is a long-term memory of kind reflection, stored with its evidence and depth
+        adds = {op["id"]: op for t in ticks for op in t["memory"] if op["op"] == "add" and op["tier"] == "long_term"}
+        for op in made:
+            for ins in op["insights"]:
+                assert adds[ins["id"]]["kind"] == "reflection"
+                stored = sim.agents[op["agent"]].memory.long_term.get(ins["id"])
+                if stored is not None:  # (unless forgotten since)
+                    assert stored.evidence_ids == ins["evidence_ids"] and stored.depth == ins["depth"]
+        for pid in sim.agents:
+            assert summary["agents"][pid]["reflections_total"] == sum(op["agent"] == pid for op in made)
+        # the public accident was posted once by the world; every agent reads it from the shared tier
+        posts = [op for t in ticks for op in t["memory"] if op["op"] == "post"]
+        assert posts[0]["author"] == "world" and posts[0]["text"].startswith(WELL_NEWS)
+        assert len({p["text"] for p in posts}) == len(posts) == len(sim.shared) == summary["shared_memory"]
+        q = embedder.embed([WELL_NEWS])[0]
+        for agent in sim.agents.values():
+            found = agent.memory.retrieve(q, sim.clock.now, tiers=("shared",), threshold=0)
+            assert found[0].tier == "shared" and found[0].text.startswith(WELL_NEWS)

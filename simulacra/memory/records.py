@@ -9,9 +9,10 @@ from typing import Any
 
 #: Kinds of memory. ``observation``: something perceived; ``dialogue``: something said;
 #: ``plan``: a plan step; ``event``: a world event witnessed; ``reflection``: a summary of others;
-#: ``persona`` / ``world``: static facts.
-KINDS = ("observation", "dialogue", "plan", "event", "reflection", "persona", "world")
+#: ``persona`` / ``world``: static facts; ``notice``: posted to the town's shared memory.
+KINDS = ("observation", "dialogue", "plan", "event", "reflection", "persona", "world", "notice")
 
+#: an agent's own tiers, in seed 003's retrieval order; the town's ``shared`` tier comes after them
 TIERS = ("static", "short_term", "long_term")
 
 
@@ -50,6 +51,17 @@ class MemoryRecord:
     long_term_since: float | None = None
     last_accessed: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def evidence_ids(self) -> list[str]:
+        """Ids of the memories a reflection rests on (stored comma-joined, as Chroma metadata is scalar)."""
+        raw = self.extra.get("evidence_ids")
+        return [i for i in str(raw).split(",") if i] if raw else []
+
+    @property
+    def depth(self) -> int:
+        """0 for an experienced memory; a reflection is one deeper than its deepest evidence."""
+        return int(self.extra.get("depth", 0))
 
     @property
     def importance_score(self) -> float | None:

@@ -1,10 +1,13 @@
-"""An agent's memory stream: static, short-term and long-term tiers (seed 003).
+"""An agent's memory stream: static, short-term and long-term tiers (seed 003), and the town's shared tier.
 
-Retrieval asks static, then short-term, then long-term for the ``top_k`` best memories; a memory
+Retrieval asks static, then short-term, then long-term (then the town's shared memory, when the world
+has one; StreamBench's shared multi-agent memory, seed 002) for the ``top_k`` best memories; a memory
 scoring under ``threshold`` is not used; once ``top_k`` memories at or above the threshold are found,
-lower tiers are not consulted. Consolidation moves old short-term memories with importance above
-``promote_threshold`` to long-term and forgets the rest; long-term importance decays with game time and
-a memory whose decayed importance falls under ``forget_floor`` is forgotten.
+lower tiers are not consulted (``retrieval: merged`` instead takes the best ``top_k`` of all tiers).
+Consolidation moves old short-term memories with importance above ``promote_threshold`` to long-term and
+forgets the rest; long-term importance decays with game time and a memory whose decayed importance falls
+under ``forget_floor`` is forgotten. Every write through :meth:`AgentMemory.add` adds its ratings to the
+raw importance that triggers reflection (Generative Agents: 150 points).
 """
 
 from __future__ import annotations
@@ -44,9 +47,15 @@ class AgentMemory:
         config: memory section of the run config.
         dim: embedding dimension.
         client: an existing Chroma client to use instead of opening one at ``path``.
+        shared: the town's shared tier (read after the agent's own tiers), or ``None``.
+
+    Attributes:
+        importance_since_reflection: sum of the ratings (1..10) of memories added since the last
+            reflection; :meth:`reflected` resets it.
     """
 
-    def __init__(self, agent: str, path: str | Path, config: MemoryConfig, dim: int, client=None):
+    def __init__(self, agent: str, path: str | Path, config: MemoryConfig, dim: int, client=None,
+                 shared: MemoryTier | None = None):
         self.agent = agent
         self.path = Path(path)
         self.config = config
@@ -54,7 +63,25 @@ class AgentMemory:
         self.tiers: dict[str, MemoryTier] = {
             name: MemoryTier(self.client, name, dim, config.distance) for name in TIERS
         }
+        self.shared = shared
         self.last_consolidation: float | None = None
+        self.importance_since_reflection = 0.0
+        self.last_reflection: float | None = None
+
+    @property
+    def readable(self) -> tuple[str, ...]:
+        """Tiers retrieval asks by default, in priority order: the own tiers, then ``shared`` if present."""
+        return TIERS + (("shared",) if self.shared is not None else ())
+
+    def tier(self, name: str) -> MemoryTier:
+        """The tier called ``name`` (``static``, ``short_term``, ``long_term`` or ``shared``).
+
+        Raises:
+            KeyError: no such tier (``shared`` when the world has no shared memory).
+        """
+        if name == "shared" and self.shared is not None:
+            return self.shared
+        return self.tiers[name]
 
     @property
     def params(self) -> ScoringParams:
@@ -88,10 +115,12 @@ class AgentMemory:
         """Add new memories to short-term in one write; returns the trace operations.
 
         A record whose id is already in long-term (consolidated earlier, then perceived again at the same
-        game time after a resume) is not added twice.
+        game time after a resume) is not added twice. The ratings of records new to the stream are added to
+        :attr:`importance_since_reflection`.
         """
         keep = [i for i, r in enumerate(records) if r.id not in self.long_term]
         recs = [records[i] for i in keep]
+        self.importance_since_reflection += sum(r.rating or 0 for r in recs if r.id not in self.short_term)
         self.short_term.upsert(recs, np.asarray(embeddings)[keep])
         return [
             {
@@ -108,23 +137,30 @@ class AgentMemory:
         ]
 
     def add_long_term(self, records: Sequence[MemoryRecord], embeddings: np.ndarray, now: float) -> list[dict]:
-        """Write memories straight to long-term (reflections); returns the trace operations."""
+        """Write memories straight to long-term (reflections) in one write; returns the trace operations.
+
+        Their ratings do not count towards the next reflection (a reflection must not trigger itself).
+        """
         recs = [replace(r, long_term_since=now) for r in records]
         self.long_term.upsert(recs, embeddings)
-        return [
-            {
-                "op": "add",
-                "agent": self.agent,
-                "tier": "long_term",
-                "id": r.id,
-                "text": r.text,
-                "kind": r.kind,
-                "rating": r.rating,
-                "timestamp": r.timestamp,
-                "evidence_ids": r.extra.get("evidence_ids"),
-            }
-            for r in recs
-        ]
+        ops = []
+        for r in recs:
+            op = {"op": "add", "agent": self.agent, "tier": "long_term", "id": r.id, "text": r.text,
+                  "kind": r.kind, "rating": r.rating, "timestamp": r.timestamp}
+            if r.kind == "reflection":
+                op["evidence_ids"] = r.evidence_ids
+                op["depth"] = r.depth
+            ops.append(op)
+        return ops
+
+    def reflection_due(self, threshold: float) -> bool:
+        """Whether the raw importance added since the last reflection reached ``threshold`` (rating points)."""
+        return self.importance_since_reflection >= threshold
+
+    def reflected(self, now: float) -> None:
+        """Reset the reflection trigger after a reflection at game minute ``now``."""
+        self.importance_since_reflection = 0.0
+        self.last_reflection = now
 
     def consolidate(self, now: float, force: bool = False) -> list[dict[str, Any]]:
         """Seed 003's "after some time" step; returns the trace operations.
@@ -191,30 +227,46 @@ class AgentMemory:
         query_embedding: np.ndarray,
         now: float,
         top_k: int | None = None,
-        tiers: Sequence[str] = TIERS,
+        tiers: Sequence[str] | None = None,
         threshold: float | None = None,
+        mode: str | None = None,
     ) -> list[RetrievedMemory]:
-        """Seed 003's cascade retrieval. Reads only; nothing is written.
+        """Retrieve the memories that matter for a query. Reads only; nothing is written (marking access
+        is :meth:`mark_accessed`). Each result carries its tier, kind and score terms (the explanation).
 
         Args:
             query_embedding: the query's embedding, shape ``(dim,)``.
             now: current game time (game minutes).
             top_k: memories wanted (default ``config.top_k``).
-            tiers: tiers to ask, in priority order (default static, short-term, long-term).
+            tiers: tiers to ask, in priority order (default :attr:`readable`).
             threshold: minimum score (default ``config.threshold``).
+            mode: ``"cascade"`` (seed 003) or ``"merged"`` (default ``config.retrieval``).
         Returns:
-            At most ``top_k`` memories, each scoring at least ``threshold``: the best of the first tier,
-            then of the next tiers while fewer than ``top_k`` were found; within a tier best first.
+            At most ``top_k`` memories, each scoring at least ``threshold``. Cascade: the best of the first
+            tier, then of the next tiers while fewer than ``top_k`` were found; within a tier best first.
+            Merged: the best ``top_k`` of all tiers, best first (ties: tier order, then row order).
+        Raises:
+            KeyError: an unknown tier.
         """
         k = self.config.top_k if top_k is None else top_k
         thr = self.config.threshold if threshold is None else threshold
+        mode = mode or self.config.retrieval
+        names = self.readable if tiers is None else tuple(tiers)
         params = self.params
         found: list[RetrievedMemory] = []
-        for name in tiers:
+        if mode == "merged":
+            for name in names:
+                found.extend(m for m in self.tier(name).top(query_embedding, now, params, k, self.config.recency_from)
+                             if m.score >= thr)
+            found.sort(key=lambda m: -m.score)  # stable: equal scores keep tier, then row order
+            return found[:k]
+        if mode != "cascade":
+            raise ValueError(f"unknown retrieval mode {mode!r}")
+        for name in names:
             need = k - len(found)
             if need <= 0:
                 break
-            best = self.tiers[name].top(query_embedding, now, params, need, self.config.recency_from)
+            best = self.tier(name).top(query_embedding, now, params, need, self.config.recency_from)
             found.extend(m for m in best if m.score >= thr)
         return found
 
@@ -231,7 +283,7 @@ class AgentMemory:
         """
         items: list[tuple[MemoryRecord, float]] = []
         for name in tiers:
-            tier = self.tiers[name]
+            tier = self.tier(name)
             for r, imp in zip(tier.records, tier.importance(now, self.config.long_term_decay_per_hour)):
                 if r.rating is None or (since is not None and (r.timestamp or 0) < since):
                     continue

@@ -1,0 +1,270 @@
+"""Offline reflection: summarise several memories into insights that cite them (seed 003; Generative Agents).
+
+Seed 003: agents "reflect and summarize multiple long-term memories into a new one". The Generative Agents
+paper (Park et al., 2023) asks an LLM for high-level insights together with the memories each rests on.
+Offline, :class:`OfflineReflector` does the same from the embeddings, deterministically:
+
+1. strip each distinct text to what it is about (:func:`topic_view`), embed it, and cluster by
+   average-linkage agglomeration on cosine distance cut at :data:`DEFAULT_THRESHOLD` (chosen on town
+   memories with ``python -m rater_server.evaluate_reflection``; figures in ``docs/rater.md``);
+2. keep clusters of at least two distinct texts and rank them by summed rating (a missing rating counts as
+   :data:`MISSING_RATING`), then by number of memories, then by the position of their first memory;
+3. word each of the best: the content words common to at least half (and at least two) of its distinct texts
+   (:func:`shared_words`), how many memories it holds, and its most important memory, quoted.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.spatial.distance import pdist
+
+#: average-linkage cut on cosine distance (1 - cos, in [0, 2]) between all-MiniLM-L6-v2 embeddings of topic
+#: views; best pairwise F1 against the labelled town scenes (docs/rater.md)
+DEFAULT_THRESHOLD = 0.65
+#: rating assumed for a memory sent without one (the middle of 1..10)
+MISSING_RATING = 5
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*[A-Za-z]|[A-Za-z]")
+_SENTENCE_END = ".!?:;\"“”(["
+_SPEECH = re.compile(r'^([^":]{1,80}?) said to [^":]{1,80}?:\s*"(.*)"\s*$', re.S)
+# The conversational formulae of simulacra.cognition.converse, and the "plans to be ... from HH:MM to HH:MM"
+# of plans: framing that every memory of its kind shares, not what it is about.
+_FORMULAE = re.compile(
+    r"Hello, I'm [\w'-]+\.|Hello, [\w' -]+!|Did you hear\?|I heard from [^:]{1,80}:|Yes, I heard that too\."
+    r"|Really\? I had not heard\.|I should get back to it\.|Goodbye, [\w' -]+\."
+)
+_PLAN = re.compile(r"\bplans to be\b|\bfrom \d{1,2}:\d\d to \d{1,2}:\d\d\b")
+# The frame of this module's own insights, which become memories and may be reflected on again.
+_INSIGHT = re.compile(
+    r"\b(?:There are|has) \d+ memories (?:that share|about one matter)|the most important(?: \(rated \d+\))?:"
+)
+# Function words, plus the fixed words of the simulation's templates ("X said to Y", "X plans to be ...",
+# "Did you hear?", "I heard from ...") and of this module's insights, which every memory of a kind shares.
+_STOP = frozenset("""
+a about above after again against all almost also am an and any are aren't around as at away back be because been
+before being below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't done
+down during each either else even ever every few for from further get gets getting go goes going gone got had hadn't
+has hasn't have haven't having he he'd he'll he's her here here's hers herself him himself his how how's i i'd i'll
+i'm i've if in into is isn't it it's its itself just let's like made make many may me might more most much must
+mustn't my myself near never no nor not now of off often on once one only onto or other ought our ours ourselves out
+over own quite rather really same say says shall shan't she she'd she'll she's should shouldn't since so some still
+such than that that's the their theirs them themselves then there there's these they they'd they'll they're they've
+this those though through to too toward towards under until up upon us very was wasn't we we'd we'll we're we've
+were weren't what what's when when's where where's whether which while who who's whom whose why why's will with
+within without won't would wouldn't yes yet you you'd you'll you're you've your yours yourself yourselves
+said say tells told tell asked asks plans plan hello hear heard hi goodbye okay ok oh well thing things lot
+memories share important rated matter
+""".split())
+
+
+@dataclass(frozen=True)
+class Insight:
+    """A reflection: one sentence ``text`` and the ids of the memories it rests on (``evidence``, input order)."""
+
+    text: str
+    evidence: list[str]
+
+    def to_dict(self) -> dict:
+        return {"text": self.text, "evidence": list(self.evidence)}
+
+
+def topic_view(text: str, agent: str | None = None) -> str:
+    """What ``text`` is about, without the framing that every memory of its kind shares.
+
+    Keeps the quote of reported speech (``A said to B: "..."``) minus the simulation's conversational
+    formulae ("Hello, Bram!", "Did you hear?", "I heard from X:", ...); drops "plans to be", clock spans, the
+    frame of an earlier insight ("has 3 memories that share"), and the reflecting ``agent``'s own name (every
+    memory is the agent's, so its name tells no topic from another). Returns ``""`` when no letter is left:
+    a memory that is all formula is about nothing.
+    """
+    view = _SPEECH.sub(r"\2", text.strip())
+    view = _INSIGHT.sub(" ", _PLAN.sub(" ", _FORMULAE.sub(" ", view)))
+    if agent:
+        for name in dict.fromkeys(n for n in [agent.strip(), *agent.split()] if n):
+            view = re.sub(rf"\b{re.escape(name)}\b(?:['’]s)?", " ", view)
+    view = re.sub(r"\s+([.,;:!?])", r"\1", " ".join(view.split()))
+    return view if re.search(r"[A-Za-z]", view) else ""
+
+
+def _tokens(text: str) -> list[tuple[str, str, bool | None]]:
+    """``(key, surface, proper)`` per word, ``key`` lower-cased, possessive ``'s`` and edge quotes dropped.
+
+    ``proper`` is true for a capitalised word inside a sentence, or at its start when the next word is
+    capitalised too ("Hana Novak said ..."); false for a lower-case word; ``None`` (unknown) for any other
+    capitalised word at the start of a sentence.
+    """
+    found = []
+    for m in _WORD.finditer(text):
+        surface = re.sub(r"['’]s$", "", m.group()).strip("'’-")
+        if surface:
+            before = text[: m.start()].rstrip(" '‘’\"“”")
+            found.append((surface, not before or before[-1] in _SENTENCE_END))
+    out = []
+    for i, (surface, initial) in enumerate(found):
+        proper: bool | None = surface[0].isupper()
+        if proper and initial and not (i + 1 < len(found) and found[i + 1][0][0].isupper() and not found[i + 1][1]):
+            proper = None
+        out.append((surface.lower(), surface, proper))
+    return out
+
+
+def shared_words(texts: Sequence[str], share: float = 0.5, exclude: frozenset[str] = frozenset(),
+                 limit: int = 5) -> list[str]:
+    """Content words that occur in at least ``share`` (0..1] of ``texts``, and in at least two of them.
+
+    Stop words, the simulation's template words ("said", "plans", ...), one-letter words and the lower-cased
+    words in ``exclude`` are left out. A word is written with its capital when most of its telling uses are
+    proper nouns ("Bram", "Mill", "Festival"; see :func:`_tokens`; ties to the use seen first), else
+    lower-case. Returns at most ``limit`` words, none twice, the most widespread first, ties to the word
+    seen first.
+    """
+    spread: Counter[str] = Counter()
+    first_seen: dict[str, int] = {}
+    forms: dict[str, Counter[str]] = {}
+    for text in texts:
+        here = set()
+        for key, surface, proper in _tokens(text):
+            if len(key) < 2 or key in _STOP or key in exclude:
+                continue
+            first_seen.setdefault(key, len(first_seen))
+            votes = forms.setdefault(key, Counter())
+            if proper is not None:
+                votes[surface if proper else key] += 1
+            here.add(key)
+        spread.update(here)
+    need = max(2, math.ceil(share * len(texts)))
+    keys = sorted((k for k, n in spread.items() if n >= need), key=lambda k: (-spread[k], first_seen[k]))
+    return [forms[k].most_common(1)[0][0] if forms[k] else k for k in keys[:limit]]
+
+
+def _clause(text: str, limit: int = 140) -> str:
+    """The first clause of ``text`` (up to ``;`` or a sentence end), cut at a word within ``limit`` chars;
+    ``...`` marks a cut."""
+    clause = re.split(r"(?<=[.!?;])\s", " ".join(text.split()), maxsplit=1)[0]
+    if clause.endswith(";"):
+        clause = clause[:-1] + "..."
+    if len(clause) > limit:
+        clause = clause[:limit].rsplit(" ", 1)[0].rstrip(",;:") + "..."
+    return clause
+
+
+def _quote(text: str) -> str:
+    """A memory quoted in an insight: reported speech as ``A said 'what'`` without the formulae, else its
+    first clause; double quotes become single."""
+    speech = _SPEECH.match(text.strip())
+    if speech:
+        said = " ".join(_FORMULAE.sub(" ", speech.group(2)).split())
+        if said:
+            return f"{speech.group(1)} said '{_clause(said)}'".replace('"', "'")
+    return _clause(text).replace('"', "'")
+
+
+def _join(words: Sequence[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _rating(memory: dict) -> int:
+    rating = memory.get("rating")
+    return MISSING_RATING if rating is None else int(rating)
+
+
+class OfflineReflector:
+    """Insights from a set of memories by clustering their embeddings (method in the module docstring).
+
+    Args:
+        embedder: any :class:`simulacra.embeddings.Embedder`; ``embed(list[str])`` -> float32 ``(n, dim)``.
+        threshold: average-linkage cut on cosine distance, in (0, 2); larger merges more.
+        share: fraction (0..1] of a cluster's distinct texts that a word must occur in to be named.
+        max_words: most shared words named per insight (>= 1).
+
+    Raises:
+        ValueError: a parameter out of range.
+    """
+
+    def __init__(self, embedder, threshold: float = DEFAULT_THRESHOLD, share: float = 0.5, max_words: int = 5):
+        if not 0.0 < threshold < 2.0:
+            raise ValueError(f"threshold must lie in (0, 2), got {threshold}")
+        if not 0.0 < share <= 1.0:
+            raise ValueError(f"share must lie in (0, 1], got {share}")
+        if max_words < 1:
+            raise ValueError(f"max_words must be at least 1, got {max_words}")
+        self.embedder = embedder
+        self.threshold = threshold
+        self.share = share
+        self.max_words = max_words
+
+    def clusters(self, texts: Sequence[str], agent: str | None = None) -> np.ndarray:
+        """Cluster label (int >= 1) per text, shape ``(len(texts),)``.
+
+        Average linkage on the cosine distance between the embeddings of the texts' :func:`topic_view`, cut
+        at ``threshold``; a text whose view is empty is alone in its cluster.
+        """
+        views = [topic_view(t, agent) for t in texts]
+        labels = np.arange(1, len(texts) + 1)
+        topical = [i for i, v in enumerate(views) if v]
+        if len(topical) >= 2:
+            vectors = np.asarray(self.embedder.embed([views[i] for i in topical]), dtype=np.float64)
+            distances = np.nan_to_num(pdist(vectors, "cosine"), nan=1.0).clip(0.0, 2.0)
+            found = fcluster(linkage(distances, method="average"), t=self.threshold, criterion="distance")
+            labels[topical] = len(texts) + found
+        return labels
+
+    def reflect(self, memories: Sequence[dict], agent: str | None = None, max_insights: int = 3) -> list[Insight]:
+        """Insights about ``memories``, the best first.
+
+        Args:
+            memories: ``{"id": str, "text": str, "rating": int 1..10 | None}`` each; ids unique, texts
+                non-empty. Memories with the same text (after trimming) are one text for clustering and
+                wording, but each of their ids is evidence and each of their ratings counts.
+            agent: the reflecting agent's name: named in each insight, left out of the words it lists, and
+                removed from the texts before embedding (clusters are better with it).
+            max_insights: at most this many insights (>= 1).
+
+        Returns:
+            Up to ``max_insights`` :class:`Insight`, ranked by the summed rating of their memories, then the
+            number of memories, then the position of the first one; ``[]`` when no two distinct texts cluster.
+            An insight's ``evidence`` is exactly the ids of its cluster's memories, in input order.
+
+        Raises:
+            ValueError: duplicate ids, an empty text, or ``max_insights`` < 1.
+        """
+        if max_insights < 1:
+            raise ValueError(f"max_insights must be at least 1, got {max_insights}")
+        agent = (agent.strip() or None) if agent else None
+        ids = [m["id"] for m in memories]
+        if len(set(ids)) != len(ids):
+            raise ValueError("memory ids must be unique")
+        stripped = [str(m.get("text") or "").strip() for m in memories]
+        if not all(stripped):
+            raise ValueError("every memory needs a non-empty text")
+        texts = list(dict.fromkeys(stripped))
+        label_of = dict(zip(texts, self.clusters(texts, agent)))
+        members: dict[int, list[int]] = {}
+        for i, text in enumerate(stripped):
+            members.setdefault(int(label_of[text]), []).append(i)
+        groups = [g for g in members.values() if len({stripped[i] for i in g}) >= 2]
+        groups.sort(key=lambda g: (-sum(_rating(memories[i]) for i in g), -len(g), g[0]))
+        return [self._insight([memories[i] for i in g], [stripped[i] for i in g], agent)
+                for g in groups[:max_insights]]
+
+    def _insight(self, group: list[dict], texts: list[str], agent: str | None) -> Insight:
+        exclude = frozenset(key for key, _, _ in _tokens(agent)) if agent else frozenset()
+        words = shared_words(list(dict.fromkeys(texts)), self.share, exclude, self.max_words)
+        who = f"{agent} has" if agent else "There are"
+        about = f"that share {_join(words)}" if words else "about one matter"
+        # quote the most important experience, not an earlier insight (an insight quoting an insight reads badly)
+        experiences = [i for i in range(len(group)) if not _INSIGHT.search(texts[i])]
+        if not experiences:
+            return Insight(f"{who} {len(group)} memories {about}, all of them earlier reflections",
+                           [m["id"] for m in group])
+        top = max(experiences, key=lambda i: _rating(group[i]))  # ties: the first
+        rated = f" (rated {group[top]['rating']})" if group[top].get("rating") is not None else ""
+        text = f'{who} {len(group)} memories {about}; the most important{rated}: "{_quote(texts[top])}"'
+        return Insight(text, [m["id"] for m in group])
