@@ -3,6 +3,7 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
@@ -19,13 +20,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev,viewer]"
 	touch $(STAMP)
 
+# the benchmark's LangChain peer needs the optional bench extra; setup/test/run do not
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install --quiet -e ".[dev,viewer,bench]"
+	touch $(BENCH_STAMP)
+
 run: $(STAMP)
 	$(BIN)/python run_sim.py --overwrite $(ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(ARGS)
 
-bench: $(STAMP)
+bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench $(ARGS)
 
 lint: $(STAMP)

@@ -117,9 +117,14 @@ def score_memories(
     recency = recency_of(now - np.asarray(reference_time, dtype=np.float64), params.gamma,
                          params.recency_window_minutes)
     importance = decayed_importance(rating, long_term_since, now, params.long_term_decay_per_hour)
-    score = (
-        params.a_rel * relevance
-        + params.a_rec * np.nan_to_num(recency, nan=0.0)
-        + params.a_imp * np.nan_to_num(importance, nan=0.0)
-    )
+    score = recency_importance(recency, importance, params) + params.a_rel * relevance
     return ScoreTerms(recency=recency, importance=importance, relevance=relevance, score=score)
+
+
+def recency_importance(recency: np.ndarray, importance: np.ndarray, params: ScoringParams) -> np.ndarray:
+    """The query-independent part of the score, ``a_rec * recency + a_imp * importance``; NaN terms count 0.
+
+    :func:`score_memories` adds ``a_rel * relevance`` to exactly this array, so a cached copy of it gives
+    bit-identical scores.
+    """
+    return params.a_rec * np.nan_to_num(recency, nan=0.0) + params.a_imp * np.nan_to_num(importance, nan=0.0)
