@@ -33,6 +33,7 @@ test: $(STAMP)
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench $(ARGS)
+	$(BIN)/python -m bench.rater_load $(RATER_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check simulacra rater_server tests bench

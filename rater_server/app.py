@@ -10,22 +10,56 @@ Endpoints (all JSON):
   the best first; ``[]`` when no memories relate (seed 003's reflection; :mod:`rater_server.reflection`).
 * ``GET /health`` — backend name, model, cache size and counters.
 
-Every malformed request gets a 4xx JSON answer ``{"error": "...", "field": ...}``, never a 5xx.
+Every malformed request gets a 4xx JSON answer ``{"error": "...", "field": ...}``, never a 5xx: a body
+that is not ``Content-Type: application/json`` (415), not UTF-8, not JSON, JSON with ``NaN`` / ``Infinity``,
+numbers out of range or nesting deeper than :data:`MAX_DEPTH`, text with unpaired surrogates, a value that is
+not an object, a missing or wrong field (400), or too large (413).
+
+With ``create_app(backend, token=...)`` every request except ``GET /health`` must carry
+``Authorization: Bearer <token>`` (401 otherwise, compared in constant time); ``simulacra rater`` takes the
+token from the environment variable ``SIMULACRA_RATER_TOKEN``.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
+import math
+import re
+import threading
 from typing import Annotated, Any
 
 from flask import Flask, jsonify, request
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, StringConstraints, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    StringConstraints,
+    ValidationError,
+)
 from werkzeug.exceptions import HTTPException
 
 log = logging.getLogger(__name__)
 
-MemoryText = Annotated[StrictStr, StringConstraints(strip_whitespace=True, min_length=1, max_length=10_000)]
+#: JSON nesting deeper than this is refused (the deepest valid body, /reflect's, has depth 3)
+MAX_DEPTH = 32
+#: integers with more digits than this are refused (no field needs more than two)
+MAX_INT_DIGITS = 100
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+def _not_blank(text: str) -> str:
+    """Python's notion of blank (``str.strip``: also the control separators \\x1c-\\x1f) after pydantic's strip."""
+    if not text.strip():
+        raise ValueError("is blank")
+    return text.strip()
+
+
+MemoryText = Annotated[StrictStr, StringConstraints(strip_whitespace=True, min_length=1, max_length=10_000),
+                       AfterValidator(_not_blank)]
 
 
 class RateRequest(BaseModel):
@@ -62,17 +96,85 @@ def _error(status: int, message: str, field: str | None = None):
     return jsonify(body), status
 
 
+class _BadJSON(ValueError):
+    """A body that is JSON text but not acceptable JSON (NaN, an infinite or huge number)."""
+
+
+def _no_constant(name: str):
+    raise _BadJSON(f"{name} is not a JSON number (numbers must be finite)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _BadJSON(f"number {text[:40]} is out of range")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _BadJSON(f"integer of {len(text.lstrip('-'))} digits is out of range (at most {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def _check_json(data: Any) -> tuple[str, str | None] | None:
+    """``(message, field)`` when ``data`` nests deeper than :data:`MAX_DEPTH` or holds a string (key or value)
+    with an unpaired surrogate (``"\\ud800"``: not Unicode, and no embedder can read it); else ``None``."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 1)]
+    while stack:
+        value, path, depth = stack.pop()
+        path = path if len(path) <= 200 else path[:197] + "..."  # keys are the client's: keep messages short
+        if isinstance(value, str):
+            if not value.isascii() and _SURROGATE.search(value):
+                where = f"field '{path}'" if path else "body"
+                return f"{where}: text with an unpaired surrogate (not valid Unicode)", path or None
+            continue
+        if not isinstance(value, (dict, list)):
+            continue
+        if depth > MAX_DEPTH:
+            return f"malformed JSON: nested deeper than {MAX_DEPTH} levels", path or None
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, child in items:
+            if isinstance(key, str) and not key.isascii() and _SURROGATE.search(key):
+                where = f"field '{path}'" if path else "body"
+                return f"{where}: a key with an unpaired surrogate (not valid Unicode)", path or None
+            stack.append((child, f"{path}.{key}" if path else str(key), depth + 1))
+    return None
+
+
 def _parse(model: type[BaseModel]):
     """Parse the request body as JSON into ``model``; returns (obj, None) or (None, error response)."""
+    mimetype = request.mimetype
+    if mimetype != "application/json" and not (mimetype.startswith("application/") and mimetype.endswith("+json")):
+        got = request.content_type or "none"
+        return None, _error(415, f"Content-Type must be application/json, got {got[:100]!r}", "Content-Type")
+    charset = request.mimetype_params.get("charset", "utf-8").lower().replace("_", "-")
+    if charset not in ("utf-8", "utf8"):
+        return None, _error(415, f"JSON must be UTF-8, got charset={charset[:40]!r}", "Content-Type")
     raw = request.get_data(cache=False, as_text=False)
     if not raw:
         return None, _error(400, "empty body: expected a JSON object")
     try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return None, _error(400, f"malformed JSON: the body is not UTF-8 (byte 0x{raw[err.start]:02x} at offset "
+                                 f"{err.start})")
+    try:
+        data = json.loads(text.removeprefix("\ufeff"), parse_constant=_no_constant, parse_float=_finite_float,
+                          parse_int=_bounded_int)
+    except _BadJSON as err:
         return None, _error(400, f"malformed JSON: {err}")
+    except json.JSONDecodeError as err:
+        return None, _error(400, f"malformed JSON: {err}")
+    except RecursionError:
+        return None, _error(400, f"malformed JSON: nested deeper than {MAX_DEPTH} levels")
+    except ValueError as err:  # e.g. an integer beyond Python's digit limit, before parse_int sees it
+        return None, _error(400, f"malformed JSON: {str(err)[:200]}")
     if not isinstance(data, dict):
-        return None, _error(400, f"expected a JSON object, got {type(data).__name__}")
+        return None, _error(400, f"expected a JSON object, got {'null' if data is None else type(data).__name__}")
+    bad = _check_json(data)
+    if bad is not None:
+        return None, _error(400, bad[0], bad[1])
     try:
         return model.model_validate(data), None
     except ValidationError as err:
@@ -88,6 +190,19 @@ def _parse(model: type[BaseModel]):
         return None, _error(400, msg, field)
 
 
+def check_token(token: str | None) -> str | None:
+    """``token`` when it can be sent in an ``Authorization`` header, ``None`` for none.
+
+    Raises:
+        ValueError: the token is empty, or holds a space, a control or a non-ASCII character.
+    """
+    if token is None:
+        return None
+    if not isinstance(token, str) or not token or not token.isascii() or not token.isprintable() or " " in token:
+        raise ValueError("the rater token must be non-empty printable ASCII without spaces")
+    return token
+
+
 def _duplicate_id(memories: list[ReflectMemory]):
     """The 400 answer naming the first memory whose id an earlier one already has, or ``None``."""
     first: dict[str, int] = {}
@@ -100,14 +215,21 @@ def _duplicate_id(memories: list[ReflectMemory]):
     return None
 
 
-def create_app(backend=None, *, max_body_bytes: int = 1_000_000) -> Flask:
+def create_app(backend=None, token: str | None = None, *, max_body_bytes: int = 1_000_000) -> Flask:
     """Build the rater app.
 
     Args:
         backend: a :class:`rater_server.backends.RaterBackend`; default the offline k-NN rater over the
             default embedder (loaded on first request).
+        token: when given, every request except ``GET /health`` must send ``Authorization: Bearer <token>``
+            (401 otherwise); printable ASCII without spaces.
         max_body_bytes: larger requests get 413.
+
+    Raises:
+        ValueError: ``token`` is empty or holds characters a header cannot carry.
     """
+    token = check_token(token)
+    expected = token.encode("ascii") if token is not None else b""
     if backend is None:
         from rater_server.backends import EmbeddingRater
         from simulacra.embeddings import SentenceTransformerEmbedder
@@ -116,44 +238,77 @@ def create_app(backend=None, *, max_body_bytes: int = 1_000_000) -> Flask:
     app = Flask("rater_server")
     app.config["MAX_CONTENT_LENGTH"] = max_body_bytes
     app.extensions["rater_backend"] = backend
-    counts = {"requests": 0, "errors": 0}
+    counts = {"requests": 0, "errors": 0, "unauthorized": 0}
+    lock = threading.Lock()
+
+    def count(*names: str) -> None:
+        with lock:
+            for name in names:
+                counts[name] += 1
+
+    @app.before_request
+    def _authorize():
+        if token is None or (request.path == "/health" and request.method in ("GET", "HEAD")):
+            return None
+        scheme, _, given = request.headers.get("Authorization", "").strip().partition(" ")
+        # WSGI headers are latin-1 text: encoding back gives the bytes sent
+        if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode("latin-1", "replace"), expected):
+            return None
+        count("unauthorized", "errors")
+        problem = "wrong bearer token" if scheme else "missing bearer token"
+        response, status = _error(401, f"{problem}: send 'Authorization: Bearer <token>' with the rater's token "
+                                       "(SIMULACRA_RATER_TOKEN)", "Authorization")
+        response.headers["WWW-Authenticate"] = 'Bearer realm="simulacra-rater"'
+        return response, status
 
     @app.errorhandler(HTTPException)
     def _http_error(err: HTTPException):
-        counts["errors"] += 1
-        return _error(err.code or 500, err.description or err.name)
+        count("errors")
+        response, status = _error(err.code or 500, err.description or err.name)
+        allow = dict(err.get_headers()).get("Allow")
+        if allow:
+            response.headers["Allow"] = allow
+        return response, status
+
+    from simulacra.llm import BudgetExceeded
+
+    @app.errorhandler(BudgetExceeded)
+    def _budget(err: BudgetExceeded):
+        """The LLM budget is spent: 402, not retried by clients, so the run stops with this message."""
+        count("errors")
+        return _error(402, f"LLM budget exceeded: {err}")
 
     @app.errorhandler(Exception)
     def _unexpected(err: Exception):  # pragma: no cover - defensive
         log.exception("rater backend failed")
-        counts["errors"] += 1
+        count("errors")
         return _error(500, f"rater backend failed: {type(err).__name__}: {err}")
 
     @app.post("/rate")
     def rate():
-        counts["requests"] += 1
+        count("requests")
         body, err = _parse(RateRequest)
         if err:
-            counts["errors"] += 1
+            count("errors")
             return err
         return jsonify(backend.rate([body.memory])[0].to_dict())
 
     @app.post("/rate/batch")
     def rate_batch():
-        counts["requests"] += 1
+        count("requests")
         body, err = _parse(BatchRequest)
         if err:
-            counts["errors"] += 1
+            count("errors")
             return err
         return jsonify({"ratings": [r.to_dict() for r in backend.rate(body.memories)]})
 
     @app.post("/reflect")
     def reflect():
-        counts["requests"] += 1
+        count("requests")
         body, err = _parse(ReflectRequest)
         err = err or _duplicate_id(body.memories)
         if err:
-            counts["errors"] += 1
+            count("errors")
             return err
         insights = backend.reflect([m.model_dump() for m in body.memories], agent=body.agent,
                                    max_insights=body.max_insights)
@@ -162,7 +317,10 @@ def create_app(backend=None, *, max_body_bytes: int = 1_000_000) -> Flask:
     @app.get("/health")
     def health():
         stats = backend.stats()
+        with lock:
+            mine = dict(counts)
         return jsonify({"status": "ok", "backend": backend.name, "model": backend.model,
-                        "cache_size": stats.get("cache_size", 0), "counts": {**counts, **stats}})
+                        "token_required": token is not None, "cache_size": stats.get("cache_size", 0),
+                        "counts": {**mine, **stats}})
 
     return app

@@ -42,10 +42,17 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="simulate a town, offline by default",
                          description="Simulate a town and print a summary of what each agent remembers.")
     _add_run_args(run)
-    rater = sub.add_parser("rater", help="serve the importance rater over HTTP (waitress)")
+    rater = sub.add_parser("rater", help="serve the importance rater over HTTP (waitress)",
+                           description="Serve the importance rater over HTTP (waitress). When the environment "
+                                       "variable SIMULACRA_RATER_TOKEN is set, every request but GET /health "
+                                       "must send 'Authorization: Bearer <token>'.")
     rater.add_argument("--host", default="127.0.0.1", help="address to bind [%(default)s]")
     rater.add_argument("--port", type=int, default=5000, help="port [%(default)s]")
-    rater.add_argument("--threads", type=int, default=4, help="worker threads [%(default)s]")
+    rater.add_argument("--threads", type=int, default=4, help="worker threads answering requests [%(default)s]")
+    rater.add_argument("--config", default=None, help="YAML config file (the llm and rater sections are used)")
+    rater.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                       help="e.g. --set llm.model=llama3.1:8b --set llm.base_url=http://127.0.0.1:11434/v1; with "
+                            "no model configured (nor OPENAI_MODEL) the offline backend answers")
     check = sub.add_parser("check", help="validate a world file and its personas")
     check.add_argument("world", nargs="?", default=DEFAULT_WORLD)
     check.add_argument("--personas-dir", default=None)
@@ -110,6 +117,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2, ensure_ascii=False))
     else:
         print(format_summary(summary))
+    if summary.get("stopped"):
+        print(f"simulacra: run {summary['stopped']}", file=sys.stderr)
+        return 3
     return 0
 
 
@@ -137,6 +147,12 @@ def format_summary(summary: dict) -> str:
         out.append(f"\ntown's shared memory: {summary['shared_memory']} notices")
     if summary.get("reflection_failures"):
         out.append(f"reflections skipped because the rater failed: {summary['reflection_failures']}")
+    if summary.get("llm"):
+        u = summary["llm"]
+        out.append(f"\nLLM {u['model']}: {u['calls']} calls ({u['failures']} failed), {u['prompt_tokens']} prompt + "
+                   f"{u['completion_tokens']} completion tokens, ${u['cost_usd']:.4f}")
+    if summary.get("stopped"):
+        out.append(f"\nrun {summary['stopped']}")
     if summary.get("rater_fallbacks"):
         out.append(f"\nrater answers unusable, fallback rating used: {summary['rater_fallbacks']}")
     out.append(f"\ndatabase: {summary['run_dir']}\ntrace:    {summary['trace']}")
@@ -147,11 +163,38 @@ def cmd_rater(args: argparse.Namespace) -> int:
     import waitress
 
     from rater_server import create_app
+    from rater_server.app import check_token
     from rater_server.backends import EmbeddingRater
     from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.rater import TOKEN_ENV, token_from_env
 
-    app = create_app(EmbeddingRater(CachedEmbedder(SentenceTransformerEmbedder())))
-    print(f"simulacra rater: serving on http://{args.host}:{args.port}/rate (waitress)", file=sys.stderr)
+    if args.threads < 1:
+        raise SimulacraError(f"--threads must be at least 1, got {args.threads}")
+    if not 0 <= args.port <= 65535:
+        raise SimulacraError(f"--port must be 0..65535, got {args.port}")
+    try:
+        token = check_token(token_from_env())
+    except ValueError as err:
+        raise SimulacraError(f"{TOKEN_ENV}: {err}") from None
+    from simulacra.config import load_config
+    from simulacra.llm import build_model
+
+    config = load_config(args.config, args.overrides)
+    backend = EmbeddingRater(CachedEmbedder(SentenceTransformerEmbedder()), k=config.rater.neighbours)
+    llm = build_model(config.llm)
+    if llm is not None:
+        from rater_server.llm_backend import LLMRater
+
+        backend = LLMRater(llm, backend, batch_size=config.rater.llm_batch_size)
+    print(f"simulacra rater: backend {backend.name}, model {backend.model}", file=sys.stderr)
+    app = create_app(backend, token=token)
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    auth = f"token required ({TOKEN_ENV})" if token else f"no token required (set {TOKEN_ENV} to require one)"
+    print(f"simulacra rater: serving on http://{host}:{args.port}/rate (waitress, {args.threads} threads; {auth})",
+          file=sys.stderr)
+    if token is None and args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"simulacra rater: warning: {args.host} may be reachable from other machines and no token is "
+              f"required; set {TOKEN_ENV}", file=sys.stderr)
     waitress.serve(app, host=args.host, port=args.port, threads=args.threads)
     return 0
 

@@ -9,11 +9,12 @@ single values with ``section.field=value`` strings (the CLI's ``--set``).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from simulacra.errors import ConfigError
 
@@ -84,6 +85,7 @@ class RaterConfig(_Section):
     timeout_s: float = Field(30.0, gt=0, description="seconds per HTTP request")
     start_local: bool = Field(True, description="start an in-process rater when nothing answers at url")
     neighbours: int = Field(11, ge=1, description="k of the offline rater's nearest-neighbour half")
+    llm_batch_size: int = Field(16, ge=1, le=100, description="memories per LLM call when an LLM rates (llm section)")
 
 
 class SimulationConfig(_Section):
@@ -99,6 +101,57 @@ class SimulationConfig(_Section):
     news_max_age_minutes: int = Field(24 * 60, gt=0, description="news older than this is not retold")
 
 
+class LLMConfig(_Section):
+    """A language model behind an OpenAI-compatible chat API (``docs/llm.md``); off unless a model is named.
+
+    With no ``model`` here and no ``OPENAI_MODEL`` in the environment, the offline backends are used. API keys
+    never go in config files: ``api_key_env`` names the environment variable that holds the key.
+    """
+
+    model: str | None = Field(
+        None,
+        description="model name the server knows (gpt-4o-mini, llama3.1:8b, ...); null: OPENAI_MODEL, else offline",
+    )
+    base_url: str | None = Field(
+        None,
+        description="API root, usually ending in /v1 (http://127.0.0.1:11434/v1); null: OPENAI_BASE_URL, else OpenAI",
+    )
+    api_key_env: str = Field(
+        "OPENAI_API_KEY",
+        description="NAME of the environment variable holding the API key (not the key); unset is fine for a local "
+        "server when it is OPENAI_API_KEY",
+    )
+    timeout_s: float = Field(30.0, gt=0, description="seconds per HTTP request before it counts as failed")
+    attempts: int = Field(4, ge=1, description="tries per call on connection errors, timeouts, 429 and 5xx")
+    max_calls: int | None = Field(
+        None, ge=0, description="most requests sent in a run, retries included; null = unlimited"
+    )
+    max_tokens: int | None = Field(
+        None, ge=0, description="most prompt + completion tokens in a run (checked before each call); null = unlimited"
+    )
+    prompt_price_per_1k: float = Field(0.0, ge=0, description="US dollars per 1000 prompt tokens, for the cost report")
+    completion_price_per_1k: float = Field(
+        0.0, ge=0, description="US dollars per 1000 completion tokens, for the cost report"
+    )
+    json_mode: Literal["auto", "off"] = Field(
+        "auto", description="auto: ask for JSON (response_format) where the server takes it; off: never ask"
+    )
+    temperature: float = Field(0.0, ge=0, le=2, description="sampling temperature callers pass; 0 = greedy")
+
+    @field_validator("model", "base_url", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _a_variable_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):  # the value is not echoed: it may be a key
+            raise ValueError("expected the NAME of the environment variable holding the key (e.g. OPENAI_API_KEY), "
+                             "not the key itself: keys never go in config files")
+        return value
+
+
 class Config(_Section):
     """Every tunable number of a run. ``Config()`` gives the documented defaults."""
 
@@ -107,6 +160,7 @@ class Config(_Section):
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     rater: RaterConfig = Field(default_factory=RaterConfig)
     simulation: SimulationConfig = Field(default_factory=SimulationConfig)
+    llm: LLMConfig = Field(default_factory=LLMConfig)
 
     @model_validator(mode="after")
     def _weights_not_all_zero(self) -> Config:

@@ -5,11 +5,17 @@ The simulation rates every new memory of a tick in one request to ``<url>/batch`
 retries transient failures with backoff (tenacity), and, when nothing answers at a local URL, starts the
 offline rater in-process on that address. :meth:`RaterClient.reflect` asks ``<base>/reflect`` for insights
 about several memories, each citing the memories it rests on.
+
+A rater started with a token (``SIMULACRA_RATER_TOKEN``) wants ``Authorization: Bearer <token>`` on every
+request but ``GET /health``: the client sends the token given to it or, by default, the one in the same
+environment variable (read when the client is made, never at import), and a 401 is a :class:`RaterError`
+at once, not retried.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Sequence
 from urllib.parse import urlparse
@@ -23,6 +29,13 @@ log = logging.getLogger(__name__)
 
 #: rating used when the rater answers something unusable (logged and counted, never silent)
 FALLBACK_RATING = 3
+#: environment variable holding the rater's bearer token (read by ``simulacra rater`` and by the client)
+TOKEN_ENV = "SIMULACRA_RATER_TOKEN"
+
+
+def token_from_env() -> str | None:
+    """The token in :data:`TOKEN_ENV`, surrounding whitespace removed; ``None`` when unset or blank."""
+    return os.environ.get(TOKEN_ENV, "").strip() or None
 
 
 class _Transient(Exception):
@@ -42,6 +55,18 @@ def _coerce_rating(value) -> int | None:
     return None
 
 
+def _error_text(resp) -> str:
+    """The ``error`` message of a rater's JSON error answer (whole: it may say how to fix things), else the
+    first 200 characters of the body."""
+    try:
+        body = resp.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        return body["error"][:2000]
+    return resp.text[:200]
+
+
 class RaterClient:
     """Rates memories over HTTP.
 
@@ -49,6 +74,10 @@ class RaterClient:
         url: the ``/rate`` endpoint.
         timeout_s: seconds per request.
         attempts: tries per request on connection errors, timeouts and 5xx.
+        token: bearer token sent with every request; ``None`` (default) takes it from :data:`TOKEN_ENV`,
+            ``""`` sends none.
+    Raises:
+        RaterError: the token holds characters an HTTP header cannot carry (non-ASCII, spaces, controls).
     Attributes:
         fallbacks: memories that got :data:`FALLBACK_RATING` because the answer was unusable.
         requests_sent: HTTP requests made.
@@ -56,17 +85,28 @@ class RaterClient:
         insights_dropped: insights :meth:`reflect` left out because they were unusable (logged).
     """
 
-    def __init__(self, url: str, timeout_s: float = 30.0, attempts: int = 3):
+    def __init__(self, url: str, timeout_s: float = 30.0, attempts: int = 3, token: str | None = None):
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
         self.attempts = attempts
+        token = token_from_env() if token is None else (token.strip() or None)
+        if token is not None and (not token.isascii() or not token.isprintable() or " " in token):
+            raise RaterError(f"the rater token ({TOKEN_ENV}) must be printable ASCII without spaces")
+        self._token = token  # never logged or shown
         self._session = requests.Session()
+        if token is not None:
+            self._session.headers["Authorization"] = f"Bearer {token}"
         self._cache: dict[str, int] = {}
         self._batch_supported: bool | None = None
         self.fallbacks = 0
         self.requests_sent = 0
         self.reflections_requested = 0
         self.insights_dropped = 0
+
+    @property
+    def has_token(self) -> bool:
+        """Whether requests carry a bearer token."""
+        return self._token is not None
 
     @property
     def base_url(self) -> str:
@@ -77,7 +117,8 @@ class RaterClient:
         """``GET /health`` of the rater, or ``None`` if nothing answers."""
         try:
             resp = self._session.get(f"{self.base_url}/health", timeout=timeout_s)
-            return resp.json() if resp.ok else None
+            body = resp.json() if resp.ok else None
+            return body if isinstance(body, dict) else None
         except (requests.RequestException, ValueError):
             return None
 
@@ -92,6 +133,10 @@ class RaterClient:
                 raise _Transient(str(err)) from err
             if resp.status_code >= 500 or resp.status_code == 429:
                 raise _Transient(f"HTTP {resp.status_code}: {resp.text[:200]}")
+            if resp.status_code == 401:  # retrying cannot help
+                problem = "rejected the token sent" if self.has_token else "requires a token and none was sent"
+                raise RaterError(f"rater at {url} {problem} (HTTP 401): set {TOKEN_ENV} to the token the rater "
+                                 "was started with")
             return resp
 
         try:
@@ -111,7 +156,8 @@ class RaterClient:
         """Ratings 1..10 for ``memories`` (same order); one HTTP request for all uncached texts.
 
         Raises:
-            RaterError: the rater is unreachable or rejects the request (4xx) after retries.
+            RaterError: the rater is unreachable or rejects the request (4xx; 401 for a missing or wrong
+                token) after retries.
         """
         todo = [m for m in dict.fromkeys(memories) if m not in self._cache]
         if todo:
@@ -128,7 +174,7 @@ class RaterClient:
                 self._batch_supported = True
                 if not resp.ok:
                     raise RaterError(f"rater at {self.url}/batch rejected the request: HTTP {resp.status_code} "
-                                     f"{resp.text[:200]}")
+                                     f"{_error_text(resp)}")
                 try:
                     answers = resp.json().get("ratings")
                 except (ValueError, AttributeError):
@@ -141,7 +187,8 @@ class RaterClient:
         for memory in todo:
             resp = self._post(self.url, {"memory": memory})
             if not resp.ok:
-                raise RaterError(f"rater at {self.url} rejected the request: HTTP {resp.status_code} {resp.text[:200]}")
+                raise RaterError(f"rater at {self.url} rejected the request: HTTP {resp.status_code} "
+                                 f"{_error_text(resp)}")
             try:
                 answer = resp.json()
             except ValueError:
@@ -177,7 +224,7 @@ class RaterClient:
             body["agent"] = agent
         resp = self._post(url, body)
         if not resp.ok:
-            raise RaterError(f"rater at {url} rejected the request: HTTP {resp.status_code} {resp.text[:200]}")
+            raise RaterError(f"rater at {url} rejected the request: HTTP {resp.status_code} {_error_text(resp)}")
         try:
             answer = resp.json()
         except ValueError:
@@ -234,17 +281,32 @@ class LocalRaterServer:
         self._thread.join(timeout=5)
 
 
-def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neighbours: int = 11):
-    """A :class:`RaterClient` for ``url``; starts the offline rater in-process if nothing answers there.
+def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neighbours: int = 11, *,
+                  backend=None, token: str | None = None):
+    """A :class:`RaterClient` for ``url``; starts a rater in-process if nothing answers there.
+
+    Args:
+        url, timeout_s: the rater's ``/rate`` endpoint and the seconds per request.
+        start_local: whether to start a rater in-process when nothing answers at a local ``url``.
+        embedder, neighbours: the offline rater started in-process is
+            ``EmbeddingRater(embedder, k=neighbours)``, unless ``backend`` is given.
+        backend: the :class:`rater_server.backends.RaterBackend` of a rater started in-process (not used when
+            a rater already answers at ``url``).
+        token: bearer token; ``None`` takes it from :data:`TOKEN_ENV`, ``""`` sends none. A rater started
+            in-process requires the same token.
 
     Returns:
         ``(client, server)``; ``server`` is a :class:`LocalRaterServer` to close, or ``None``.
     Raises:
         RaterError: nothing answers, and the URL is not local or ``start_local`` is false, or the port is
-            taken by something that is not a rater.
+            taken by something that is not a rater; or the rater answering requires a token and there is none.
     """
-    client = RaterClient(url, timeout_s)
-    if client.health() is not None:
+    client = RaterClient(url, timeout_s, token=token)
+    health = client.health()
+    if health is not None:
+        if health.get("token_required") and not client.has_token:
+            client.close()
+            raise RaterError(f"the rater at {url} requires a token: set {TOKEN_ENV} to the token it was started with")
         log.info("using the rater at %s", url)
         return client, None
     p = urlparse(url)
@@ -254,12 +316,14 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
     from rater_server import create_app
     from rater_server.backends import EmbeddingRater
 
-    app = create_app(EmbeddingRater(embedder, k=neighbours))
+    secret = client._token
+    app = create_app(backend if backend is not None else EmbeddingRater(embedder, k=neighbours), token=secret)
     try:
         server = LocalRaterServer(app, host, p.port or 80)
     except OSError as err:
         raise RaterError(f"nothing answers as a rater at {url} and its port cannot be used: {err}") from None
-    log.info("started the offline rater in-process at %s", server.url)
+    log.info("started the %s rater in-process at %s%s", app.extensions["rater_backend"].name, server.url,
+             " (token required)" if secret else "")
     client.close()
     # port 0 asks the OS for a free port: talk to the one it gave
-    return RaterClient(url if p.port else server.url, timeout_s), server
+    return RaterClient(url if p.port else server.url, timeout_s, token=secret or ""), server

@@ -136,6 +136,8 @@ class Simulation:
             self.agents[pid] = AgentState(persona=persona, memory=mem, place=persona.home)
         self.trace = TraceWriter(self.run_dir / "trace.jsonl", self._header())
         self.ticks_done = 0
+        self.llm = None  # the language model behind the in-process rater, if one is configured (create())
+        self.stopped: str | None = None
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -150,6 +152,7 @@ class Simulation:
             RaterError: no rater answers and none can be started.
         """
         from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+        from simulacra.llm import build_model
         from simulacra.rater import connect_rater
 
         config = config or Config()
@@ -166,13 +169,25 @@ class Simulation:
             e = config.embedding
             embedder = CachedEmbedder(SentenceTransformerEmbedder(e.model, e.device, e.batch_size), e.cache_size)
         r = config.rater
-        rater, server = connect_rater(r.url, r.timeout_s, r.start_local, embedder, r.neighbours)
+        llm = build_model(config.llm, run_dir)  # None: no model configured, the offline backends answer
+        backend = None
+        if llm is not None:
+            from rater_server.backends import EmbeddingRater
+            from rater_server.llm_backend import LLMRater
+
+            backend = LLMRater(llm, EmbeddingRater(embedder, k=r.neighbours), batch_size=r.llm_batch_size)
+        rater, server = connect_rater(r.url, r.timeout_s, r.start_local, embedder, r.neighbours, backend=backend)
+        if llm is not None and server is None:
+            log.warning("a rater already answers at %s, so the configured LLM (%s) is not used by this run; stop "
+                        "that rater or point rater.url elsewhere", r.url, llm.name)
         try:
-            return cls(world, config, run_dir, embedder, rater, server, agents)
+            sim = cls(world, config, run_dir, embedder, rater, server, agents)
         except BaseException:
             if server is not None:
                 server.close()
             raise
+        sim.llm = llm if server is not None else None
+        return sim
 
     def _header(self) -> dict[str, Any]:
         w = self.world
@@ -478,9 +493,19 @@ class Simulation:
 
     # ----------------------------------------------------------------- runs
     def run(self, ticks: int, on_tick: Callable[[TickResult], None] | None = None) -> dict[str, Any]:
-        """Run ``ticks`` ticks; calls ``on_tick`` after each; returns :meth:`summary`."""
+        """Run ``ticks`` ticks; calls ``on_tick`` after each; returns :meth:`summary`.
+
+        A rater that fails for good (unreachable after its retries, or its LLM budget spent) stops the run
+        cleanly before the failing tick writes anything: the trace and the stores end at the last complete
+        tick, and the summary's ``stopped`` says why.
+        """
         for _ in range(ticks):
-            result = self.step()
+            try:
+                result = self.step()
+            except RaterError as err:
+                self.stopped = f"stopped before tick {self.clock.tick} ({format_hhmm(self.clock.now)}): {err}"
+                log.error("run %s", self.stopped)
+                break
             if on_tick is not None:
                 on_tick(result)
         return self.summary()
@@ -521,12 +546,19 @@ class Simulation:
             "game_time": format_hhmm(now),
             "agents": agents,
             "events": events,
+            "stopped": self.stopped,
+            "llm": self._llm_report(),
             "shared_memory": None if self.shared is None else len(self.shared),
             "reflection_failures": self.reflection_failures,
             "rater_fallbacks": self.rater.fallbacks,
             "embedding_cache": {"hits": getattr(self.embedder, "hits", 0),
                                 "misses": getattr(self.embedder, "misses", 0)},
         }
+
+    def _llm_report(self) -> dict[str, Any] | None:
+        """Calls, tokens and cost of the run's language model (``None`` when none is configured)."""
+        report = getattr(self.llm, "report", None)
+        return None if report is None else {"model": self.llm.name, **report()}
 
     def close(self) -> None:
         """Close the trace and stop the in-process rater, if any. Safe to call twice."""

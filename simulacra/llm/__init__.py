@@ -1,0 +1,36 @@
+"""Language models: the :class:`LanguageModel` protocol, an OpenAI-compatible adapter and wrappers around any model.
+
+Importing this package reads no environment variable and does not import ``openai`` (that happens when an
+:class:`OpenAIChatModel` is built). ``docs/llm.md`` describes the protocol, the wrappers and the config keys.
+"""
+
+from simulacra.llm.base import (
+    BudgetExceeded,
+    Completion,
+    LanguageModel,
+    LLMError,
+    LLMRequestError,
+    LLMUnavailable,
+)
+from simulacra.llm.factory import CALLS_FILE, build_model
+from simulacra.llm.openai_model import OpenAIChatModel
+from simulacra.llm.parsing import extract_json
+from simulacra.llm.wrappers import BudgetedModel, RecordingModel, RetryingModel, UsageMeter, unwrap
+
+__all__ = [
+    "CALLS_FILE",
+    "BudgetExceeded",
+    "BudgetedModel",
+    "Completion",
+    "LLMError",
+    "LLMRequestError",
+    "LLMUnavailable",
+    "LanguageModel",
+    "OpenAIChatModel",
+    "RecordingModel",
+    "RetryingModel",
+    "UsageMeter",
+    "build_model",
+    "extract_json",
+    "unwrap",
+]

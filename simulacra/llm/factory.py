@@ -1,0 +1,74 @@
+"""Build the configured language model, wrapped, or ``None`` for the offline backends."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from simulacra.llm.base import LanguageModel, LLMError
+from simulacra.llm.openai_model import OpenAIChatModel
+from simulacra.llm.wrappers import BudgetedModel, RecordingModel, RetryingModel, UsageMeter
+
+if TYPE_CHECKING:
+    from simulacra.config import LLMConfig
+
+#: file inside the run folder that :class:`RecordingModel` appends to
+CALLS_FILE = "llm_calls.jsonl"
+
+
+def build_model(config: LLMConfig, run_dir: Path | None = None) -> LanguageModel | None:
+    """The model ``config`` names, wrapped; ``None`` when none is named (callers then use the offline backends).
+
+    The model is ``config.model``, else the environment variable ``OPENAI_MODEL``; the server ``config.base_url``,
+    else ``OPENAI_BASE_URL``, else OpenAI; the key the environment variable ``config.api_key_env`` holds. The
+    environment is read here, never at import.
+
+    The stack, outermost first, and why in this order::
+
+        UsageMeter -> RetryingModel -> BudgetedModel -> RecordingModel -> OpenAIChatModel
+
+    * ``BudgetedModel`` inside ``RetryingModel``: the budget counts *requests sent*, retries included. It exists
+      to cap what a run costs and how hard it hits the provider; a request that failed or timed out on our side
+      may still have been processed (and billed), and a flapping server must not multiply a run's requests past
+      ``max_calls``. A refusal (:class:`~simulacra.llm.BudgetExceeded`) is not retried, so the run stops at once.
+    * ``RecordingModel`` innermost: one line per request actually sent, failed attempts included (with their
+      error), so the log shows every 429/5xx/timeout and its latency; a budget refusal sends nothing and is not
+      logged as a call.
+    * ``UsageMeter`` outermost: it reports what the run asked for: ``calls`` are the caller's calls, ``failures``
+      those that failed for good (after the retries, or refused by the budget), latency is what the caller
+      waited, backoff included. Tokens are the same at every level (only answers carry usage); the number of
+      retries is ``unwrap(model, RetryingModel).retries``.
+
+    Args:
+        config: the ``llm`` section of the run's config.
+        run_dir: the run folder; calls are recorded to ``run_dir / "llm_calls.jsonl"``. ``None``: not recorded.
+
+    Returns:
+        a :class:`~simulacra.llm.UsageMeter` (call ``report()`` at the end of the run), or ``None``.
+
+    Raises:
+        LLMError: ``config.api_key_env`` names an unset variable other than ``OPENAI_API_KEY``, or no key is set
+            for OpenAI itself (no ``base_url``). Nothing is sent to the server here.
+    """
+    model = config.model or os.environ.get("OPENAI_MODEL") or None
+    if not model:
+        return None
+    base_url = config.base_url or os.environ.get("OPENAI_BASE_URL") or None
+    api_key = os.environ.get(config.api_key_env) or None
+    if api_key is None and config.api_key_env != "OPENAI_API_KEY":
+        raise LLMError(f"llm.api_key_env names the environment variable {config.api_key_env}, which is not set "
+                       f"(it should hold the API key for {base_url or 'OpenAI'})")
+    adapter = OpenAIChatModel(
+        model=model, base_url=base_url, api_key=api_key, timeout_s=config.timeout_s, json_mode=config.json_mode
+    )
+    inner: LanguageModel = adapter
+    if run_dir is not None:
+        inner = RecordingModel(inner, Path(run_dir) / CALLS_FILE)
+    inner = BudgetedModel(inner, max_calls=config.max_calls, max_tokens=config.max_tokens)
+    inner = RetryingModel(inner, attempts=config.attempts)
+    return UsageMeter(
+        inner,
+        prompt_price_per_1k=config.prompt_price_per_1k,
+        completion_price_per_1k=config.completion_price_per_1k,
+    )

@@ -1,0 +1,358 @@
+"""Wrappers around any :class:`~simulacra.llm.LanguageModel` (Concordia's retry and call-limit wrappers).
+
+Each wrapper is itself a ``LanguageModel``, keeps the model it wraps in ``inner`` and its name in ``name``, and is
+safe to call from several threads (the rater serves requests on threads). :func:`simulacra.llm.build_model` stacks
+them; :func:`unwrap` finds one in a stack.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+
+from simulacra.llm.base import BudgetExceeded, Completion, LanguageModel, LLMUnavailable
+
+log = logging.getLogger(__name__)
+
+W = TypeVar("W")
+
+
+def unwrap(model: Any, kind: type[W]) -> W | None:
+    """The first model of type ``kind`` in ``model``'s stack of wrappers (following ``.inner``), or ``None``."""
+    seen = 0
+    while model is not None and seen < 64:
+        if isinstance(model, kind):
+            return model
+        model = getattr(model, "inner", None)
+        seen += 1
+    return None
+
+
+class _Wrapper:
+    def __init__(self, inner: LanguageModel):
+        self.inner = inner
+        self.name = inner.name
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r})"
+
+    def close(self) -> None:
+        """Close the wrapped model (its HTTP connections), when it can be closed."""
+        close = getattr(self.inner, "close", None)
+        if callable(close):
+            close()
+
+
+class _RetryAfterOrBackoff:
+    """tenacity wait: the server's ``Retry-After`` when it sent one (capped), else exponential backoff with jitter."""
+
+    def __init__(self, initial_wait_s: float, max_wait_s: float):
+        self.max_wait_s = max_wait_s
+        self.backoff = wait_exponential_jitter(initial=initial_wait_s, max=max_wait_s, jitter=initial_wait_s)
+
+    def __call__(self, state: RetryCallState) -> float:
+        err = state.outcome.exception() if state.outcome is not None else None
+        asked = getattr(err, "retry_after_s", None)
+        if isinstance(asked, (int, float)) and asked >= 0:
+            return min(float(asked), self.max_wait_s)
+        return min(self.backoff(state), self.max_wait_s)
+
+
+class RetryingModel(_Wrapper):
+    """Retries :class:`~simulacra.llm.LLMUnavailable` (connection errors, timeouts, 408, 429, 5xx) with tenacity.
+
+    Waits ``initial_wait_s * 2**n`` plus up to ``initial_wait_s`` of random jitter before retry ``n`` (0-based),
+    at most ``max_wait_s``; a ``Retry-After`` the server sent (429 / 503) is honoured instead, capped at
+    ``max_wait_s``. Nothing else is retried: a request error or a budget refusal goes straight to the caller.
+
+    Args:
+        inner: the model to call.
+        attempts: tries per call, the first included (1 = no retries).
+        initial_wait_s: seconds before the first retry (plus jitter).
+        max_wait_s: longest wait between two tries, seconds.
+        sleep: how to wait (tests pass a recorder instead of :func:`time.sleep`).
+
+    Attributes:
+        retries: retries made so far over all calls.
+        gave_up: calls that failed after all their attempts.
+
+    Raises:
+        LLMUnavailable: from :meth:`complete`, after ``attempts`` failures; the message is the last failure's
+            plus the number of attempts, ``status`` is the last status.
+    """
+
+    def __init__(
+        self,
+        inner: LanguageModel,
+        attempts: int = 4,
+        initial_wait_s: float = 0.5,
+        max_wait_s: float = 20.0,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        super().__init__(inner)
+        if attempts < 1:
+            raise ValueError(f"attempts must be at least 1, got {attempts}")
+        self.attempts = attempts
+        self.initial_wait_s = initial_wait_s
+        self.max_wait_s = max_wait_s
+        self._sleep = sleep
+        self._wait = _RetryAfterOrBackoff(initial_wait_s, max_wait_s)
+        self._lock = threading.Lock()
+        self.retries = 0
+        self.gave_up = 0
+
+    def _before_sleep(self, state: RetryCallState) -> None:
+        with self._lock:
+            self.retries += 1
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        err = state.outcome.exception() if state.outcome is not None else None
+        log.warning("%s (attempt %d of %d); retrying in %.2f s", err, state.attempt_number, self.attempts, wait)
+
+    def complete(
+        self,
+        messages: Sequence[dict],
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        json_schema: dict | None = None,
+    ) -> Completion:
+        retrying = Retrying(
+            stop=stop_after_attempt(self.attempts),
+            wait=self._wait,
+            retry=retry_if_exception_type(LLMUnavailable),
+            before_sleep=self._before_sleep,
+            sleep=self._sleep,
+            reraise=True,
+        )
+        try:
+            return retrying(
+                self.inner.complete,
+                messages,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                seed=seed,
+                json_schema=json_schema,
+            )
+        except LLMUnavailable as err:
+            with self._lock:
+                self.gave_up += 1
+            tries = f"{self.attempts} attempt" + ("s" if self.attempts != 1 else "")
+            raise LLMUnavailable(
+                f"{err} (gave up after {tries}; llm.attempts sets how many)",
+                status=err.status,
+                retry_after_s=err.retry_after_s,
+            ) from err
+
+
+class BudgetedModel(_Wrapper):
+    """Stops a run cleanly when a call or token budget is spent.
+
+    The call budget counts calls made through this wrapper, failed ones included: the call that would be call
+    ``max_calls + 1`` raises :class:`~simulacra.llm.BudgetExceeded` *before* anything is sent. The token budget
+    (prompt + completion tokens the server reported) is checked before each call: once ``max_tokens`` are spent,
+    the next call raises. Calls already in flight on other threads when the limit is reached finish, so the total
+    can pass ``max_tokens`` by what those calls spend.
+
+    Args:
+        inner: the model to call.
+        max_calls: most calls; ``None`` = unlimited.
+        max_tokens: most tokens; ``None`` = unlimited.
+
+    Attributes:
+        calls: calls let through so far.
+        tokens: tokens spent so far (prompt + completion, as reported).
+    """
+
+    def __init__(self, inner: LanguageModel, max_calls: int | None = None, max_tokens: int | None = None):
+        super().__init__(inner)
+        self.max_calls = max_calls
+        self.max_tokens = max_tokens
+        self.calls = 0
+        self.tokens = 0
+        self._lock = threading.Lock()
+
+    def _refusal(self, what: str) -> BudgetExceeded:
+        limits = (f"llm.max_calls={'unlimited' if self.max_calls is None else self.max_calls}, "
+                  f"llm.max_tokens={'unlimited' if self.max_tokens is None else self.max_tokens}")
+        return BudgetExceeded(
+            f"{self.name}: {what} budget exhausted after {self.calls} calls and {self.tokens} tokens ({limits}); "
+            f"raise it with --set llm.max_{what}s=N (null = no limit) or in the config file's llm section"
+        )
+
+    def complete(
+        self,
+        messages: Sequence[dict],
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        json_schema: dict | None = None,
+    ) -> Completion:
+        with self._lock:
+            if self.max_tokens is not None and self.tokens >= self.max_tokens:
+                raise self._refusal("token")
+            if self.max_calls is not None and self.calls >= self.max_calls:
+                raise self._refusal("call")
+            self.calls += 1
+        completion = self.inner.complete(
+            messages, max_tokens=max_tokens, temperature=temperature, seed=seed, json_schema=json_schema
+        )
+        with self._lock:
+            self.tokens += completion.prompt_tokens + completion.completion_tokens
+        return completion
+
+
+class RecordingModel(_Wrapper):
+    """Appends one JSON line per call to ``path`` (e.g. ``database/<run>/llm_calls.jsonl``), failures included.
+
+    Each line: ``time`` (UTC ISO 8601, wall clock: this logs real calls, not game time), ``model``, ``messages``,
+    ``max_tokens``, ``temperature``, ``seed``, ``json_schema``, ``answer`` (``null`` on failure), ``answered_by``
+    (the model the server named), ``finish_reason``, ``prompt_tokens``, ``completion_tokens`` (``null`` on
+    failure), ``latency_s`` (seconds) and ``error`` (``"<ErrorType>: <message>"`` or ``null``). The folder is
+    created at the first call; the file is opened, appended to and closed per call, so it is complete if the
+    run is killed.
+
+    Args:
+        inner: the model to call.
+        path: the JSON-lines file.
+
+    Attributes:
+        lines: lines written by this wrapper.
+    """
+
+    def __init__(self, inner: LanguageModel, path: str | Path):
+        super().__init__(inner)
+        self.path = Path(path)
+        self.lines = 0
+        self._lock = threading.Lock()
+
+    def complete(
+        self,
+        messages: Sequence[dict],
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        json_schema: dict | None = None,
+    ) -> Completion:
+        when = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        start = time.perf_counter()
+        record: dict[str, Any] = {
+            "time": when,
+            "model": self.name,
+            "messages": [dict(m) for m in messages],
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "seed": seed,
+            "json_schema": json_schema,
+        }
+        try:
+            completion = self.inner.complete(
+                messages, max_tokens=max_tokens, temperature=temperature, seed=seed, json_schema=json_schema
+            )
+        except Exception as err:
+            record.update(answer=None, answered_by=None, finish_reason=None, prompt_tokens=None,
+                          completion_tokens=None, latency_s=round(time.perf_counter() - start, 6),
+                          error=f"{type(err).__name__}: {err}")
+            self._write(record)
+            raise
+        record.update(answer=completion.text, answered_by=completion.model, finish_reason=completion.finish_reason,
+                      prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
+                      latency_s=round(completion.latency_s, 6), error=None)
+        self._write(record)
+        return completion
+
+    def _write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(line)
+            self.lines += 1
+
+
+class UsageMeter(_Wrapper):
+    """Counts calls, failures, tokens and latency, and prices the tokens.
+
+    Args:
+        inner: the model to call.
+        prompt_price_per_1k: US dollars per 1000 prompt tokens.
+        completion_price_per_1k: US dollars per 1000 completion tokens.
+    """
+
+    def __init__(self, inner: LanguageModel, prompt_price_per_1k: float = 0.0, completion_price_per_1k: float = 0.0):
+        super().__init__(inner)
+        self.prompt_price_per_1k = prompt_price_per_1k
+        self.completion_price_per_1k = completion_price_per_1k
+        self._lock = threading.Lock()
+        self._calls = self._failures = self._prompt = self._completion = 0
+        self._latency = 0.0
+
+    def complete(
+        self,
+        messages: Sequence[dict],
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        json_schema: dict | None = None,
+    ) -> Completion:
+        start = time.perf_counter()
+        try:
+            completion = self.inner.complete(
+                messages, max_tokens=max_tokens, temperature=temperature, seed=seed, json_schema=json_schema
+            )
+        except Exception:
+            with self._lock:
+                self._calls += 1
+                self._failures += 1
+                self._latency += time.perf_counter() - start
+            raise
+        with self._lock:
+            self._calls += 1
+            self._prompt += completion.prompt_tokens
+            self._completion += completion.completion_tokens
+            self._latency += time.perf_counter() - start
+        return completion
+
+    def report(self) -> dict:
+        """Totals so far.
+
+        Returns:
+            ``calls`` (failed ones included), ``failures`` (calls that raised), ``prompt_tokens``,
+            ``completion_tokens``, ``cost_usd`` (tokens / 1000 * the prices) and ``mean_latency_s`` (seconds per
+            call as the caller waited, retries and backoff included when this wraps a retrying model; 0 with no
+            calls).
+        """
+        with self._lock:
+            calls, failures, prompt, completion, latency = (
+                self._calls, self._failures, self._prompt, self._completion, self._latency)
+        cost = prompt / 1000 * self.prompt_price_per_1k + completion / 1000 * self.completion_price_per_1k
+        return {
+            "calls": calls,
+            "failures": failures,
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "cost_usd": cost,
+            "mean_latency_s": latency / calls if calls else 0.0,
+        }
+
+    def summary(self) -> str:
+        """One line for the end of a run, e.g. ``openai:gpt-4o-mini: 12 calls (1 failed), 3400 + 220 tokens, ...``."""
+        r = self.report()
+        return (f"{self.name}: {r['calls']} calls ({r['failures']} failed), {r['prompt_tokens']} prompt + "
+                f"{r['completion_tokens']} completion tokens, ${r['cost_usd']:.4f}, "
+                f"{r['mean_latency_s']:.2f} s per call")
+
+
+__all__ = ["BudgetedModel", "RecordingModel", "RetryingModel", "UsageMeter", "unwrap"]
