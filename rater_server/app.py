@@ -291,7 +291,7 @@ def create_app(backend=None, token: str | None = None, *, max_body_bytes: int = 
         if err:
             count("errors")
             return err
-        return jsonify(backend.rate([body.memory])[0].to_dict())
+        return jsonify(backend.rate([body.memory], agent=body.agent, context=body.context)[0].to_dict())
 
     @app.post("/rate/batch")
     def rate_batch():
@@ -300,7 +300,7 @@ def create_app(backend=None, token: str | None = None, *, max_body_bytes: int = 
         if err:
             count("errors")
             return err
-        return jsonify({"ratings": [r.to_dict() for r in backend.rate(body.memories)]})
+        return jsonify({"ratings": [r.to_dict() for r in backend.rate(body.memories, agent=body.agent)]})
 
     @app.post("/reflect")
     def reflect():

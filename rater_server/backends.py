@@ -40,8 +40,9 @@ class RaterBackend(Protocol):
     name: str
     model: str
 
-    def rate(self, memories: Sequence[str]) -> list[Rating]:
-        """Rate each memory (non-empty strings); same length and order as ``memories``."""
+    def rate(self, memories: Sequence[str], agent: str | None = None, context: str | None = None) -> list[Rating]:
+        """Rate each memory (non-empty strings); same length and order as ``memories``. ``agent`` (whose
+        memory) and ``context`` (what else matters) are hints a backend may use."""
         ...
 
     def reflect(self, memories: Sequence[dict], agent: str | None = None, max_insights: int = 3) -> list[Insight]:
@@ -169,7 +170,8 @@ class EmbeddingRater:
         blend, ridge, knn, idx = _blend(np.asarray(vectors, dtype=np.float32), x, y, weights, mean, self.k)
         return np.interp(blend, oof_sorted, y_sorted), ridge, knn, idx
 
-    def rate(self, memories: Sequence[str]) -> list[Rating]:
+    def rate(self, memories: Sequence[str], agent: str | None = None, context: str | None = None) -> list[Rating]:
+        """Offline ratings; ``agent`` and ``context`` are accepted and not used (the labelled set has neither)."""
         with self._lock:
             todo = [m for m in dict.fromkeys(memories) if m not in self._cache]
         fresh = {}

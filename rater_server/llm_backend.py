@@ -142,8 +142,8 @@ class LLMRater:
         r = self.fallback.rate([memory])[0]
         return Rating(r.rating, f"fallback ({reason}): {r.explanation}")
 
-    def _rate_one(self, memory: str) -> Rating:
-        raw = self._ask(rating_messages(memory), RATING_SCHEMA, 160)
+    def _rate_one(self, memory: str, agent: str | None = None, context: str | None = None) -> Rating:
+        raw = self._ask(rating_messages(memory, agent, context), RATING_SCHEMA, 160)
         if raw is None:
             return self._fallback(memory, "the LLM call failed", None)
         parsed = parse_rating(raw)
@@ -152,34 +152,39 @@ class LLMRater:
         self._count(f"parsed_{parsed.how}")
         return Rating(parsed.rating, parsed.explanation or f"rated {parsed.rating} by {self.model}")
 
-    def _rate_chunk(self, chunk: list[str]) -> dict[str, Rating]:
-        if len(chunk) == 1:
-            return {chunk[0]: self._rate_one(chunk[0])}
-        raw = self._ask(batch_messages(chunk), BATCH_SCHEMA, 60 * len(chunk) + 60)
+    def _rate_chunk(self, chunk: list[str], agent: str | None, context: str | None) -> dict[str, Rating]:
+        if len(chunk) == 1 or context:
+            return {m: self._rate_one(m, agent, context) for m in chunk}
+        raw = self._ask(batch_messages(chunk, agent), BATCH_SCHEMA, 60 * len(chunk) + 60)
         items = parse_ratings(raw, len(chunk)) if raw is not None else [None] * len(chunk)
         out = {}
         for memory, parsed in zip(chunk, items):
             if parsed is None:  # ask that one again on its own
                 self._count("batch_items_retried")
-                out[memory] = self._rate_one(memory)
+                out[memory] = self._rate_one(memory, agent)
             else:
                 self._count(f"parsed_{parsed.how}")
                 out[memory] = Rating(parsed.rating, parsed.explanation or f"rated {parsed.rating} by {self.model}")
         return out
 
-    def rate(self, memories: Sequence[str]) -> list[Rating]:
-        """Ratings of ``memories`` (same order); distinct uncached memories are asked ``batch_size`` per call."""
+    def rate(self, memories: Sequence[str], agent: str | None = None, context: str | None = None) -> list[Rating]:
+        """Ratings of ``memories`` (same order); distinct uncached memories are asked ``batch_size`` per call
+        (one by one when a ``context`` is given). ``agent`` and ``context`` go into the prompt and the cache key."""
+        def key(m: str) -> str:
+            return m if agent is None and context is None else f"{agent}\x1f{context}\x1f{m}"
+
         with self._lock:
-            todo = [m for m in dict.fromkeys(memories) if m not in self._cache]
+            todo = [m for m in dict.fromkeys(memories) if key(m) not in self._cache]
         fresh: dict[str, Rating] = {}
         for start in range(0, len(todo), self.batch_size):
-            fresh.update(self._rate_chunk(todo[start:start + self.batch_size]))
+            chunk = self._rate_chunk(todo[start:start + self.batch_size], agent, context)
+            fresh.update({key(m): r for m, r in chunk.items()})
         with self._lock:
             self._cache.update(fresh)
             out = []
             for m in memories:
-                out.append(self._cache[m])
-                self._cache.move_to_end(m)
+                out.append(self._cache[key(m)])
+                self._cache.move_to_end(key(m))
             self.counts["rated"] += len(memories)
             self.counts["cache_hits"] += len(memories) - len(todo)
             while len(self._cache) > self._cache_size:

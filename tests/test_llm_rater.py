@@ -156,3 +156,14 @@ def test_a_spent_budget_stops_a_run_cleanly_with_its_message(tmp_path, openai_do
     lines = (sim.run_dir / "llm_calls.jsonl").read_text().splitlines()
     assert len(lines) == 3 and all(json.loads(ln)["model"] for ln in lines)
     assert len(openai_double.requests) == 3
+
+
+def test_agent_and_context_reach_the_prompt_and_key_the_cache(served, openai_double):
+    base, _ = served
+    openai_double.script([bare_number(3), bare_number(9)])
+    body = {"memory": "The letter arrived.", "agent": "Ruth Calloway"}
+    assert requests.post(f"{base}/rate", json=body, timeout=30).json()["rating"] == 3
+    body["context"] = "Ruth has waited a year for news of her son."
+    assert requests.post(f"{base}/rate", json=body, timeout=30).json()["rating"] == 9
+    prompts = [r["messages"][-1]["content"] for r in openai_double.requests]
+    assert "Ruth Calloway" in prompts[0] and "waited a year" in prompts[1] and len(prompts) == 2
