@@ -34,6 +34,45 @@ class Rating:
         return {"rating": self.rating, "explanation": self.explanation}
 
 
+class RatingCache:
+    """Thread-safe LRU cache of ratings by key (the memory's text, or text plus prompt hints).
+
+    Args:
+        size: keys kept; the least recently used go first.
+    Attributes:
+        rated, hits: memories answered, and how many of them came from the cache.
+    """
+
+    def __init__(self, size: int):
+        self.size = size
+        self._items: OrderedDict[str, Rating] = OrderedDict()
+        self._lock = threading.Lock()
+        self.rated = 0
+        self.hits = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def missing(self, keys: Sequence[str]) -> list[str]:
+        """The distinct ``keys`` not cached, in first-seen order."""
+        with self._lock:
+            return [k for k in dict.fromkeys(keys) if k not in self._items]
+
+    def answer(self, keys: Sequence[str], fresh: dict[str, Rating]) -> list[Rating]:
+        """Store ``fresh`` and return the rating of every key of ``keys`` (all cached now), counting hits."""
+        with self._lock:
+            self._items.update(fresh)
+            out = []
+            for k in keys:
+                out.append(self._items[k])
+                self._items.move_to_end(k)
+            self.rated += len(keys)
+            self.hits += len(keys) - len(fresh)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return out
+
+
 class RaterBackend(Protocol):
     """What the Flask app needs of a backend."""
 
@@ -137,10 +176,9 @@ class EmbeddingRater:
         self.model = f"ridge+knn over {getattr(embedder, 'name', 'embedder')} (k={self.k}, n={len(self.examples)})"
         self._ratings = np.array([r for _, r in self.examples], dtype=np.float64)
         self._fitted = None
-        self._cache: OrderedDict[str, Rating] = OrderedDict()
-        self._cache_size = cache_size
+        self._cache = RatingCache(cache_size)
         self._lock = threading.Lock()
-        self.counts = {"rated": 0, "cache_hits": 0, "reflections": 0, "insights": 0}
+        self.counts = {"reflections": 0, "insights": 0}
 
     def _fit(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, np.ndarray, np.ndarray]:
         """Embed the examples, fit the ridge, and the quantile map from 5-fold out-of-fold predictions."""
@@ -172,8 +210,7 @@ class EmbeddingRater:
 
     def rate(self, memories: Sequence[str], agent: str | None = None, context: str | None = None) -> list[Rating]:
         """Offline ratings; ``agent`` and ``context`` are accepted and not used (the labelled set has neither)."""
-        with self._lock:
-            todo = [m for m in dict.fromkeys(memories) if m not in self._cache]
+        todo = self._cache.missing(memories)
         fresh = {}
         if todo:
             blend, ridge, knn, idx = self.predict(self.embedder.embed(todo))
@@ -182,17 +219,7 @@ class EmbeddingRater:
                 near = "; ".join(f"'{self.examples[j][0]}' ({self.examples[j][1]})" for j in idx[i][:2])
                 fresh[text] = Rating(rating, f"Regression says {ridge[i]:.1f}, nearest rated memories "
                                              f"say {knn[i]:.1f} ({near}).")
-        with self._lock:
-            self._cache.update(fresh)
-            out = []
-            for m in memories:
-                out.append(self._cache[m])
-                self._cache.move_to_end(m)
-            self.counts["rated"] += len(memories)
-            self.counts["cache_hits"] += len(memories) - len(todo)
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-        return out
+        return self._cache.answer(memories, fresh)
 
     def reflect(self, memories: Sequence[dict], agent: str | None = None, max_insights: int = 3) -> list[Insight]:
         """Insights about ``memories`` from the reflector (see
@@ -206,4 +233,5 @@ class EmbeddingRater:
 
     def stats(self) -> dict:
         with self._lock:
-            return {"cache_size": len(self._cache), **self.counts, "examples": len(self.examples)}
+            return {"cache_size": len(self._cache), "rated": self._cache.rated, "cache_hits": self._cache.hits,
+                    **self.counts, "examples": len(self.examples)}

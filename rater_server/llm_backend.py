@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Sequence
 
-from rater_server.backends import Rating
+from rater_server.backends import Rating, RatingCache
 from rater_server.parsing import parse_insights, parse_rating, parse_ratings
 from rater_server.reflection import Insight
 from simulacra.llm import BudgetExceeded, LLMError
@@ -110,11 +110,10 @@ class LLMRater:
         self.model = getattr(model, "name", "?")
         self.fallback = fallback
         self.batch_size = max(1, batch_size)
-        self._cache: OrderedDict[str, Rating] = OrderedDict()
-        self._cache_size = cache_size
+        self._cache = RatingCache(cache_size)
         self._lock = threading.Lock()
         self.counts: Counter = Counter({k: 0 for k in (
-            "rated", "cache_hits", "llm_calls", "llm_errors", "fallbacks", "batch_items_retried", "reflections",
+            "llm_calls", "llm_errors", "fallbacks", "batch_items_retried", "reflections",
             "insights", "reflect_fallbacks")})
 
     # ----------------------------------------------------------------- rating
@@ -173,23 +172,14 @@ class LLMRater:
         def key(m: str) -> str:
             return m if agent is None and context is None else f"{agent}\x1f{context}\x1f{m}"
 
-        with self._lock:
-            todo = [m for m in dict.fromkeys(memories) if key(m) not in self._cache]
+        keys = [key(m) for m in memories]
+        missing = set(self._cache.missing(keys))
+        todo = [m for m in dict.fromkeys(memories) if key(m) in missing]
         fresh: dict[str, Rating] = {}
         for start in range(0, len(todo), self.batch_size):
             chunk = self._rate_chunk(todo[start:start + self.batch_size], agent, context)
             fresh.update({key(m): r for m, r in chunk.items()})
-        with self._lock:
-            self._cache.update(fresh)
-            out = []
-            for m in memories:
-                out.append(self._cache[key(m)])
-                self._cache.move_to_end(key(m))
-            self.counts["rated"] += len(memories)
-            self.counts["cache_hits"] += len(memories) - len(todo)
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-        return out
+        return self._cache.answer(keys, fresh)
 
     # ----------------------------------------------------------------- reflection
     def reflect(self, memories: Sequence[dict], agent: str | None = None, max_insights: int = 3) -> list[Insight]:
@@ -210,5 +200,6 @@ class LLMRater:
 
     def stats(self) -> dict:
         with self._lock:
-            return {"cache_size": len(self._cache), **self.counts}
+            return {"cache_size": len(self._cache), "rated": self._cache.rated, "cache_hits": self._cache.hits,
+                    **self.counts}
 
