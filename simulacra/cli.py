@@ -1,4 +1,4 @@
-"""Command line: ``simulacra run | rater | check`` (``python run_sim.py`` is ``simulacra run``)."""
+"""Command line: ``simulacra run | rater | check | replay`` (``python run_sim.py`` is ``simulacra run``)."""
 
 from __future__ import annotations
 
@@ -56,6 +56,17 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate a world file and its personas")
     check.add_argument("world", nargs="?", default=DEFAULT_WORLD)
     check.add_argument("--personas-dir", default=None)
+    replay = sub.add_parser("replay", help="play a finished run from its trace (pygame window or a PNG)",
+                            description="Play a finished run from database/<run>/trace.jsonl alone (no Chroma, "
+                                        "no model). With --screenshot, render one tick without a window and exit.")
+    replay.add_argument("run", help="run folder (database/<run>) or its trace.jsonl")
+    replay.add_argument("--tick", type=int, default=None,
+                        help="tick to start at / to render [0; with --screenshot, the tick with the most talk]")
+    replay.add_argument("--screenshot", default=None, metavar="OUT.png",
+                        help="render --tick to this PNG without opening a window, then exit")
+    replay.add_argument("--agent", default=None, help="agent id shown in the side panel [the first agent]")
+    replay.add_argument("--speed", type=float, default=1.0, help="playback speed in ticks per second [%(default)s]")
+    replay.add_argument("--size", default="1280x800", help="window / image size WIDTHxHEIGHT [%(default)s]")
     return parser
 
 
@@ -208,6 +219,45 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from simulacra.trace import TraceFormatError
+    from simulacra.viewer.state import ReplayState
+
+    try:
+        width, height = (int(v) for v in args.size.lower().split("x"))
+    except ValueError:
+        raise SimulacraError(f"--size must look like 1280x800, got {args.size!r}") from None
+    if width < 800 or height < 500:
+        raise SimulacraError(f"--size must be at least 800x500, got {args.size}")
+    try:
+        replay = ReplayState.load(args.run)
+    except (FileNotFoundError, TraceFormatError) as err:
+        raise SimulacraError(str(err)) from None
+    if args.agent is not None and args.agent not in replay.agents:
+        raise SimulacraError(f"--agent {args.agent}: not in this run; agents are {', '.join(replay.agents)}")
+    run_dir = Path(args.run) if Path(args.run).is_dir() else Path(args.run).parent
+    try:
+        os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+        import pygame  # noqa: F401
+    except ImportError:
+        raise SimulacraError("replay needs pygame: pip install 'simulacra[viewer]' (or pip install pygame)") from None
+    if args.screenshot:
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        from simulacra.viewer.app import save_screenshot
+
+        tick = replay.busiest_tick() if args.tick is None else args.tick
+        if not replay.first_tick <= tick <= replay.last_tick:
+            raise SimulacraError(f"--tick {tick}: this run has ticks {replay.first_tick}..{replay.last_tick}")
+        out = save_screenshot(replay, tick, args.screenshot, args.agent, (width, height))
+        print(f"simulacra replay: tick {tick} ({replay.state_at(tick).clock}) -> {out}", file=sys.stderr)
+        return 0
+    from simulacra.viewer.app import run_window
+
+    return run_window(replay, run_dir, args.tick or 0, args.agent, (width, height), args.speed)
+
+
 def _dispatch(func, args) -> int:
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
@@ -224,7 +274,7 @@ def _dispatch(func, args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    func = {"run": cmd_run, "rater": cmd_rater, "check": cmd_check}[args.command]
+    func = {"run": cmd_run, "rater": cmd_rater, "check": cmd_check, "replay": cmd_replay}[args.command]
     return _dispatch(func, args)
 
 

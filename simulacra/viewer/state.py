@@ -1,0 +1,232 @@
+"""Replay state: what the town looked like at tick T, computed from ``trace.jsonl`` alone (no Chroma, no model).
+
+:class:`ReplayState` reads a trace once and precomputes one cumulative snapshot per tick (memory counts per
+tier from the ``add`` / ``move`` / ``forget`` operations, each agent's last retrieval), so :meth:`state_at`
+is a lookup: seeking backwards gives exactly the state that playing forwards reaches. No pygame here.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simulacra.trace import TraceFormatError, read_trace
+
+log = logging.getLogger(__name__)
+
+TIERS = ("static", "short_term", "long_term")
+
+
+@dataclass(frozen=True)
+class RetrievedMemory:
+    """One memory returned by a retrieval, with its score terms (each in [0, 1], ``None`` for static memory)."""
+
+    id: str
+    text: str
+    tier: str
+    kind: str
+    recency: float | None
+    importance: float | None
+    relevance: float | None
+    score: float
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """A ``retrieve`` operation of the trace: at ``tick``, ``query`` for ``purpose`` returned ``results``."""
+
+    tick: int
+    query: str
+    purpose: str
+    results: tuple[RetrievedMemory, ...]
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """One line said at a tick: ``speaker`` to ``listener`` at ``place``."""
+
+    speaker: str
+    listener: str
+    text: str
+    place: str
+    topic: str | None = None
+
+
+@dataclass(frozen=True)
+class AgentView:
+    """One agent at the end of a tick: its place, action, memory counts per tier and last retrieval."""
+
+    id: str
+    name: str
+    initials: str
+    place: str
+    place_name: str
+    action_type: str
+    activity: str
+    counts: dict[str, int | None]
+    last_retrieval: Retrieval | None
+
+
+@dataclass(frozen=True)
+class TickState:
+    """The town at the end of tick ``tick`` (game minute ``time``, ``clock`` "HH:MM")."""
+
+    tick: int
+    time: int
+    clock: str
+    agents: dict[str, AgentView]
+    utterances: tuple[Utterance, ...]
+    events: tuple[str, ...] = field(default_factory=tuple)
+
+
+def initials(name: str) -> str:
+    """Up to two capital initials of a name: ``"Hana Novak"`` -> ``"HN"``."""
+    parts = [p for p in name.replace("-", " ").split() if p]
+    if not parts:
+        return "?"
+    if len(parts) == 1:
+        return parts[0][:2].upper()
+    return (parts[0][0] + parts[-1][0]).upper()
+
+
+def _static_counts(header: dict[str, Any]) -> dict[str, int | None]:
+    """Static-memory size per agent, rebuilt from the header's world and personas (``None`` if that fails)."""
+    agents = header.get("agents", [])
+    try:
+        from simulacra.persona import Persona
+        from simulacra.simulation import static_records
+        from simulacra.world.model import World
+
+        personas = {pid: Persona.model_validate(p) for pid, p in header["personas"].items()}
+        world = World.model_validate(header["world"])
+        world._personas = personas
+        return {pid: len(static_records(pid, personas[pid], world)) for pid in agents}
+    except Exception as err:  # an older or hand-made header: show the static count as unknown
+        log.debug("static memory counts not rebuilt from the trace header: %s", err)
+        return {pid: None for pid in agents}
+
+
+def _retrieval(tick: int, op: dict[str, Any]) -> Retrieval:
+    results = tuple(
+        RetrievedMemory(id=str(m.get("id", "")), text=str(m.get("text", "")), tier=str(m.get("tier", "?")),
+                        kind=str(m.get("kind", "")), recency=m.get("recency"), importance=m.get("importance"),
+                        relevance=m.get("relevance"), score=float(m.get("score") or 0.0))
+        for m in op.get("results", []))
+    return Retrieval(tick=tick, query=str(op.get("query", "")), purpose=str(op.get("purpose", "")), results=results)
+
+
+class ReplayState:
+    """A finished run, replayable tick by tick from its trace.
+
+    Args:
+        header: the trace header (``world`` with ``places[id].position`` [x, y] and ``paths``; ``personas``;
+            ``agents``).
+        ticks: the tick records in order.
+        source: where the trace came from (for messages).
+
+    Raises:
+        TraceFormatError: no tick records, or a header without world places.
+    """
+
+    def __init__(self, header: dict[str, Any], ticks: list[dict[str, Any]], source: str = "trace"):
+        if not ticks:
+            raise TraceFormatError(f"{source}: the trace has no ticks to replay")
+        world = header.get("world") or {}
+        if not world.get("places"):
+            raise TraceFormatError(f"{source}: the header has no world places")
+        self.header = header
+        self.source = source
+        self.world_name: str = world.get("name", "?")
+        self.places: dict[str, dict[str, Any]] = {
+            pid: {"name": p.get("name", pid), "kind": p.get("kind", ""), "position": tuple(p.get("position") or (0, 0))}
+            for pid, p in world["places"].items()}
+        self.paths: list[tuple[str, str]] = [(a, b) for a, b in world.get("paths", [])]
+        self.agents: list[str] = list(header.get("agents") or ticks[0]["positions"])
+        personas = header.get("personas") or {}
+        self.names = {pid: (personas.get(pid) or {}).get("name", pid) for pid in self.agents}
+        self.initials = {pid: initials(self.names[pid]) for pid in self.agents}
+        self.tick_minutes = header.get("tick_minutes")
+        self._states = self._precompute(ticks)
+
+    @classmethod
+    def load(cls, path: str | Path) -> ReplayState:
+        """Load ``<run folder>`` or ``<run folder>/trace.jsonl``.
+
+        Raises:
+            FileNotFoundError: no trace there.
+            TraceFormatError: the trace is malformed or empty.
+        """
+        p = Path(path)
+        trace = p / "trace.jsonl" if p.is_dir() else p
+        if not trace.is_file():
+            raise FileNotFoundError(f"no trace at {trace}")
+        header, ticks = read_trace(trace)
+        return cls(header, ticks, source=str(trace))
+
+    # ----------------------------------------------------------------- precomputation
+    def _precompute(self, ticks: list[dict[str, Any]]) -> list[TickState]:
+        static = _static_counts(self.header)
+        ids: dict[str, dict[str, set[str]]] = {pid: {"short_term": set(), "long_term": set()} for pid in self.agents}
+        last: dict[str, Retrieval | None] = {pid: None for pid in self.agents}
+        states = []
+        for n, rec in enumerate(ticks):
+            tick = int(rec.get("tick", n))
+            for op in rec.get("memory", []):
+                kind, agent = op.get("op"), op.get("agent")
+                if agent not in ids:
+                    continue  # town notices ("post") and unknown agents
+                tiers = ids[agent]
+                if kind == "add" and op.get("tier") in tiers:
+                    tiers[op["tier"]].add(op["id"])
+                elif kind == "move":
+                    tiers.get(op.get("from"), set()).discard(op["id"])
+                    if op.get("to") in tiers:
+                        tiers[op["to"]].add(op["id"])
+                elif kind == "forget":
+                    tiers.get(op.get("tier"), set()).discard(op["id"])
+                elif kind == "retrieve":
+                    last[agent] = _retrieval(tick, op)
+            views = {}
+            for pid in self.agents:
+                place = rec["positions"].get(pid, "")
+                act = rec.get("actions", {}).get(pid) or {}
+                views[pid] = AgentView(
+                    id=pid, name=self.names[pid], initials=self.initials[pid], place=place,
+                    place_name=self.places.get(place, {}).get("name", place), action_type=str(act.get("type", "")),
+                    activity=str(act.get("activity", "")),
+                    counts={"static": static.get(pid), "short_term": len(ids[pid]["short_term"]),
+                            "long_term": len(ids[pid]["long_term"])},
+                    last_retrieval=last[pid])
+            utterances = tuple(
+                Utterance(speaker=ln["speaker"], listener=ln["listener"], text=ln["text"], place=conv.get("place", ""),
+                          topic=ln.get("topic"))
+                for conv in rec.get("conversations", []) for ln in conv.get("lines", []))
+            states.append(TickState(tick=tick, time=int(rec.get("time", 0)), clock=str(rec.get("clock", "")),
+                                    agents=views, utterances=utterances, events=tuple(rec.get("events", []))))
+        return states
+
+    # ----------------------------------------------------------------- queries
+    def __len__(self) -> int:
+        return len(self._states)
+
+    @property
+    def first_tick(self) -> int:
+        return self._states[0].tick
+
+    @property
+    def last_tick(self) -> int:
+        return self._states[-1].tick
+
+    def index_of(self, tick: int) -> int:
+        """Index of ``tick`` in the replay, clamped to the first/last tick."""
+        return max(0, min(len(self._states) - 1, tick - self.first_tick))
+
+    def state_at(self, tick: int) -> TickState:
+        """The town at the end of ``tick`` (clamped to the run's ticks); the same object however it is reached."""
+        return self._states[self.index_of(tick)]
+
+    def busiest_tick(self) -> int:
+        """The tick with the most lines said (ties: the earliest) — a good default screenshot."""
+        return max(self._states, key=lambda s: (len(s.utterances), -s.tick)).tick

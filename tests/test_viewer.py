@@ -1,0 +1,171 @@
+"""Replay viewer: state from the trace alone, headless rendering, determinism, seeking, and the CLI."""
+
+import os
+import subprocess
+import sys
+
+os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+
+import pytest  # noqa: E402
+
+pygame = pytest.importorskip("pygame")
+
+from simulacra.viewer.app import Player, save_screenshot  # noqa: E402
+from simulacra.viewer.render import MARKER_RADIUS, Renderer, render_tick  # noqa: E402
+from simulacra.viewer.state import ReplayState  # noqa: E402
+from tests.conftest import ROOT  # noqa: E402
+from tests.test_simulation import memory_counts_from_trace, tiny_sim  # noqa: E402
+
+TICKS = 8
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, rater_url, embedder):
+    """A finished 8-tick run of the tiny world (Ann, Ben, Cal), closed: only its trace is used below."""
+    db = tmp_path_factory.mktemp("viewer_db")
+    with tiny_sim(db, rater_url, embedder, name="viewer") as sim:
+        sim.run(TICKS)
+        return sim.run_dir
+
+
+@pytest.fixture(scope="module")
+def replay(run_dir):
+    return ReplayState.load(run_dir)
+
+
+def talk_tick(replay):
+    return next(t for t in range(TICKS) if replay.state_at(t).utterances)
+
+
+def test_state_matches_the_trace(replay, run_dir):
+    from simulacra.trace import read_trace
+
+    _, ticks = read_trace(run_dir)
+    assert len(replay) == TICKS and replay.agents == ["ann", "ben", "cal"]
+    assert replay.initials["ann"] == "AA"  # Ann Archer
+    for t, rec in enumerate(ticks):
+        s = replay.state_at(t)
+        assert s.clock == rec["clock"]
+        assert {pid: a.place for pid, a in s.agents.items()} == rec["positions"]
+        assert {pid: a.activity for pid, a in s.agents.items()} == {p: a["activity"] for p, a in rec["actions"].items()}
+        # counts per tier: the add/move/forget operations up to this tick
+        replayed = memory_counts_from_trace(ticks[: t + 1])
+        for pid, a in s.agents.items():
+            assert a.counts["short_term"] == len(replayed[pid]["short_term"])
+            assert a.counts["long_term"] == len(replayed[pid]["long_term"])
+            assert a.counts["static"] and a.counts["static"] > 5
+            last = [op for op in rec["memory"] if op["op"] == "retrieve" and op["agent"] == pid][-1]
+            assert a.last_retrieval.tick == t and a.last_retrieval.query == last["query"]
+            assert [m.text for m in a.last_retrieval.results] == [m["text"] for m in last["results"]]
+        lines = [ln["text"] for c in rec["conversations"] for ln in c["lines"]]
+        assert [u.text for u in s.utterances] == lines
+    assert any(replay.state_at(t).utterances for t in range(TICKS))
+
+
+def test_screenshot_is_not_blank_and_markers_sit_on_their_places(replay):
+    tick = talk_tick(replay)
+    surface, r = render_tick(replay, tick, "ben")
+    pixels = pygame.surfarray.array3d(surface)
+    colours = {tuple(c) for c in pixels.reshape(-1, 3)[::7]}
+    assert len(colours) > 20
+    state = replay.state_at(tick)
+    assert len(set(r.colours.values())) == len(replay.agents)
+    for pid, a in state.agents.items():
+        x, y = r.markers[pid]
+        px, py = r.place_xy[a.place]
+        # on its place, or on the ring around it when others share the place
+        share = sum(1 for b in state.agents.values() if b.place == a.place)
+        assert ((x - px) ** 2 + (y - py) ** 2) ** 0.5 <= Renderer.ring_radius(share) + 1
+        # the marker's own colour fills its disc (the initials are in the middle: sample above them)
+        assert tuple(surface.get_at((x, y - MARKER_RADIUS + 2)))[:3] == r.colours[pid]
+        assert tuple(surface.get_at((x + 6, y - MARKER_RADIUS + 4)))[:3] == r.colours[pid]
+    # conversation lines are in the bubbles
+    assert r.bubble_lines and any(state.utterances[0].text[:15] in ln for ln in r.bubble_lines)
+
+
+def test_panel_shows_action_counts_and_retrieval(replay):
+    tick = talk_tick(replay)
+    _, r = render_tick(replay, tick, "ann")
+    a = replay.state_at(tick).agents["ann"]
+    text = "\n".join(r.panel_lines)
+    assert a.name in r.panel_lines and f"at {a.place_name}" in r.panel_lines
+    assert a.activity.split()[0] in text
+    assert f"short-term {a.counts['short_term']}" in text
+    assert a.last_retrieval.results
+    for m in a.last_retrieval.results[:3]:
+        assert m.text.split()[0] in text and f"score {m.score:.3f}" in text
+        assert f"rel {m.relevance:.2f}" in r.panel_lines
+        if m.recency is not None:
+            assert f"rec {m.recency:.2f}" in r.panel_lines and f"imp {m.importance:.2f}" in r.panel_lines
+
+
+def test_rendering_is_deterministic_and_seeking_back_equals_playing_forward(replay, run_dir, tmp_path):
+    a = save_screenshot(replay, 5, tmp_path / "a.png", "cal").read_bytes()
+    b = save_screenshot(ReplayState.load(run_dir), 5, tmp_path / "b.png", "cal").read_bytes()
+    assert a == b
+
+    def frame(r, tick):
+        s = pygame.Surface((1280, 800))
+        r.draw(s, replay.state_at(tick), "ann")
+        return pygame.image.tobytes(s, "RGB")
+
+    renderer = Renderer(replay)
+    forward = {}
+    player = Player(replay)
+    player.paused = False
+    while True:  # play forwards in uneven steps, keeping the frame of each tick reached
+        forward.setdefault(player.tick, (replay.state_at(player.tick), frame(renderer, player.tick)))
+        if player.paused:
+            break
+        player.update(0.37)
+    assert sorted(forward) == list(range(TICKS))
+    for tick in (TICKS - 1, 4, 1, 0, 3):  # then seek backwards and around
+        player.seek(tick)
+        assert player.tick == tick and player.frac == 0.0
+        assert replay.state_at(tick) == forward[tick][0]
+        assert frame(renderer, tick) == forward[tick][1]
+
+
+def test_player_controls(replay):
+    p = Player(replay)
+    assert p.selected == "ann" and not p.paused
+    p.step(1)
+    assert p.paused and p.tick == 1
+    p.step(-5)
+    assert p.tick == 0
+    for d in "42":
+        p.type_digit(d)
+    p.confirm_seek()
+    assert p.tick == TICKS - 1 and p.seek_text is None  # clamped to the last tick
+    p.next_agent()
+    assert p.selected == "ben"
+    p.faster(1)
+    assert p.speed == 2.0
+    # interpolation: part way between two ticks, a walking agent's marker is between its two places
+    p.seek(1)
+    p.paused = False
+    p.update(0.25)
+    assert p.tick == 1 and p.frac == pytest.approx(0.5)
+    r = Renderer(replay)
+    s0, s1 = replay.state_at(1), replay.state_at(2)
+    r.draw(pygame.Surface(r.size), s0, None, s1, p.frac)
+    a, b = r.slots(s0)["ann"], r.slots(s1)["ann"]
+    assert a != b  # Ann walks from the well to the shop
+    x, y = r.markers["ann"]
+    assert min(a[0], b[0]) - 1 <= x <= max(a[0], b[0]) + 1 and min(a[1], b[1]) - 1 <= y <= max(a[1], b[1]) + 1
+    assert (x, y) != tuple(round(v) for v in a) and (x, y) != tuple(round(v) for v in b)
+
+
+def test_cli_screenshot(run_dir, tmp_path):
+    out = tmp_path / "shot.png"
+    env = {**os.environ, "SDL_VIDEODRIVER": "dummy"}
+    proc = subprocess.run([sys.executable, "-m", "simulacra.cli", "replay", str(run_dir), "--tick", "3",
+                           "--screenshot", str(out), "--agent", "ben"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert pygame.image.load(str(out)).get_size() == (1280, 800)
+    bad = subprocess.run([sys.executable, "-m", "simulacra.cli", "replay", str(run_dir), "--tick", "99",
+                          "--screenshot", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "ticks 0..7" in bad.stderr
