@@ -67,7 +67,42 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--agent", default=None, help="agent id shown in the side panel [the first agent]")
     replay.add_argument("--speed", type=float, default=1.0, help="playback speed in ticks per second [%(default)s]")
     replay.add_argument("--size", default="1280x800", help="window / image size WIDTHxHEIGHT [%(default)s]")
+    inspect_ = sub.add_parser("inspect", help="what an agent perceived, remembered, retrieved and did at a tick",
+                              description="Reconstruct one agent's tick from the run's trace: percepts, memories "
+                                          "written, each retrieval with its score terms, speech, reflections.")
+    inspect_.add_argument("run", help="run folder (database/<run>) or its trace.jsonl")
+    inspect_.add_argument("--agent", required=True, help="agent id (persona file stem)")
+    inspect_.add_argument("--tick", type=int, required=True, help="tick number (0 = the first)")
+    inspect_.add_argument("--json", action="store_true", help="print JSON")
+    rescore = sub.add_parser("rescore", help="re-rank every recorded retrieval of a run under other weights",
+                             description="Re-rank each retrieval of a run from the candidates its trace recorded "
+                                         "(exact) under other weights and report how many results change, and how.")
+    rescore.add_argument("run", help="run folder (database/<run>) or its trace.jsonl")
+    rescore.add_argument("--weights", required=True, metavar="A_REC,A_IMP,A_REL", help="e.g. 1,1,1")
+    rescore.add_argument("--gamma", type=float, default=None, help="recency factor per game hour [the run's]")
+    rescore.add_argument("--limit", type=int, default=20, help="changed retrievals listed [%(default)s]")
+    rescore.add_argument("--json", action="store_true", help="print the full report as JSON")
+    _add_tune_parser(sub)
     return parser
+
+
+def _add_tune_parser(sub) -> None:
+    tune = sub.add_parser("tune", help="search retrieval weights, gamma, threshold, top_k on labelled queries",
+                          description="Score labelled queries against a finished run's memory stores (read only) "
+                                      "over a grid or a random search of a_rec, a_imp, gamma, threshold, top_k and "
+                                      "retrieval mode (a_rel = 1); see docs/tuning.md.")
+    tune.add_argument("run", help="run folder (database/<run>)")
+    tune.add_argument("--queries", required=True, help="labelled query file (YAML)")
+    tune.add_argument("--grid", default="default", choices=["default", "fine"], help="grid to search [%(default)s]")
+    tune.add_argument("--random", type=int, default=None, metavar="N", help="random search of N settings instead")
+    tune.add_argument("--seed", type=int, default=0, help="seed of the random search [%(default)s]")
+    tune.add_argument("--metric", default="ndcg", choices=["ndcg", "mrr", "recall"], help="objective [%(default)s]")
+    tune.add_argument("--out", default=None, metavar="BEST.yaml", help="write the best setting as a config file")
+    tune.add_argument("--plot", default=None, metavar="TUNE.png", help="save a heatmap over (a_rec, a_imp)")
+    tune.add_argument("--top", type=int, default=10, help="settings shown in the table [%(default)s]")
+    tune.add_argument("--include-future", action="store_true",
+                      help="also score memories formed after a query's time (the stores hold the end of the run)")
+    tune.add_argument("--json", action="store_true", help="print the table as JSON")
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -219,6 +254,31 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from simulacra.explain import explain_tick, format_explanation
+
+    e = explain_tick(args.run, args.agent, args.tick)
+    print(json.dumps(e, indent=2, ensure_ascii=False) if args.json else format_explanation(e))
+    return 0
+
+
+def cmd_rescore(args: argparse.Namespace) -> int:
+    from simulacra.rescore import format_report, rescore_run
+
+    try:
+        weights = [float(x) for x in args.weights.split(",")]
+    except ValueError:
+        weights = []
+    if len(weights) != 3 or any(w < 0 for w in weights) or not any(weights):
+        raise SimulacraError(f"--weights: expected three non-negative numbers a_rec,a_imp,a_rel, not all 0; "
+                             f"got {args.weights!r}")
+    if args.gamma is not None and not 0 < args.gamma <= 1:
+        raise SimulacraError(f"--gamma must be in (0, 1], got {args.gamma}")
+    report = rescore_run(args.run, *weights, gamma=args.gamma)
+    print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else format_report(report, args.limit))
+    return 0
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -258,6 +318,30 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return run_window(replay, run_dir, args.tick or 0, args.agent, (width, height), args.speed)
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    from simulacra import tune as t
+    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+
+    if args.random is not None and args.random < 1:
+        raise SimulacraError(f"--random must be at least 1, got {args.random}")
+    run = t.read_run(args.run)
+    queries = t.load_queries(args.queries, run.start_minute)
+    emb = run.config.embedding
+    embedder = CachedEmbedder(SentenceTransformerEmbedder(emb.model, emb.device, emb.batch_size))
+    prepared = t.prepare(args.run, queries, embedder, args.queries, hide_future=not args.include_future, run=run)
+    settings = t.random_settings(args.random, args.seed) if args.random else t.grid_settings(args.grid)
+    report = t.tune(prepared, settings, run.config.memory, args.metric)
+    print(t.report_json(report, args.top) if args.json else t.format_report(report, args.top))
+    if args.out:
+        print(f"simulacra tune: best setting -> {t.write_snippet(report, args.out, args.run)} (use --config)",
+              file=sys.stderr)
+    if args.plot:
+        axes = t.GRIDS["default" if args.random else args.grid]
+        out = t.plot_heatmap(report, args.plot, axes["a_rec"], axes["a_imp"])
+        print(f"simulacra tune: heatmap -> {out}", file=sys.stderr)
+    return 0
+
+
 def _dispatch(func, args) -> int:
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
@@ -274,7 +358,8 @@ def _dispatch(func, args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    func = {"run": cmd_run, "rater": cmd_rater, "check": cmd_check, "replay": cmd_replay}[args.command]
+    func = {"run": cmd_run, "rater": cmd_rater, "check": cmd_check, "replay": cmd_replay,
+            "inspect": cmd_inspect, "rescore": cmd_rescore, "tune": cmd_tune}[args.command]
     return _dispatch(func, args)
 
 

@@ -283,7 +283,7 @@ class Simulation:
         qvecs = self.embedder.embed([queries[pid] for pid in self.agents])
         for (pid, agent), qv in zip(self.agents.items(), qvecs):
             found = agent.memory.retrieve(qv, now)
-            memory_ops.append(self._retrieve_op(pid, queries[pid], "focus", found))
+            memory_ops.append(self._retrieve_op(pid, queries[pid], "focus", found, agent.memory, qv, now))
 
         # 8. consolidation and forgetting
         for agent in self.agents.values():
@@ -408,9 +408,15 @@ class Simulation:
                 memory_ops += self.agents[pid].memory.add_long_term(recs, emb, now)
         return ops
 
-    def _retrieve_op(self, agent: str, query: str, purpose: str, found) -> dict[str, Any]:
+    def _retrieve_op(self, agent: str, query: str, purpose: str, found, memory: AgentMemory, query_embedding,
+                     now: int) -> dict[str, Any]:
+        """A ``retrieve`` trace operation: the results with their score terms, the retrieval's parameters, and
+        per tier every memory that other weights or ``gamma`` could have returned (``simulacra rescore``)."""
+        m = memory.config
         return {"op": "retrieve", "agent": agent, "query": query, "purpose": purpose,
-                "results": [m.to_dict() for m in found]}
+                "results": [r.to_dict() for r in found],
+                "top_k": m.top_k, "threshold": m.threshold, "mode": m.retrieval, "tiers": list(memory.readable),
+                "candidates": memory.candidates(query_embedding, now)}
 
     def _pair_conversations(self, actions: dict[str, Action], now: int) -> list[tuple[str, str]]:
         sim = self.config.simulation
@@ -457,7 +463,8 @@ class Simulation:
                 q = asks[(me, other)]
                 agent = self.agents[me]
                 about = agent.memory.retrieve(qvecs[(me, other)], now)
-                memory_ops.append(self._retrieve_op(me, q, f"conversation with {other}", about))
+                memory_ops.append(self._retrieve_op(me, q, f"conversation with {other}", about, agent.memory,
+                                                    qvecs[(me, other)], now))
                 recent = agent.memory.most_important(
                     now, 10, tiers=("short_term", "long_term"), since=now - sim.news_max_age_minutes,
                     kinds=("event", "dialogue"))

@@ -2,8 +2,14 @@
 
 Line 1 is a header ``{"type": "header", "schema_version", "config", "world", "personas", ...}``; then one
 ``{"type": "tick", ...}`` record per tick with positions, actions, utterances and every memory operation
-(``add``, ``move``, ``forget``, ``retrieve`` with the score terms of each returned memory). Keys are
-sorted and floats rounded, so the same seed with the offline backend writes byte-identical traces.
+(``add``, ``move``, ``forget``, ``post``, ``reflect``, ``retrieve`` with the score terms of each returned
+memory). Keys are sorted, so the same seed with the offline backend writes byte-identical traces.
+
+Schema 2 (this version) added to each ``retrieve`` its rule (``top_k``, ``threshold``, ``mode``, ``tiers``)
+and ``candidates``: per tier, every memory other weights could have returned, ``[id, relevance,
+importance, age_minutes]``, with floats written exactly (shortest round-trip form), so that
+``simulacra rescore`` reproduces the engine's ranking bit for bit. Returned memories' terms are rounded to
+6 digits for reading.
 """
 
 from __future__ import annotations
@@ -14,13 +20,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
-DIGITS = 6
+from simulacra.errors import SimulacraError
+
+SCHEMA_VERSION = 2
 
 
 def _clean(value: Any) -> Any:
     if isinstance(value, float):
-        return None if math.isnan(value) else round(value, DIGITS)
+        return None if math.isnan(value) or math.isinf(value) else value
     if isinstance(value, dict):
         return {str(k): _clean(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -31,7 +38,7 @@ def _clean(value: Any) -> Any:
 
 
 def dumps(record: dict[str, Any]) -> str:
-    """One trace line: sorted keys, floats rounded to 6 digits, UTF-8 text kept as is."""
+    """One trace line: sorted keys, floats exact (NaN and infinities as null), UTF-8 text kept as is."""
     return json.dumps(_clean(record), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -53,7 +60,7 @@ class TraceWriter:
             self._fh.close()
 
 
-class TraceFormatError(ValueError):
+class TraceFormatError(SimulacraError, ValueError):
     """A trace file is malformed; the message names the file and line."""
 
 
@@ -79,6 +86,8 @@ def iter_trace(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     p = Path(path)
     if p.is_dir():
         p = p / "trace.jsonl"
+    if not p.is_file():
+        raise TraceFormatError(f"{p}: no trace there (expected a run folder database/<run> or its trace.jsonl)")
     with p.open(encoding="utf-8") as fh:
         for n, line in enumerate(fh, start=1):
             try:

@@ -43,7 +43,7 @@ def test_end_to_end_trace_memory_counts_and_news_passing(tmp_path, rater_url, em
         summary = sim.run(12)
         header, ticks = read_trace(sim.run_dir)
         # the trace: header then one record per tick, in order, with game time from the clock
-        assert header["schema_version"] == 1 and header["agents"] == ["ann", "ben", "cal"]
+        assert header["schema_version"] == 2 and header["agents"] == ["ann", "ben", "cal"]
         assert header["config"]["memory"]["a_rel"] == 1.0 and set(header["personas"]) == {"ann", "ben", "cal"}
         assert [t["tick"] for t in ticks] == list(range(12))
         assert [t["time"] for t in ticks] == [480 + 10 * i for i in range(12)]

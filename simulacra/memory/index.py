@@ -220,16 +220,62 @@ class MirrorIndex:
             rows = self._candidates(query, now, params, k, recency_from)
         if rows is None:  # every row: the same sum as score_memories, with the cached cheap part
             index = np.arange(n)
-            score = self._cheap(now, params, recency_from)[0] + params.a_rel * relevance_from_distance(
-                self.distances(query))
+            relevance = relevance_from_distance(self.distances(query))
+            score = self._cheap(now, params, recency_from)[0] + params.a_rel * relevance
         else:
             index = rows
-            score = self.score(query, now, params, recency_from, rows).score
+            scored = self.score(query, now, params, recency_from, rows)
+            relevance, score = scored.relevance, scored.score
         self.last_scored = len(index)
-        part = np.argpartition(-score, k - 1)[:k] if k < len(index) else np.arange(len(index))
-        order = part[np.lexsort((index[part], -score[part]))]
+        if k < len(index):  # every row tied with the k-th best stays in, so ties really break by row
+            kth = np.partition(score, len(index) - k)[len(index) - k]
+            part = np.flatnonzero(score >= kth)
+        else:
+            part = np.arange(len(index))
+        order = part[np.lexsort((index[part], -score[part]))][:k]
         picked = index[order]
-        return picked, self.score(query, now, params, recency_from, picked)
+        # the terms of the picked rows; relevance and score are the very numbers that were ranked
+        recency = recency_of(now - self._reference(recency_from)[picked], params.gamma, params.recency_window_minutes)
+        importance = decayed_importance(self.rating[picked], self.long_term_since[picked], now,
+                                        params.long_term_decay_per_hour)
+        return picked, ScoreTerms(recency=recency, importance=importance, relevance=relevance[order],
+                                  score=score[order])
+
+    def skyband(self, query: np.ndarray, now: float, params: ScoringParams, k: int, recency_from: str = "created",
+                limit: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """The memories that can be in the top ``k`` under *some* non-negative weights and *some* recency
+        ``gamma`` / window: the k-skyband of (relevance, recency order, importance). Recorded in the trace so
+        that ``simulacra rescore`` re-ranks a retrieval exactly under other weights.
+
+        Memory ``j`` surely ranks before ``i`` under every such setting iff it is at least as relevant, at
+        least as recent and at least as important, and either comes first in row order (ties break by row)
+        or is strictly better on all three. A memory that ``k`` others surely beat cannot be returned.
+        Relevance comes from the same full scan as :meth:`top`'s, so re-ranking reproduces its numbers.
+
+        Returns:
+            ``(rows, relevance, importance, age_minutes)`` in row order (importance and age NaN where the
+            memory has none), or ``None`` when the tier has more than ``limit`` memories (O(n^2) check).
+        """
+        n = self._n
+        if limit is not None and n > limit:
+            return None
+        rel = relevance_from_distance(self.distances(query))
+        reference = self._reference(recency_from)
+        age = np.maximum(now - reference, 0.0)
+        imp = decayed_importance(self.rating, self.long_term_since, now, params.long_term_decay_per_hour)
+        recent = np.where(np.isnan(age), -np.inf, -age)  # no timestamp: recency 0 under every gamma
+        important = np.nan_to_num(imp, nan=0.0)
+        keep = np.ones(n, dtype=bool)
+        for start in range(0, n, 512):  # blocks of rows i, against every j
+            i = np.arange(start, min(n, start + 512))
+            ge = ((rel[None, :] >= rel[i, None]) & (recent[None, :] >= recent[i, None])
+                  & (important[None, :] >= important[i, None]))
+            gt = ((rel[None, :] > rel[i, None]) & (recent[None, :] > recent[i, None])
+                  & (important[None, :] > important[i, None]))
+            earlier = np.arange(n)[None, :] < i[:, None]
+            keep[i] = (ge & (earlier | gt)).sum(axis=1) < k
+        rows = np.flatnonzero(keep)
+        return rows, rel[rows], imp[rows], age[rows]
 
     # ----------------------------------------------------------------- bounded search
     def _fit(self) -> None:

@@ -144,6 +144,20 @@ class MemoryTier:
             )
         return out
 
+    def candidates(self, query: np.ndarray, now: float, params: ScoringParams, k: int,
+                   recency_from: str = "created", limit: int | None = 2000) -> list[list] | None:
+        """The tier's k-skyband for ``query`` (:meth:`MirrorIndex.skyband`) as ``[id, relevance, importance,
+        age_minutes]`` rows in row order (``None`` for a missing term), or ``None`` above ``limit`` memories."""
+        band = self.index.skyband(query, now, params, k, recency_from, limit)
+        if band is None:
+            return None
+        rows, rel, imp, age = band
+
+        def num(x: float) -> float | None:
+            return None if math.isnan(x) else float(x)
+
+        return [[self._records[r].id, float(rl), num(im), num(ag)] for r, rl, im, ag in zip(rows, rel, imp, age)]
+
     # ----------------------------------------------------------------- writes
     def upsert(self, records: Sequence[MemoryRecord], embeddings: np.ndarray) -> None:
         """Write ``records`` (one Chroma call); an existing id is overwritten, never duplicated.

@@ -270,6 +270,15 @@ class AgentMemory:
             found.extend(m for m in best if m.score >= thr)
         return found
 
+    def candidates(self, query_embedding: np.ndarray, now: float, top_k: int | None = None,
+                   tiers: Sequence[str] | None = None) -> dict[str, list[list] | None]:
+        """Per tier, every memory that could be in this retrieval's result under other weights or ``gamma``
+        (:meth:`MemoryTier.candidates`), for the trace; ``None`` for a tier too large to check."""
+        k = self.config.top_k if top_k is None else top_k
+        names = self.readable if tiers is None else tuple(tiers)
+        return {name: self.tier(name).candidates(query_embedding, now, self.params, k, self.config.recency_from)
+                for name in names}
+
     def most_important(
         self, now: float, n: int, tiers: Sequence[str] = ("long_term",), since: float | None = None,
         kinds: Sequence[str] | None = None,

@@ -1,0 +1,85 @@
+"""What one agent perceived, remembered, retrieved and did at one tick, reconstructed from a run's trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from simulacra.errors import SimulacraError
+from simulacra.trace import read_trace
+
+PERCEIVED = ("observation", "event")
+
+
+def explain_tick(run: str | Path, agent: str, tick: int) -> dict[str, Any]:
+    """Agent ``agent`` at tick ``tick`` of ``run``, from the trace alone.
+
+    Returns:
+        ``{"agent", "name", "tick", "clock", "place", "action", "perceived": [texts], "remembered": [{text,
+        kind, rating, tier}], "said": [texts], "heard": [texts], "retrieved": [{purpose, query, results: [{id,
+        text, tier, kind, recency, importance, relevance, score}]}], "reflections": [...], "moved": [...],
+        "forgotten": [...], "posted": [...]}``.
+    Raises:
+        SimulacraError: unknown agent, or a tick outside the trace.
+    """
+    header, ticks = read_trace(run)
+    if agent not in header["agents"]:
+        raise SimulacraError(f"{run}: no agent {agent!r}; agents: {', '.join(header['agents'])}")
+    if not 0 <= tick < len(ticks):
+        raise SimulacraError(f"{run}: tick {tick} is outside the trace (0..{len(ticks) - 1})")
+    t = ticks[tick]
+    mine = [op for op in t["memory"] if op.get("agent") == agent]
+    adds = [op for op in mine if op["op"] == "add"]
+    lines = [ln for c in t["conversations"] if agent in c["participants"] for ln in c["lines"]]
+    persona = header["personas"][agent]
+    return {
+        "agent": agent,
+        "name": persona.get("name", agent),
+        "tick": t["tick"],
+        "clock": t["clock"],
+        "place": t["positions"][agent],
+        "action": t["actions"][agent],
+        "perceived": [op["text"] for op in adds if op["kind"] in PERCEIVED],
+        "remembered": [{"text": op["text"], "kind": op["kind"], "rating": op.get("rating"), "tier": op["tier"]}
+                       for op in adds],
+        "said": [ln["text"] for ln in lines if ln["speaker"] == agent],
+        "heard": [ln["text"] for ln in lines if ln["listener"] == agent],
+        "retrieved": [{"purpose": op["purpose"], "query": op["query"], "results": op["results"]}
+                      for op in mine if op["op"] == "retrieve"],
+        "reflections": [ins for op in mine if op["op"] == "reflect" for ins in op["insights"]],
+        "moved": [op["text"] for op in mine if op["op"] == "move"],
+        "forgotten": [{"text": op["text"], "reason": op.get("reason")} for op in mine if op["op"] == "forget"],
+        "posted": [op["text"] for op in t["memory"] if op["op"] == "post" and op.get("author") == agent],
+    }
+
+
+def format_explanation(e: dict[str, Any]) -> str:
+    """Human-readable form of :func:`explain_tick`."""
+    def num(x) -> str:
+        return "  -  " if x is None else f"{x:.3f}"
+
+    act = e["action"]
+    out = [f"{e['name']} ({e['agent']}) at tick {e['tick']}, {e['clock']}: {act.get('activity', act)} at {e['place']}"]
+    if e["perceived"]:
+        out.append("perceived:")
+        out += [f"  {x}" for x in e["perceived"]]
+    if e["said"] or e["heard"]:
+        out.append("said / heard:")
+        out += [f"  > {x}" for x in e["said"]] + [f"  < {x}" for x in e["heard"]]
+    if e["remembered"]:
+        out.append("remembered (rating, kind):")
+        out += [f"  {m['rating'] if m['rating'] is not None else '-':>2}  {m['kind']:<11} {m['text']}"
+                for m in e["remembered"]]
+    for r in e["retrieved"]:
+        out.append(f"retrieved for {r['purpose']}: \"{r['query']}\"")
+        out.append("    score  recency  importance  relevance  tier        memory")
+        out += [f"    {num(m['score'])}  {num(m['recency'])}    {num(m['importance'])}      {num(m['relevance'])}  "
+                f"{m['tier']:<11} {m['text']}" for m in r["results"]]
+        if not r["results"]:
+            out.append("    (nothing scored above the threshold)")
+    for ins in e["reflections"]:
+        out.append(f"reflected (depth {ins['depth']}, {len(ins['evidence_ids'])} memories): {ins['text']}")
+    out += [f"moved to long-term: {x}" for x in e["moved"]]
+    out += [f"forgot ({f['reason']}): {f['text']}" for f in e["forgotten"]]
+    out += [f"posted to the town's shared memory: {x}" for x in e["posted"]]
+    return "\n".join(out)

@@ -1,0 +1,142 @@
+"""Re-score a finished run's retrievals under other weights, from its trace alone.
+
+Every ``retrieve`` operation of a trace (schema 2) records, per tier asked, the memories that *any*
+non-negative weights and any recency ``gamma`` could have returned (the k-skyband, see
+:meth:`simulacra.memory.index.MirrorIndex.skyband`) with their relevance, importance and age. Re-ranking
+those with the formula of :mod:`simulacra.memory.scoring` and the retrieval rule the run used (cascade or
+merged, ``top_k``, ``threshold``) gives exactly what the run would have retrieved under the other weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulacra.errors import SimulacraError
+from simulacra.memory.scoring import ScoringParams, recency_importance, recency_of
+from simulacra.trace import read_trace
+
+
+def rerank(candidates: dict[str, list | None], tiers: Sequence[str], top_k: int, threshold: float, mode: str,
+           params: ScoringParams) -> list[tuple[str, str, float]]:
+    """The retrieval's result under ``params``: ``[(id, tier, score), ...]`` best first.
+
+    Args:
+        candidates: per tier, ``[id, relevance, importance | None, age_minutes | None]`` rows in row order.
+        tiers: the tiers in the order the retrieval asked them.
+        top_k, threshold, mode: the retrieval's rule (:meth:`simulacra.memory.stream.AgentMemory.retrieve`).
+        params: the weights and ``gamma`` to re-rank with (the importance recorded already holds its decay).
+    Raises:
+        ValueError: a tier's candidates were not recorded (too large a tier).
+    """
+    def best(tier: str, n: int) -> list[tuple[str, str, float]]:
+        rows = candidates.get(tier) or []
+        if candidates.get(tier) is None and tier in candidates:
+            raise ValueError(f"tier {tier} was too large for its candidates to be recorded")
+        if not rows or n <= 0:
+            return []
+        rel = np.array([r[1] for r in rows], dtype=np.float64)
+        imp = np.array([np.nan if r[2] is None else r[2] for r in rows], dtype=np.float64)
+        age = np.array([np.nan if r[3] is None else r[3] for r in rows], dtype=np.float64)
+        rec = recency_of(age, params.gamma, params.recency_window_minutes)
+        score = recency_importance(rec, imp, params) + params.a_rel * rel  # the engine's arithmetic, exactly
+        order = np.lexsort((np.arange(len(rows)), -score))[:n]  # ties: row order, as the engine
+        return [(rows[i][0], tier, float(score[i])) for i in order]
+
+    found: list[tuple[str, str, float]] = []
+    if mode == "merged":
+        for tier in tiers:
+            found.extend(m for m in best(tier, top_k) if m[2] >= threshold)
+        found.sort(key=lambda m: -m[2])
+        return found[:top_k]
+    for tier in tiers:
+        need = top_k - len(found)
+        if need <= 0:
+            break
+        found.extend(m for m in best(tier, need) if m[2] >= threshold)
+    return found
+
+
+def rescore_run(run: str | Path, a_rec: float, a_imp: float, a_rel: float,
+                gamma: float | None = None) -> dict[str, Any]:
+    """Re-rank every recorded retrieval of ``run`` under the given weights (and ``gamma``).
+
+    Returns:
+        ``{"retrievals", "rescored", "not_rescorable", "changed", "weights", "changes": [{tick, clock, agent,
+        purpose, query, before: [ids], after: [ids], dropped: [texts], added: [texts]}, ...]}``; a retrieval
+        is *changed* when its list of ids (in order) differs.
+    Raises:
+        SimulacraError: the trace is missing, of another schema, or has no recorded candidates.
+    """
+    header, ticks = read_trace(run)
+    memory = header["config"]["memory"]
+    base = ScoringParams(memory["a_rec"], memory["a_imp"], memory["a_rel"], memory["gamma"],
+                         memory["recency_window_minutes"], memory["long_term_decay_per_hour"])
+    params = replace(base, a_rec=a_rec, a_imp=a_imp, a_rel=a_rel, gamma=base.gamma if gamma is None else gamma)
+    texts = _texts(ticks)
+    report: dict[str, Any] = {"retrievals": 0, "rescored": 0, "not_rescorable": 0, "changed": 0, "changes": [],
+                              "weights": {"a_rec": a_rec, "a_imp": a_imp, "a_rel": a_rel, "gamma": params.gamma},
+                              "run_weights": {"a_rec": base.a_rec, "a_imp": base.a_imp, "a_rel": base.a_rel,
+                                              "gamma": base.gamma}}
+    for t in ticks:
+        for op in t["memory"]:
+            if op["op"] != "retrieve":
+                continue
+            report["retrievals"] += 1
+            if "candidates" not in op:
+                raise SimulacraError(f"{run}: retrievals carry no candidates (a trace of schema 1?)")
+            try:
+                after = rerank(op["candidates"], op["tiers"], op["top_k"], op["threshold"], op["mode"], params)
+            except ValueError:
+                report["not_rescorable"] += 1
+                continue
+            report["rescored"] += 1
+            before_ids = [m["id"] for m in op["results"]]
+            after_ids = [m[0] for m in after]
+            if before_ids != after_ids:
+                report["changed"] += 1
+                report["changes"].append({
+                    "tick": t["tick"], "clock": t["clock"], "agent": op["agent"], "purpose": op["purpose"],
+                    "query": op["query"], "before": before_ids, "after": after_ids,
+                    "dropped": [texts.get(i, i) for i in before_ids if i not in after_ids],
+                    "added": [texts.get(i, i) for i in after_ids if i not in before_ids],
+                })
+    return report
+
+
+def _texts(ticks: list[dict]) -> dict[str, str]:
+    """Memory id -> text, from every operation of the trace that carries both."""
+    out: dict[str, str] = {}
+    for t in ticks:
+        for op in t["memory"]:
+            if "id" in op and "text" in op:
+                out.setdefault(op["id"], op["text"])
+            for m in op.get("results", []):
+                out.setdefault(m["id"], m["text"])
+            for ins in op.get("insights", []):
+                out.setdefault(ins["id"], ins["text"])
+    return out
+
+
+def format_report(report: dict[str, Any], limit: int = 20) -> str:
+    """Human-readable rescore report: totals, then up to ``limit`` changed retrievals."""
+    w, r = report["weights"], report["run_weights"]
+    out = [f"re-scored {report['rescored']} of {report['retrievals']} retrievals with a_rec={w['a_rec']}, "
+           f"a_imp={w['a_imp']}, a_rel={w['a_rel']}, gamma={w['gamma']} (the run used a_rec={r['a_rec']}, "
+           f"a_imp={r['a_imp']}, a_rel={r['a_rel']}, gamma={r['gamma']})",
+           f"changed: {report['changed']} ({report['changed'] / max(report['rescored'], 1):.1%})"]
+    if report["not_rescorable"]:
+        out.append(f"not re-scorable (a tier too large for its candidates to be recorded): {report['not_rescorable']}")
+    for c in report["changes"][:limit]:
+        out.append(f"\ntick {c['tick']} {c['clock']} {c['agent']} ({c['purpose']}): {c['query']}")
+        out += [f"  - {text}" for text in c["dropped"]]
+        out += [f"  + {text}" for text in c["added"]]
+        if not c["dropped"] and not c["added"]:
+            out.append("  (same memories, another order)")
+    if len(report["changes"]) > limit:
+        out.append(f"\n... and {len(report['changes']) - limit} more changed retrievals (--json for all)")
+    return "\n".join(out)

@@ -1,0 +1,625 @@
+"""``simulacra tune``: search the retrieval parameters on labelled queries against a finished run.
+
+A labelled query names an agent, a game time, a query text and the memories that should come back (by id or
+by text). Each query text is embedded once; for each query and tier the raw scoring columns (distance to the
+query, rating, timestamps) are read once from the tier's in-process mirror, and every setting is then scored
+with the pure :func:`~simulacra.memory.scoring.score_memories` and the retrieval rule of
+:meth:`AgentMemory.retrieve <simulacra.memory.stream.AgentMemory.retrieve>` (cascade or merged, threshold,
+``top_k``), replicated here and checked against it in ``tests/test_tune.py``. Stores are only read.
+
+Searched: ``a_rec``, ``a_imp``, ``gamma``, ``threshold``, ``top_k`` and ``retrieval``; ``a_rel`` stays 1 (the
+score is linear in the three weights, so fixing one only fixes the scale, and ``threshold`` is searched on that
+scale). Metrics (binary relevance, averaged over the queries): recall@k, MRR and nDCG@k. See ``docs/tuning.md``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from simulacra.clock import MINUTES_PER_DAY, format_hhmm, parse_hhmm
+from simulacra.config import MemoryConfig, config_from_dict
+from simulacra.errors import InputError, SimulacraError
+from simulacra.memory.scoring import ScoringParams, score_memories
+
+#: ``a_rel`` during the search (the weights' scale; the threshold is searched on it)
+A_REL = 1.0
+METRICS = ("ndcg", "mrr", "recall")
+MODES = ("cascade", "merged")
+
+GRIDS: dict[str, dict[str, list]] = {
+    "default": {
+        "a_rec": [0.0, 0.25, 0.5, 1.0, 2.0],
+        "a_imp": [0.0, 0.25, 0.5, 1.0, 2.0],
+        "gamma": [0.9, 0.99, 0.995],
+        "threshold": [0.35, 0.5, 0.65, 0.8, 1.0],
+        "top_k": [3, 5, 8],
+        "retrieval": list(MODES),
+    },
+    "fine": {
+        "a_rec": [0.0, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0],
+        "a_imp": [0.0, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0],
+        "gamma": [0.8, 0.9, 0.95, 0.99, 0.995, 0.999],
+        "threshold": [0.3, 0.35, 0.45, 0.55, 0.65, 0.8, 1.0, 1.2],
+        "top_k": [1, 3, 5, 8],
+        "retrieval": list(MODES),
+    },
+}
+#: ranges of the random search (uniform; top_k an integer; floats rounded to 3 decimals)
+RANDOM_SPACE = {"a_rec": (0.0, 3.0), "a_imp": (0.0, 3.0), "gamma": (0.8, 1.0), "threshold": (0.2, 1.5),
+                "top_k": (1, 10)}
+
+
+class TuneError(SimulacraError):
+    """The run folder cannot be tuned on (missing stores or trace)."""
+
+
+# --------------------------------------------------------------------------------------------- settings
+@dataclass(frozen=True)
+class Setting:
+    """One point of the search space (``a_rel`` is :data:`A_REL`)."""
+
+    a_rec: float
+    a_imp: float
+    gamma: float
+    threshold: float
+    top_k: int
+    retrieval: str
+
+    @classmethod
+    def from_config(cls, m: MemoryConfig) -> Setting:
+        """The searched parameters of a memory config, rescaled so that ``a_rel`` is :data:`A_REL`."""
+        s = A_REL / m.a_rel if m.a_rel > 0 else 1.0
+        return cls(m.a_rec * s, m.a_imp * s, m.gamma, m.threshold * s, m.top_k, m.retrieval)
+
+    def memory_dict(self) -> dict[str, Any]:
+        """The ``memory:`` section of a config that retrieves like this setting."""
+        return {"a_rec": float(self.a_rec), "a_imp": float(self.a_imp), "a_rel": A_REL, "gamma": float(self.gamma),
+                "threshold": float(self.threshold), "top_k": int(self.top_k), "retrieval": self.retrieval}
+
+    def label(self) -> str:
+        return (f"a_rec {self.a_rec:g}, a_imp {self.a_imp:g}, gamma {self.gamma:g}, threshold {self.threshold:g}, "
+                f"top_k {self.top_k}, {self.retrieval}")
+
+
+def grid_settings(grid: str | dict[str, list] = "default") -> list[Setting]:
+    """Every combination of a grid (a name of :data:`GRIDS` or a dict of the same keys), in a fixed order."""
+    g = GRIDS[grid] if isinstance(grid, str) else grid
+    keys = ("a_rec", "a_imp", "gamma", "threshold", "top_k", "retrieval")
+    missing = [k for k in keys if not g.get(k)]
+    if missing:
+        raise ValueError(f"grid lacks values for {', '.join(missing)}")
+    return [Setting(*vals) for vals in itertools.product(*(g[k] for k in keys))]
+
+
+def random_settings(n: int, seed: int = 0) -> list[Setting]:
+    """``n`` settings drawn uniformly from :data:`RANDOM_SPACE` with a seeded generator (deterministic)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        u = {k: round(float(rng.uniform(*RANDOM_SPACE[k])), 3) for k in ("a_rec", "a_imp", "threshold")}
+        gamma = min(1.0, max(round(float(rng.uniform(*RANDOM_SPACE["gamma"])), 4), 1e-4))
+        top_k = int(rng.integers(RANDOM_SPACE["top_k"][0], RANDOM_SPACE["top_k"][1] + 1))
+        out.append(Setting(u["a_rec"], u["a_imp"], gamma, u["threshold"], top_k, MODES[int(rng.integers(2))]))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- metrics
+def recall_at_k(returned: Sequence[str], relevant: set[str], k: int) -> float:
+    """Fraction of ``relevant`` among the first ``k`` of ``returned`` (0 when nothing is relevant)."""
+    if not relevant:
+        return 0.0
+    return len(set(returned[:k]) & relevant) / len(relevant)
+
+
+def reciprocal_rank(returned: Sequence[str], relevant: set[str]) -> float:
+    """``1 / rank`` of the first relevant memory (rank from 1), 0 when none was returned."""
+    for i, mid in enumerate(returned, start=1):
+        if mid in relevant:
+            return 1.0 / i
+    return 0.0
+
+
+def ndcg_at_k(returned: Sequence[str], relevant: set[str], k: int) -> float:
+    """nDCG@k with binary relevance: ``sum 1/log2(rank+1)`` over relevant hits, over its ideal value."""
+    if not relevant or k <= 0:
+        return 0.0
+    dcg = sum(1.0 / math.log2(i + 1) for i, mid in enumerate(returned[:k], start=1) if mid in relevant)
+    ideal = sum(1.0 / math.log2(i + 1) for i in range(1, min(len(relevant), k) + 1))
+    return dcg / ideal
+
+
+# --------------------------------------------------------------------------------------------- query files
+@dataclass(frozen=True)
+class Expected:
+    """One expected memory of a labelled query: ``id`` or ``text`` (exactly one is set)."""
+
+    id: str | None = None
+    text: str | None = None
+
+    def __str__(self) -> str:
+        return f"id {self.id}" if self.id is not None else f"text {self.text!r}"
+
+
+@dataclass(frozen=True)
+class LabelledQuery:
+    """A query of a query file. ``time`` is in game minutes (``None``: the run's last tick)."""
+
+    index: int
+    agent: str
+    query: str
+    time: float | None
+    expected: tuple[Expected, ...]
+    note: str | None = None
+
+
+_HEX_ID = re.compile(r"[0-9a-f]{24}")
+
+
+def _parse_time(value: Any, file: Path, where: str, start_minute: int | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise InputError(file, where, f"expected game minutes or 'HH:MM', got {value!r}")
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise InputError(file, where, f"game minutes must be >= 0, got {value}")
+        return float(value)
+    if isinstance(value, str):
+        try:
+            minute = parse_hhmm(value.strip())
+        except ValueError as err:
+            raise InputError(file, where, f"expected game minutes or 'HH:MM': {err}") from None
+        day = (start_minute or 0) // MINUTES_PER_DAY  # 'HH:MM' is on the run's first day
+        return float(day * MINUTES_PER_DAY + minute)
+    raise InputError(file, where, f"expected game minutes or 'HH:MM', got {type(value).__name__}")
+
+
+def load_queries(path: str | Path, start_minute: int | None = None) -> list[LabelledQuery]:
+    """Read a query file (``docs/tuning.md``): a mapping with ``queries:``, or a bare list of queries.
+
+    Each query: ``agent``, ``query`` (text), optional ``time`` (game minutes, or ``"HH:MM"`` on the run's first
+    day, given by ``start_minute``), ``expected`` (a non-empty list of ``{id: ...}``, ``{text: ...}`` or plain
+    strings: a 24-hex id, else a text), optional ``note``.
+
+    Raises:
+        InputError: naming the file and ``queries.<index>.<field>`` of the first problem.
+    """
+    file = Path(path)
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise InputError(file, None, f"cannot read: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise InputError(file, None, f"not valid YAML: {err}") from None
+    items = data.get("queries") if isinstance(data, dict) else data
+    if not isinstance(items, list) or not items:
+        raise InputError(file, "queries", "expected a non-empty list of queries")
+    out = []
+    for i, item in enumerate(items):
+        where = f"queries.{i}"
+        if not isinstance(item, dict):
+            raise InputError(file, where, f"expected a mapping, got {type(item).__name__}")
+        unknown = set(item) - {"agent", "query", "time", "expected", "note"}
+        if unknown:
+            raise InputError(file, f"{where}.{sorted(unknown)[0]}",
+                             "unknown field (known: agent, query, time, expected, note)")
+        for key in ("agent", "query"):
+            if not isinstance(item.get(key), str) or not item[key].strip():
+                raise InputError(file, f"{where}.{key}", "required, a non-empty string")
+        raw = item.get("expected")
+        if not isinstance(raw, list) or not raw:
+            raise InputError(file, f"{where}.expected", "required, a non-empty list of {id: ...} or {text: ...}")
+        expected = []
+        for j, e in enumerate(raw):
+            ew = f"{where}.expected.{j}"
+            if isinstance(e, str) and e.strip():
+                e = {"id": e} if _HEX_ID.fullmatch(e.strip()) else {"text": e}
+            if not isinstance(e, dict) or len(e) != 1 or next(iter(e)) not in ("id", "text"):
+                raise InputError(file, ew, "expected {id: <memory id>} or {text: <memory text>}")
+            key, value = next(iter(e.items()))
+            if not isinstance(value, str) or not value.strip():
+                raise InputError(file, f"{ew}.{key}", "expected a non-empty string")
+            expected.append(Expected(**{key: value.strip()}))
+        out.append(LabelledQuery(i, item["agent"].strip(), item["query"].strip(),
+                                 _parse_time(item.get("time"), file, f"{where}.time", start_minute),
+                                 tuple(expected), item.get("note")))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- prepared columns
+@dataclass
+class TierColumns:
+    """Raw scoring columns of one tier for one query (rows visible at the query's time, in mirror order)."""
+
+    name: str
+    ids: list[str]
+    distance: np.ndarray
+    rating: np.ndarray
+    reference: np.ndarray
+    long_term_since: np.ndarray
+
+
+@dataclass
+class PreparedQuery:
+    """A labelled query with its columns and the ids of the expected memories that are in the store."""
+
+    query: LabelledQuery
+    now: float
+    tiers: list[TierColumns]
+    relevant: set[str]
+    missing: list[tuple[str, str]] = field(default_factory=list)  # (expected, reason)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What the tuner needs of a run folder: its memory config, times and the trace's memory operations."""
+
+    run_dir: Path
+    config: Any  # simulacra.config.Config
+    start_minute: int
+    end_minute: float
+    agents: list[str]
+    added: dict[str, list[dict[str, Any]]]  # owner ('@town' for the shared tier) -> add/post operations
+
+
+def read_run(run_dir: str | Path) -> RunInfo:
+    """Read a run folder's trace: config, agents, game times, and every memory written (to spot forgotten ones).
+
+    Only the header's ``config``/``agents``/``start_minute`` and the ticks' ``time``/``memory`` are read, so any
+    trace schema version that has them will do.
+    """
+    run = Path(run_dir)
+    path = run / "trace.jsonl"
+    if not path.is_file():
+        raise TuneError(f"{run}: not a run folder (no trace.jsonl)")
+    header: dict[str, Any] | None = None
+    added: dict[str, list[dict[str, Any]]] = {}
+    end: float | None = None
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise TuneError(f"{path}: line {n}: {err.msg}") from None
+            if n == 1:
+                if rec.get("type") != "header" or not isinstance(rec.get("config"), dict):
+                    raise TuneError(f"{path}: line 1 is not a trace header with a config")
+                header = rec
+                continue
+            if "time" in rec:
+                end = float(rec["time"])
+            for op in rec.get("memory", []):
+                if op.get("op") == "add":
+                    added.setdefault(op.get("agent"), []).append(op)
+                elif op.get("op") == "post":
+                    added.setdefault("@town", []).append(op)
+    if header is None:
+        raise TuneError(f"{path}: empty trace")
+    start = int(header.get("start_minute", 0))
+    return RunInfo(run, config_from_dict(header["config"], path), start, float(start) if end is None else end,
+                   list(header.get("agents", [])), added)
+
+
+def _match_text(texts: Sequence[str], wanted: str) -> list[int]:
+    exact = [i for i, t in enumerate(texts) if t == wanted]
+    if exact:
+        return exact
+    w = wanted.casefold()
+    return [i for i, t in enumerate(texts) if w in t.casefold()]
+
+
+def _resolve(q: LabelledQuery, file: Path, records: list, trace_ops: list[dict], now: float,
+             hide_future: bool) -> tuple[set[str], list[tuple[str, str]]]:
+    """Ids of the expected memories present at ``now``, and the ones that cannot be found, with the reason."""
+    relevant: set[str] = set()
+    missing: list[tuple[str, str]] = []
+    texts = [r.text for r in records]
+    for j, e in enumerate(q.expected):
+        where = f"queries.{q.index}.expected.{j}"
+        if e.id is not None:
+            hits = [i for i, r in enumerate(records) if r.id == e.id]
+            in_trace = any(op.get("id") == e.id for op in trace_ops)
+        else:
+            hits = _match_text(texts, e.text)
+            if len({texts[i] for i in hits}) > 1:
+                shown = "; ".join(repr(texts[i][:70]) for i in hits[:4])
+                raise InputError(file, where, f"text {e.text!r} matches {len(hits)} different memories of "
+                                              f"{q.agent} ({shown}); give a longer text or an id")
+            in_trace = bool(_match_text([op.get("text", "") for op in trace_ops], e.text))
+        if not hits:
+            if in_trace:
+                missing.append((str(e), "forgotten (in the trace, not in the store)"))
+                continue
+            raise InputError(file, where, f"{e}: no such memory of {q.agent} in the store or the run's trace")
+        for i in hits:
+            ts = records[i].timestamp
+            if hide_future and ts is not None and ts > now:
+                missing.append((str(e), f"formed at {format_hhmm(ts)}, after the query time {format_hhmm(now)}"))
+            else:
+                relevant.add(records[i].id)
+    return relevant, missing
+
+
+def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, queries_file: str | Path = "<queries>",
+            hide_future: bool = True, run: RunInfo | None = None) -> list[PreparedQuery]:
+    """Embed the queries once and read every tier's raw columns once per query (stores are only read).
+
+    Args:
+        hide_future: leave out memories formed after a query's time (the stores hold the end of the run).
+    Raises:
+        InputError: an unknown agent or expected memory (naming ``queries_file`` and the query index).
+        TuneError: a missing store.
+    """
+    from simulacra.memory.store import MemoryTier
+    from simulacra.memory.stream import AgentMemory, open_chroma
+
+    run = run or read_run(run_dir)
+    rdir = Path(run_dir)
+    file = Path(queries_file)
+    mem_cfg = run.config.memory
+    for q in queries:
+        if q.agent not in run.agents:
+            raise InputError(file, f"queries.{q.index}.agent",
+                             f"{q.agent!r} is not an agent of {rdir.name} ({', '.join(run.agents)})")
+    dim = int(embedder.dim)
+    vectors = embedder.embed(list(dict.fromkeys(q.query for q in queries)))
+    vec_of = dict(zip(dict.fromkeys(q.query for q in queries), vectors))
+    shared = None
+    if (rdir / "town" / "chroma.sqlite3").is_file():
+        shared = MemoryTier(open_chroma(rdir / "town"), "shared", dim, mem_cfg.distance)
+    memories: dict[str, AgentMemory] = {}
+    out = []
+    for q in queries:
+        if q.agent not in memories:
+            if not (rdir / q.agent / "chroma.sqlite3").is_file():
+                raise TuneError(f"{rdir / q.agent}: no memory store for agent {q.agent}")
+            memories[q.agent] = AgentMemory(q.agent, rdir / q.agent, mem_cfg, dim, shared=shared)
+        mem = memories[q.agent]
+        now = run.end_minute if q.time is None else q.time
+        names = mem.readable
+        records = [r for name in names for r in mem.tier(name).records]
+        trace_ops = run.added.get(q.agent, []) + (run.added.get("@town", []) if shared is not None else [])
+        relevant, missing = _resolve(q, file, records, trace_ops, now, hide_future)
+        tiers = []
+        for name in names:
+            index = mem.tier(name).index
+            ids = [r.id for r in mem.tier(name).records]
+            ref = index.accessed if mem_cfg.recency_from == "last_access" else index.created
+            keep = np.ones(len(ids), dtype=bool)
+            if hide_future:
+                keep = ~(index.created > now)  # NaN (static) stays
+            rows = np.flatnonzero(keep)
+            tiers.append(TierColumns(name, [ids[i] for i in rows], index.distances(vec_of[q.query])[rows],
+                                     index.rating[rows].copy(), ref[rows].copy(), index.long_term_since[rows].copy()))
+        out.append(PreparedQuery(q, now, tiers, relevant, missing))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- retrieval (fast path)
+def _ranked(tier: TierColumns, now: float, params: ScoringParams) -> tuple[list[str], np.ndarray]:
+    """A tier's ids best first (ties: lower row first, as ``MirrorIndex.top``) and their scores."""
+    if not tier.ids:
+        return [], np.zeros(0)
+    score = score_memories(tier.distance, tier.rating, tier.reference, tier.long_term_since, now, params).score
+    order = np.lexsort((np.arange(len(score)), -score))
+    return [tier.ids[i] for i in order], score[order]
+
+
+def _select(ranked: list[tuple[list[str], np.ndarray]], threshold: float, k: int, mode: str) -> list[str]:
+    """Apply :meth:`AgentMemory.retrieve`'s rule to per-tier rankings (in tier priority order)."""
+    if mode == "merged":
+        found = []
+        for t, (ids, scores) in enumerate(ranked):
+            found += [(-scores[i], t, i, ids[i]) for i in range(min(k, len(ids))) if scores[i] >= threshold]
+        found.sort(key=lambda x: x[:3])
+        return [x[3] for x in found[:k]]
+    out: list[str] = []
+    for ids, scores in ranked:
+        need = k - len(out)
+        if need <= 0:
+            break
+        out += [ids[i] for i in range(min(need, len(ids))) if scores[i] >= threshold]
+    return out
+
+
+def base_params(mem_cfg: MemoryConfig) -> ScoringParams:
+    """Scoring constants of the run that are not searched (recency window, long-term decay)."""
+    return ScoringParams(a_rel=A_REL, recency_window_minutes=mem_cfg.recency_window_minutes,
+                         long_term_decay_per_hour=mem_cfg.long_term_decay_per_hour)
+
+
+def retrieve_ids(pq: PreparedQuery, s: Setting, base: ScoringParams) -> list[str]:
+    """Ids :meth:`AgentMemory.retrieve` returns for this query under setting ``s`` (from the prepared columns)."""
+    params = replace(base, a_rec=s.a_rec, a_imp=s.a_imp, a_rel=A_REL, gamma=s.gamma)
+    return _select([_ranked(t, pq.now, params) for t in pq.tiers], s.threshold, s.top_k, s.retrieval)
+
+
+# --------------------------------------------------------------------------------------------- evaluation
+@dataclass(frozen=True)
+class Result:
+    """Mean metrics of one setting over the scored queries."""
+
+    setting: Setting
+    recall: float
+    mrr: float
+    ndcg: float
+
+    def metric(self, name: str) -> float:
+        return getattr(self, name)
+
+
+def evaluate(prepared: Sequence[PreparedQuery], settings: Iterable[Setting], base: ScoringParams) -> list[Result]:
+    """Mean recall@k, MRR and nDCG@k of each setting over the queries with at least one findable memory.
+
+    Rankings depend only on (a_rec, a_imp, gamma) and are computed once per such triple and query; threshold,
+    ``top_k`` and the retrieval mode only select from them.
+    """
+    scored = [pq for pq in prepared if pq.relevant]
+    if not scored:
+        raise TuneError("no query has an expected memory that is still in the stores")
+    cache_key, rankings = None, []
+    out = []
+    for s in settings:
+        key = (s.a_rec, s.a_imp, s.gamma)
+        if key != cache_key:
+            params = replace(base, a_rec=s.a_rec, a_imp=s.a_imp, a_rel=A_REL, gamma=s.gamma)
+            rankings = [[_ranked(t, pq.now, params) for t in pq.tiers] for pq in scored]
+            cache_key = key
+        rec = rr = nd = 0.0
+        for pq, ranked in zip(scored, rankings):
+            got = _select(ranked, s.threshold, s.top_k, s.retrieval)
+            rec += recall_at_k(got, pq.relevant, s.top_k)
+            rr += reciprocal_rank(got, pq.relevant)
+            nd += ndcg_at_k(got, pq.relevant, s.top_k)
+        n = len(scored)
+        out.append(Result(s, rec / n, rr / n, nd / n))
+    return out
+
+
+def _rank_key(metric: str) -> Callable[[tuple[int, Result]], tuple]:
+    others = [m for m in METRICS if m != metric]
+
+    def key(item: tuple[int, Result]) -> tuple:
+        i, r = item
+        return (-round(r.metric(metric), 12), -round(sum(r.metric(m) for m in others), 12), r.setting.top_k, i)
+
+    return key
+
+
+@dataclass
+class TuneReport:
+    """Results of a search, best first, with the seed defaults (and the run's own config when it differs)."""
+
+    metric: str
+    results: list[Result]  # sorted best first
+    baselines: dict[str, Result]
+    prepared: list[PreparedQuery]
+    base: ScoringParams
+    searched: int
+
+    @property
+    def best(self) -> Result:
+        return self.results[0]
+
+
+def tune(prepared: Sequence[PreparedQuery], settings: Sequence[Setting], run_memory: MemoryConfig,
+         metric: str = "ndcg") -> TuneReport:
+    """Evaluate ``settings`` and the baselines; sort by ``metric`` (ties: the other two metrics, smaller
+    ``top_k``, search order)."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    base = base_params(run_memory)
+    results = evaluate(prepared, settings, base)
+    order = sorted(enumerate(results), key=_rank_key(metric))
+    baselines = {"seed defaults": Setting.from_config(MemoryConfig())}
+    if Setting.from_config(run_memory) != baselines["seed defaults"]:
+        baselines["run config"] = Setting.from_config(run_memory)
+    base_results = dict(zip(baselines, evaluate(prepared, baselines.values(), base)))
+    return TuneReport(metric, [r for _, r in order], base_results, list(prepared), base, len(results))
+
+
+# --------------------------------------------------------------------------------------------- output
+def format_report(report: TuneReport, top: int = 10) -> str:
+    """The table of the ``top`` settings and the baselines, the best against the seed defaults, and the
+    expected memories that cannot be found."""
+    head = (f"{'#':>3}  {'a_rec':>5} {'a_imp':>5} {'gamma':>6} {'thresh':>6} {'top_k':>5} {'retrieval':>9}  "
+            f"{'recall':>6} {'MRR':>6} {'nDCG':>6}")
+    lines = [head, "-" * len(head)]
+
+    def row(tag: str, r: Result) -> str:
+        s = r.setting
+        return (f"{tag:>3}  {s.a_rec:5.3g} {s.a_imp:5.3g} {s.gamma:6.4g} {s.threshold:6.3g} {s.top_k:5d} "
+                f"{s.retrieval:>9}  {r.recall:6.3f} {r.mrr:6.3f} {r.ndcg:6.3f}")
+
+    lines += [row(str(i), r) for i, r in enumerate(report.results[:top], start=1)]
+    for name, r in report.baselines.items():
+        lines.append(row("", r) + f"  <- {name}")
+    n_scored = sum(1 for pq in report.prepared if pq.relevant)
+    best, seed = report.best, report.baselines["seed defaults"]
+    m = report.metric
+    lines += ["", f"{report.searched} settings on {n_scored} queries (a_rel fixed at {A_REL:g}); objective {m}",
+              f"best:          {best.setting.label()}",
+              f"               recall {best.recall:.3f}  MRR {best.mrr:.3f}  nDCG {best.ndcg:.3f}",
+              f"seed defaults: recall {seed.recall:.3f}  MRR {seed.mrr:.3f}  nDCG {seed.ndcg:.3f}  "
+              f"({m} {best.metric(m) - seed.metric(m):+.3f})"]
+    missing = [(pq.query, e, why) for pq in report.prepared for e, why in pq.missing]
+    if missing:
+        lines.append(f"\n{len(missing)} expected memories cannot be found (left out of the metrics):")
+        lines += [f"  query {q.index} ({q.agent}, {q.query!r}): {e}: {why}" for q, e, why in missing]
+    skipped = [pq.query for pq in report.prepared if not pq.relevant]
+    if skipped:
+        lines.append(f"{len(skipped)} queries without a findable memory were not scored: "
+                     + ", ".join(str(q.index) for q in skipped))
+    return "\n".join(lines)
+
+
+def write_snippet(report: TuneReport, path: str | Path, source: str = "") -> Path:
+    """Write the best setting as a config file (``memory:`` section), loadable with ``--config``."""
+    best = report.best
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    comment = (f"# simulacra tune{(' ' + source) if source else ''}: best of {report.searched} settings by "
+               f"{report.metric}\n# recall@k {best.recall:.3f}, MRR {best.mrr:.3f}, nDCG@k {best.ndcg:.3f} "
+               f"(seed defaults: {report.baselines['seed defaults'].recall:.3f}, "
+               f"{report.baselines['seed defaults'].mrr:.3f}, {report.baselines['seed defaults'].ndcg:.3f})\n")
+    p.write_text(comment + yaml.safe_dump({"memory": best.setting.memory_dict()}, sort_keys=False), encoding="utf-8")
+    return p
+
+
+def plot_heatmap(report: TuneReport, path: str | Path, a_rec: Sequence[float] | None = None,
+                 a_imp: Sequence[float] | None = None) -> Path:
+    """PNG heatmap of the objective over (a_rec, a_imp) at the best setting's gamma, threshold, top_k and
+    retrieval mode (matplotlib, Agg canvas; no display needed)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    best = report.best.setting
+    xs = sorted(set(a_rec if a_rec is not None else GRIDS["default"]["a_rec"]) | {best.a_rec})
+    ys = sorted(set(a_imp if a_imp is not None else GRIDS["default"]["a_imp"]) | {best.a_imp})
+    cells = [replace(best, a_rec=x, a_imp=y) for y in ys for x in xs]
+    values = np.array([r.metric(report.metric) for r in evaluate(report.prepared, cells, report.base)])
+    grid = values.reshape(len(ys), len(xs))
+    fig = Figure(figsize=(1.0 + 0.8 * len(xs), 1.0 + 0.65 * len(ys)), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    im = ax.imshow(grid, origin="lower", cmap="viridis", vmin=0.0, vmax=max(1e-9, float(values.max())), aspect="auto")
+    for (yi, xi), v in np.ndenumerate(grid):
+        ax.text(xi, yi, f"{v:.2f}", ha="center", va="center", fontsize=7,
+                color="black" if v > 0.6 * values.max() else "white")
+    ax.set_xticks(range(len(xs)), [f"{x:g}" for x in xs])
+    ax.set_yticks(range(len(ys)), [f"{y:g}" for y in ys])
+    ax.set_xlabel("a_rec (a_rel = 1)")
+    ax.set_ylabel("a_imp")
+    ax.plot(xs.index(best.a_rec), ys.index(best.a_imp), marker="*", ms=16, mfc="none", mec="red", mew=1.5)
+    seed = Setting.from_config(MemoryConfig())
+    if seed.a_rec in xs and seed.a_imp in ys:
+        ax.plot(xs.index(seed.a_rec), ys.index(seed.a_imp), marker="s", ms=14, mfc="none", mec="white", mew=1.2)
+    names = {"ndcg": "nDCG@k", "mrr": "MRR", "recall": "recall@k"}
+    ax.set_title(f"{names[report.metric]}: gamma {best.gamma:g}, threshold {best.threshold:g}, top_k {best.top_k}, "
+                 f"{best.retrieval}\n(star: best; square: a_rec/a_imp of the seed defaults)", fontsize=8)
+    fig.colorbar(im, ax=ax, fraction=0.05)
+    fig.tight_layout()
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, format="png")
+    return p
+
+
+def report_json(report: TuneReport, top: int = 10) -> str:
+    """The best ``top`` results and the baselines as JSON."""
+    def d(r: Result) -> dict:
+        return {**asdict(r.setting), "a_rel": A_REL, "recall": r.recall, "mrr": r.mrr, "ndcg": r.ndcg}
+
+    return json.dumps({"metric": report.metric, "searched": report.searched,
+                       "results": [d(r) for r in report.results[:top]],
+                       "baselines": {k: d(r) for k, r in report.baselines.items()}}, indent=2)

@@ -1,0 +1,272 @@
+"""simulacra tune: metrics, the fast retrieval path, recovering known-best weights, outputs, query-file errors."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simulacra import tune as t
+from simulacra.config import Config, MemoryConfig, load_config
+from simulacra.errors import InputError
+from simulacra.memory.records import MemoryRecord, memory_id
+from simulacra.memory.stream import AgentMemory
+from tests.conftest import unit
+
+DIM = 8
+NOW = 1000.0
+
+
+class DictEmbedder:
+    """Hand-made query embeddings: text -> vector."""
+
+    name = "dict"
+
+    def __init__(self, vectors: dict[str, np.ndarray]):
+        self.vectors = vectors
+        self.calls = 0
+
+    @property
+    def dim(self) -> int:
+        return DIM
+
+    def embed(self, texts):
+        self.calls += 1
+        return np.stack([self.vectors[x] for x in texts]).astype(np.float32)
+
+
+def rec(agent, text, rating, ts, kind="observation", long_term_since=None):
+    return MemoryRecord(id=memory_id(agent, ts, text), text=text, kind=kind, rating=rating, timestamp=float(ts),
+                        tick=int(ts // 10), long_term_since=long_term_since)
+
+
+def write_run(run: Path, agents, ops=(), end=NOW, memory: dict | None = None) -> None:
+    """A minimal trace: a header with the config, one tick at ``end`` carrying ``ops``."""
+    run.mkdir(parents=True, exist_ok=True)
+    cfg = Config().to_dict()
+    cfg["memory"].update(memory or {})
+    header = {"type": "header", "schema_version": 2, "config": cfg, "agents": list(agents), "start_minute": 0}
+    tick = {"type": "tick", "tick": 0, "time": end, "memory": list(ops)}
+    (run / "trace.jsonl").write_text(json.dumps(header) + "\n" + json.dumps(tick) + "\n", encoding="utf-8")
+
+
+def add_ops(agent, records):
+    return [{"op": "add", "agent": agent, "tier": "short_term", "id": r.id, "text": r.text} for r in records]
+
+
+def write_queries(path: Path, queries) -> Path:
+    import yaml
+
+    path.write_text(yaml.safe_dump({"queries": queries}, sort_keys=False), encoding="utf-8")
+    return path
+
+
+# ------------------------------------------------------------------------------------------- metrics
+def test_metrics_hand_computed():
+    returned = ["x", "a", "y", "b"]
+    relevant = {"a", "b", "c"}
+    assert t.recall_at_k(returned, relevant, 4) == pytest.approx(2 / 3)
+    assert t.recall_at_k(returned, relevant, 2) == pytest.approx(1 / 3)
+    assert t.reciprocal_rank(returned, relevant) == pytest.approx(1 / 2)
+    assert t.reciprocal_rank(["x"], relevant) == 0.0
+    # DCG = 1/log2(3) + 1/log2(5); ideal (3 relevant, k 4) = 1 + 1/log2(3) + 1/2
+    dcg = 1 / math.log2(3) + 1 / math.log2(5)
+    assert t.ndcg_at_k(returned, relevant, 4) == pytest.approx(dcg / (1 + 1 / math.log2(3) + 0.5))
+    assert t.ndcg_at_k(["a"], {"a"}, 5) == 1.0
+    assert t.ndcg_at_k([], {"a"}, 5) == 0.0
+
+
+def test_random_search_is_deterministic_and_in_range():
+    a, b = t.random_settings(50, seed=3), t.random_settings(50, seed=3)
+    assert a == b and a != t.random_settings(50, seed=4)
+    for s in a:
+        assert 0 < s.gamma <= 1 and 1 <= s.top_k <= 10 and s.retrieval in t.MODES
+        MemoryConfig(**s.memory_dict())  # every drawn setting is a valid config
+
+
+# ------------------------------------------------------------------------------------------- synthetic store
+def important_but_far_store(tmp_path: Path, n_queries: int = 4):
+    """Per query i (axis i): an expected memory E_i, rating 10, 10 game hours old, cos 0.5 to the query, and two
+    distractors, rating 1, 10 minutes old, cos 0.9. With a_rel = 1: rel(E) = 1/(1 + 2 - 2*0.5) = 0.5,
+    rel(D) = 1/1.2, and E_i ranks first iff 0.9 * a_imp > (1/1.2 - 0.5) + a_rec * (1 - gamma ** 10)."""
+    run = tmp_path / "run"
+    mem = AgentMemory("a", run / "a", MemoryConfig(), DIM)
+    records, vectors, queries, qvec = [], [], [], {}
+    for i in range(n_queries):
+        axis = np.zeros(DIM, dtype=np.float32)
+        axis[i] = 1.0
+        other = np.zeros(DIM, dtype=np.float32)
+        other[(i + 4) % DIM] = 1.0
+        e = rec("a", f"important matter {i}", 10, NOW - 600)
+        records.append(e)
+        vectors.append(0.5 * axis + math.sqrt(0.75) * other)
+        for j in range(2):
+            side = np.zeros(DIM, dtype=np.float32)
+            side[(i + 4 + j + 1) % DIM if j == 0 else (i + 6) % DIM] = 1.0
+            records.append(rec("a", f"trivial thing {i}.{j}", 1, NOW - 10 - j))
+            vectors.append(0.9 * axis + math.sqrt(1 - 0.81) * side)
+        qvec[f"query {i}"] = axis
+        queries.append({"agent": "a", "query": f"query {i}", "time": NOW, "expected": [{"id": e.id}]})
+    mem.short_term.upsert(records, np.stack(vectors))
+    write_run(run, ["a"], add_ops("a", records))
+    qfile = write_queries(tmp_path / "q.yaml", queries)
+    return run, qfile, DictEmbedder(qvec)
+
+
+def test_tune_recovers_known_best_weights(tmp_path):
+    run, qfile, embedder = important_but_far_store(tmp_path)
+    info = t.read_run(run)
+    prepared = t.prepare(run, t.load_queries(qfile), embedder, qfile, run=info)
+    assert embedder.calls == 1  # every query embedded once, in one batch
+    grid = {"a_rec": [0.0, 0.25, 0.5, 1.0], "a_imp": [0.0, 0.25, 0.5, 1.0, 2.0], "gamma": [0.9, 0.995],
+            "threshold": [0.0], "top_k": [3], "retrieval": ["cascade", "merged"]}
+    report = t.tune(prepared, t.grid_settings(grid), info.config.memory, "ndcg")
+    best = report.best
+    assert best.ndcg == pytest.approx(1.0) and best.mrr == pytest.approx(1.0)
+    assert best.setting.a_imp >= 0.5
+    seed = report.baselines["seed defaults"]
+    assert seed.ndcg < best.ndcg - 0.3  # defaults rank E third: nDCG 1/log2(4) = 0.5
+    assert seed.mrr == pytest.approx(1 / 3)
+    # exactly the settings of the known condition put every expected memory first
+    for r in report.results:
+        s = r.setting
+        margin = 0.9 * s.a_imp - (1 / 1.2 - 0.5) - s.a_rec * (1 - s.gamma ** 10)
+        assert (r.mrr == pytest.approx(1.0)) == (margin > 0), (s, margin, r)
+
+
+def test_fast_path_equals_agent_memory_retrieve(tmp_path):
+    rng = np.random.default_rng(7)
+    run = tmp_path / "run"
+    mem = AgentMemory("a", run / "a", MemoryConfig(), DIM)
+
+    def vecs(n):
+        v = rng.normal(size=(n, DIM)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    static = [MemoryRecord(id=f"s{i}", text=f"static fact {i}", kind="persona") for i in range(6)]
+    mem.set_static(static, vecs(6))
+    short = [rec("a", f"short {i}", int(rng.integers(1, 11)), NOW - float(rng.integers(0, 400))) for i in range(12)]
+    mem.short_term.upsert(short, vecs(12))
+    long_ = [rec("a", f"long {i}", int(rng.integers(1, 11)), NOW - float(rng.integers(200, 900)),
+                 long_term_since=NOW - 120) for i in range(9)]
+    mem.long_term.upsert(long_, vecs(9))
+    qtexts = {f"q{i}": v for i, v in enumerate(vecs(4))}
+    write_run(run, ["a"], add_ops("a", short + long_))
+    qfile = write_queries(tmp_path / "q.yaml", [{"agent": "a", "query": q, "expected": [{"id": short[0].id}]}
+                                                 for q in qtexts])
+    info = t.read_run(run)
+    prepared = t.prepare(run, t.load_queries(qfile), DictEmbedder(qtexts), qfile, run=info)
+    base = t.base_params(info.config.memory)
+    settings = [t.Setting(0.25, 0.25, 0.995, 0.35, 5, "cascade"), t.Setting(0.25, 0.25, 0.995, 0.35, 5, "merged"),
+                t.Setting(1.0, 0.5, 0.9, 0.9, 4, "cascade"), t.Setting(0.0, 2.0, 0.99, 1.2, 8, "cascade"),
+                t.Setting(0.5, 1.0, 0.95, 0.6, 3, "merged"), t.Setting(2.0, 0.0, 0.8, -1.0, 30, "merged")]
+    for s in settings:
+        mem.config = MemoryConfig(**s.memory_dict())
+        for pq in prepared:
+            want = [m.id for m in mem.retrieve(qtexts[pq.query.query], pq.now)]
+            assert t.retrieve_ids(pq, s, base) == want, s
+
+
+def test_snippet_loads_with_load_config_and_plot_is_png(tmp_path):
+    run, qfile, embedder = important_but_far_store(tmp_path, n_queries=2)
+    info = t.read_run(run)
+    prepared = t.prepare(run, t.load_queries(qfile), embedder, qfile, run=info)
+    report = t.tune(prepared, t.grid_settings("default"), info.config.memory, "mrr")
+    out = t.write_snippet(report, tmp_path / "best.yaml", str(run))
+    cfg = load_config(out)
+    assert cfg.memory.a_imp == report.best.setting.a_imp and cfg.memory.top_k == report.best.setting.top_k
+    assert cfg.memory.retrieval == report.best.setting.retrieval and cfg.memory.a_rel == 1.0
+    png = t.plot_heatmap(report, tmp_path / "tune.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = t.format_report(report)
+    assert "seed defaults" in text and "best:" in text
+
+
+def test_forgotten_and_future_memories_are_reported_not_scored(tmp_path):
+    run = tmp_path / "run"
+    mem = AgentMemory("a", run / "a", MemoryConfig(), DIM)
+    kept = rec("a", "the kettle whistled", 5, 900)
+    later = rec("a", "the kettle boiled over", 5, 990)
+    gone = rec("a", "the cat knocked the kettle off the stove", 3, 100)
+    mem.short_term.upsert([kept, later], np.stack([unit(1, 0.1), unit(1, 0.2)]))
+    write_run(run, ["a"], add_ops("a", [kept, later, gone]))
+    qfile = write_queries(tmp_path / "q.yaml", [
+        {"agent": "a", "query": "kettle", "time": "15:30",  # 930: 'later' is not formed yet
+         "expected": [{"text": "KETTLE WHISTLED"}, {"id": later.id}, {"text": "the cat knocked"}]}])
+    prepared = t.prepare(run, t.load_queries(qfile), DictEmbedder({"kettle": unit(1)}), qfile)
+    pq = prepared[0]
+    assert pq.now == 930 and pq.relevant == {kept.id}
+    reasons = dict(pq.missing)
+    assert "after the query time" in reasons[f"id {later.id}"]
+    assert "forgotten" in reasons["text 'the cat knocked'"]
+    assert later.id not in [i for tier in pq.tiers for i in tier.ids]
+
+
+@pytest.mark.parametrize("queries, where, words", [
+    ([{"agent": "a", "query": "q", "expected": [{"id": "0123456789abcdef01234567"}]}], "queries.0.expected.0",
+     "no such memory"),
+    ([{"agent": "a", "query": "q", "expected": [{"text": "kettle"}]}], "queries.0.expected.0", "matches 2"),
+    ([{"agent": "a", "query": "q", "expected": [{"id": "x"}]},
+      {"agent": "b", "query": "q", "expected": [{"id": "x"}]}], "queries.1.agent", "not an agent"),
+])
+def test_bad_expectations_name_the_file_and_the_query(tmp_path, queries, where, words):
+    run = tmp_path / "run"
+    mem = AgentMemory("a", run / "a", MemoryConfig(), DIM)
+    recs = [rec("a", "the kettle whistled", 5, 900), rec("a", "the kettle boiled over", 5, 910)]
+    mem.short_term.upsert(recs, np.stack([unit(1), unit(0, 1)]))
+    write_run(run, ["a"], add_ops("a", recs))
+    qfile = write_queries(tmp_path / "bad.yaml", queries)
+    with pytest.raises(InputError) as err:
+        t.prepare(run, t.load_queries(qfile), DictEmbedder({"q": unit(1)}), qfile)
+    assert "bad.yaml" in str(err.value) and where in str(err.value) and words in str(err.value)
+
+
+@pytest.mark.parametrize("body, where", [
+    ("queries: []\n", "queries"),
+    ("queries: [{agent: a, expected: [{id: x}]}]\n", "queries.0.query"),
+    ("queries: [{agent: a, query: q}]\n", "queries.0.expected"),
+    ("queries: [{agent: a, query: q, expected: [{name: x}]}]\n", "queries.0.expected.0"),
+    ("queries: [{agent: a, query: q, time: '25:00', expected: [x]}]\n", "queries.0.time"),
+    ("queries: [{agent: a, query: q, expected: [x], colour: red}]\n", "queries.0.colour"),
+    ("queries: [{agent: a, query: q, expected: [x]}\n", None),
+])
+def test_malformed_query_files_are_clear_errors(tmp_path, body, where):
+    qfile = tmp_path / "bad.yaml"
+    qfile.write_text(body, encoding="utf-8")
+    with pytest.raises(InputError) as err:
+        t.load_queries(qfile)
+    assert "bad.yaml" in str(err.value)
+    if where:
+        assert f"'{where}'" in str(err.value)
+
+
+def test_hhmm_is_on_the_runs_first_day(tmp_path):
+    qfile = write_queries(tmp_path / "q.yaml", [{"agent": "a", "query": "q", "time": "09:30", "expected": ["x"]},
+                                                {"agent": "a", "query": "q", "time": 600, "expected": ["x"]}])
+    qs = t.load_queries(qfile, start_minute=420 + 1440)
+    assert [q.time for q in qs] == [1440 + 570, 600]
+
+
+def test_cli_tune_end_to_end(tmp_path, monkeypatch, capsys):
+    import simulacra.embeddings
+    from simulacra.cli import main
+
+    run, qfile, embedder = important_but_far_store(tmp_path, n_queries=2)
+    monkeypatch.setattr(simulacra.embeddings, "SentenceTransformerEmbedder", lambda *a, **k: embedder)
+    out, png = tmp_path / "best.yaml", tmp_path / "tune.png"
+    assert main(["tune", str(run), "--queries", str(qfile), "--random", "200", "--seed", "1",
+                 "--out", str(out), "--plot", str(png)]) == 0
+    printed = capsys.readouterr().out
+    assert "seed defaults" in printed and "200 settings on 2 queries" in printed
+    assert load_config(out).memory.a_imp >= 0.37 and png.stat().st_size > 0
+    assert main(["tune", str(tmp_path / "nowhere"), "--queries", str(qfile)]) == 2
+
+
+def test_setting_from_config_rescales_to_a_rel_one():
+    s = t.Setting.from_config(MemoryConfig(a_rec=0.5, a_imp=1.0, a_rel=2.0, threshold=0.7))
+    assert (s.a_rec, s.a_imp, s.threshold) == (0.25, 0.5, 0.35)
+    assert replace(s, top_k=3).memory_dict()["a_rel"] == 1.0
