@@ -1,4 +1,5 @@
-"""Command line: ``simulacra run | rater | check | replay`` (``python run_sim.py`` is ``simulacra run``)."""
+"""Command line: ``simulacra run | rater | check | replay | inspect | rescore | tune`` (``python run_sim.py`` is
+``simulacra run``)."""
 
 from __future__ import annotations
 
@@ -80,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     rescore.add_argument("run", help="run folder (database/<run>) or its trace.jsonl")
     rescore.add_argument("--weights", required=True, metavar="A_REC,A_IMP,A_REL", help="e.g. 1,1,1")
     rescore.add_argument("--gamma", type=float, default=None, help="recency factor per game hour [the run's]")
+    rescore.add_argument("--threshold", type=float, default=None, help="minimum score [the run's]")
+    rescore.add_argument("--mode", choices=["cascade", "merged"], default=None, help="retrieval rule [the run's]")
     rescore.add_argument("--limit", type=int, default=20, help="changed retrievals listed [%(default)s]")
     rescore.add_argument("--json", action="store_true", help="print the full report as JSON")
     _add_tune_parser(sub)
@@ -274,7 +277,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
                              f"got {args.weights!r}")
     if args.gamma is not None and not 0 < args.gamma <= 1:
         raise SimulacraError(f"--gamma must be in (0, 1], got {args.gamma}")
-    report = rescore_run(args.run, *weights, gamma=args.gamma)
+    report = rescore_run(args.run, *weights, gamma=args.gamma, threshold=args.threshold, mode=args.mode)
     print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else format_report(report, args.limit))
     return 0
 

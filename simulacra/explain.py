@@ -32,12 +32,14 @@ def explain_tick(run: str | Path, agent: str, tick: int) -> dict[str, Any]:
     adds = [op for op in mine if op["op"] == "add"]
     lines = [ln for c in t["conversations"] if agent in c["participants"] for ln in c["lines"]]
     persona = header["personas"][agent]
+    place = t["positions"][agent]
+    place_name = header.get("world", {}).get("places", {}).get(place, {}).get("name", place)
     return {
         "agent": agent,
         "name": persona.get("name", agent),
         "tick": t["tick"],
         "clock": t["clock"],
-        "place": t["positions"][agent],
+        "place": place_name,
         "action": t["actions"][agent],
         "perceived": [op["text"] for op in adds if op["kind"] in PERCEIVED],
         "remembered": [{"text": op["text"], "kind": op["kind"], "rating": op.get("rating"), "tier": op["tier"]}

@@ -61,9 +61,11 @@ def rerank(candidates: dict[str, list | None], tiers: Sequence[str], top_k: int,
     return found
 
 
-def rescore_run(run: str | Path, a_rec: float, a_imp: float, a_rel: float,
-                gamma: float | None = None) -> dict[str, Any]:
-    """Re-rank every recorded retrieval of ``run`` under the given weights (and ``gamma``).
+def rescore_run(run: str | Path, a_rec: float, a_imp: float, a_rel: float, gamma: float | None = None,
+                threshold: float | None = None, mode: str | None = None) -> dict[str, Any]:
+    """Re-rank every recorded retrieval of ``run`` under the given weights (and ``gamma``, ``threshold``,
+    retrieval ``mode``; each defaults to what the retrieval used). ``top_k`` cannot change: the candidates
+    recorded are those of the run's ``top_k``.
 
     Returns:
         ``{"retrievals", "rescored", "not_rescorable", "changed", "weights", "changes": [{tick, clock, agent,
@@ -79,7 +81,8 @@ def rescore_run(run: str | Path, a_rec: float, a_imp: float, a_rel: float,
     params = replace(base, a_rec=a_rec, a_imp=a_imp, a_rel=a_rel, gamma=base.gamma if gamma is None else gamma)
     texts = _texts(ticks)
     report: dict[str, Any] = {"retrievals": 0, "rescored": 0, "not_rescorable": 0, "changed": 0, "changes": [],
-                              "weights": {"a_rec": a_rec, "a_imp": a_imp, "a_rel": a_rel, "gamma": params.gamma},
+                              "weights": {"a_rec": a_rec, "a_imp": a_imp, "a_rel": a_rel, "gamma": params.gamma,
+                                          "threshold": threshold, "mode": mode},
                               "run_weights": {"a_rec": base.a_rec, "a_imp": base.a_imp, "a_rel": base.a_rel,
                                               "gamma": base.gamma}}
     for t in ticks:
@@ -90,7 +93,8 @@ def rescore_run(run: str | Path, a_rec: float, a_imp: float, a_rel: float,
             if "candidates" not in op:
                 raise SimulacraError(f"{run}: retrievals carry no candidates (a trace of schema 1?)")
             try:
-                after = rerank(op["candidates"], op["tiers"], op["top_k"], op["threshold"], op["mode"], params)
+                after = rerank(op["candidates"], op["tiers"], op["top_k"],
+                               op["threshold"] if threshold is None else threshold, mode or op["mode"], params)
             except ValueError:
                 report["not_rescorable"] += 1
                 continue
@@ -125,8 +129,9 @@ def _texts(ticks: list[dict]) -> dict[str, str]:
 def format_report(report: dict[str, Any], limit: int = 20) -> str:
     """Human-readable rescore report: totals, then up to ``limit`` changed retrievals."""
     w, r = report["weights"], report["run_weights"]
+    rule = "".join(f", {k}={w[k]}" for k in ("threshold", "mode") if w.get(k) is not None)
     out = [f"re-scored {report['rescored']} of {report['retrievals']} retrievals with a_rec={w['a_rec']}, "
-           f"a_imp={w['a_imp']}, a_rel={w['a_rel']}, gamma={w['gamma']} (the run used a_rec={r['a_rec']}, "
+           f"a_imp={w['a_imp']}, a_rel={w['a_rel']}, gamma={w['gamma']}{rule} (the run used a_rec={r['a_rec']}, "
            f"a_imp={r['a_imp']}, a_rel={r['a_rel']}, gamma={r['gamma']})",
            f"changed: {report['changed']} ({report['changed'] / max(report['rescored'], 1):.1%})"]
     if report["not_rescorable"]:

@@ -105,6 +105,8 @@ def test_rescore_on_a_hand_made_trace(tmp_path):
     assert rescore_run(trace, 1, 0, 1, gamma=1.0)["changed"] == 0
     # importance only, gamma 0.5: static 0 fails the threshold; short-term: old 1.0, mid 0.5 -> changed
     assert rescore_run(trace, 0, 1, 0)["changes"][0]["after"] == ["old", "mid"]
+    # another threshold: the static fact (0.5) and the 0.7s fail 0.8; only old (0.88125) is left
+    assert rescore_run(trace, 0.25, 0.25, 1, threshold=0.8)["changes"][0]["after"] == ["old"]
 
 
 def test_rerank_by_hand():
