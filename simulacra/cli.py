@@ -1,4 +1,4 @@
-"""Command line: ``simulacra run | rater | check | replay | inspect | rescore | tune`` (``python run_sim.py`` is
+"""Command line: ``simulacra run | rater | check | view | replay | inspect | rescore | tune`` (``python run_sim.py`` is
 ``simulacra run``)."""
 
 from __future__ import annotations
@@ -68,6 +68,15 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--agent", default=None, help="agent id shown in the side panel [the first agent]")
     replay.add_argument("--speed", type=float, default=1.0, help="playback speed in ticks per second [%(default)s]")
     replay.add_argument("--size", default="1280x800", help="window / image size WIDTHxHEIGHT [%(default)s]")
+    view = sub.add_parser("view", help="run a simulation and watch it live in a pygame window",
+                          description="Start 'simulacra run' with these options in a separate process and follow "
+                                      "its trace in a window as it is written: the simulation never waits for the "
+                                      "viewer. Closing the window stops the simulation.")
+    _add_run_args(view)
+    view.add_argument("--size", default="1280x800", help="window size WIDTHxHEIGHT [%(default)s]")
+    view.add_argument("--speed", type=float, default=2.0, help="playback speed in ticks per second [%(default)s]")
+    view.add_argument("--close-when-done", action="store_true",
+                      help="close the window once the simulation has finished and playback reached its end")
     inspect_ = sub.add_parser("inspect", help="what an agent perceived, remembered, retrieved and did at a tick",
                               description="Reconstruct one agent's tick from the run's trace: percepts, memories "
                                           "written, each retrieval with its score terms, speech, reflections.")
@@ -257,6 +266,74 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_argv(args: argparse.Namespace, run_name: str) -> list[str]:
+    """``simulacra run`` options equivalent to a ``view`` command's."""
+    argv = ["run", "--world", args.world, "--db-dir", args.db_dir, "--run-name", run_name, "--quiet"]
+    for flag, value in (("--personas-dir", args.personas_dir), ("--hours", args.hours), ("--ticks", args.ticks),
+                        ("--seed", args.seed), ("--rater-url", args.rater_url), ("--agents", args.agents),
+                        ("--config", args.config)):
+        if value is not None:
+            argv += [flag, str(value)]
+    for item in args.overrides:
+        argv += ["--set", item]
+    return argv + (["--overwrite"] if args.overwrite else [])
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    import subprocess
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from simulacra.config import load_config
+    from simulacra.viewer.state import ReplayState, TraceFollower
+
+    try:
+        width, height = (int(v) for v in args.size.lower().split("x"))
+    except ValueError:
+        raise SimulacraError(f"--size must look like 1280x800, got {args.size!r}") from None
+    try:
+        os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+        import pygame  # noqa: F401
+    except ImportError:
+        raise SimulacraError("view needs pygame: pip install 'simulacra[viewer]' (or pip install pygame)") from None
+    overrides = list(args.overrides) + ([f"simulation.seed={args.seed}"] if args.seed is not None else [])
+    seed = load_config(args.config, overrides).simulation.seed
+    run_name = args.run_name or f"{Path(args.world).stem}-seed{seed}"
+    run_dir = Path(args.db_dir) / run_name
+    trace = run_dir / "trace.jsonl"
+    if run_dir.exists() and not args.overwrite:
+        raise SimulacraError(f"run folder {run_dir} exists; pass --overwrite or choose another --run-name")
+    trace.unlink(missing_ok=True)  # never follow a previous run's trace
+    log_file = tempfile.TemporaryFile(mode="w+", encoding="utf-8")  # a pipe could fill up and stall the engine
+    proc = subprocess.Popen([sys.executable, "-m", "simulacra.cli", *_run_argv(args, run_name)], stderr=log_file,
+                            stdout=subprocess.DEVNULL)
+    follower = TraceFollower(trace)
+    ticks: list = []
+    print(f"simulacra view: simulating in process {proc.pid}; waiting for the first tick of {trace} ...",
+          file=sys.stderr)
+    while not ticks or follower.header is None:
+        if proc.poll() is not None:
+            log_file.seek(0)
+            err = log_file.read()
+            raise SimulacraError(f"the simulation stopped before its first tick (exit {proc.returncode}): "
+                                 f"{err.strip()[-800:]}")
+        ticks += follower.poll()
+        time.sleep(0.2)
+    from simulacra.viewer.app import run_window
+
+    replay = ReplayState(follower.header, ticks, source=str(trace))
+    try:
+        return run_window(replay, run_dir, 0, None, (width, height), args.speed, follow=follower.poll,
+                          is_running=lambda: proc.poll() is None, close_when_done=args.close_when_done)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=30)
+            print(f"simulacra view: window closed; simulation stopped after tick {replay.last_tick} "
+                  f"(trace: {trace})", file=sys.stderr)
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     from simulacra.explain import explain_tick, format_explanation
 
@@ -362,7 +439,7 @@ def _dispatch(func, args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func = {"run": cmd_run, "rater": cmd_rater, "check": cmd_check, "replay": cmd_replay,
-            "inspect": cmd_inspect, "rescore": cmd_rescore, "tune": cmd_tune}[args.command]
+            "view": cmd_view, "inspect": cmd_inspect, "rescore": cmd_rescore, "tune": cmd_tune}[args.command]
     return _dispatch(func, args)
 
 

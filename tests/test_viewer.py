@@ -169,3 +169,43 @@ def test_cli_screenshot(run_dir, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "simulacra.cli", "replay", str(run_dir), "--tick", "99",
                           "--screenshot", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "ticks 0..7" in bad.stderr
+
+
+# ----------------------------------------------------------------- following a live run
+def test_a_follower_reads_complete_lines_only_and_incremental_state_equals_loading_at_once(run_dir, tmp_path):
+    from simulacra.viewer.state import TraceFollower
+
+    lines = (run_dir / "trace.jsonl").read_bytes().splitlines(keepends=True)
+    live = tmp_path / "trace.jsonl"
+    live.write_bytes(b"".join(lines[:3]) + lines[3][:25])  # header, two ticks, half of the third
+    follower = TraceFollower(live)
+    first = follower.poll()
+    assert follower.header is not None and len(first) == 2
+    with live.open("ab") as fh:
+        fh.write(lines[3][25:] + b"".join(lines[4:]))
+    rest = follower.poll()
+    assert len(rest) == len(lines) - 3 and follower.poll() == []
+    grown = ReplayState(follower.header, first)
+    grown.extend(rest)
+    whole = ReplayState.load(run_dir)
+    assert len(grown) == len(whole)
+    assert all(grown.state_at(t) == whole.state_at(t) for t in range(whole.first_tick, whole.last_tick + 1))
+
+
+def test_a_live_player_waits_at_the_last_tick_instead_of_pausing(replay):
+    player = Player(replay, live=True)
+    player.update(10_000)
+    assert player.index == len(replay) - 1 and not player.paused
+    player.live = False
+    player.update(1)
+    assert player.paused
+
+
+def test_view_runs_a_simulation_and_follows_it_to_the_end(tmp_path, rater_url):
+    env = {**os.environ, "SDL_VIDEODRIVER": "dummy"}
+    r = subprocess.run([sys.executable, "-m", "simulacra.cli", "view", "--world", str(ROOT / "tests/data/tiny.yaml"),
+                        "--personas-dir", str(ROOT / "tests/data/personas"), "--ticks", "3", "--db-dir", str(tmp_path),
+                        "--rater-url", rater_url, "--speed", "16", "--close-when-done"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert len((tmp_path / "tiny-seed0" / "trace.jsonl").read_text().splitlines()) == 4  # header + 3 ticks

@@ -29,6 +29,7 @@ class Player:
     seek_text: str | None = None
     help: bool = False
     message: str = ""
+    live: bool = False  # following a running simulation: at the last tick, wait for more instead of pausing
     _agents: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -59,7 +60,7 @@ class Player:
             return
         last = len(self.replay) - 1
         self.position = min(float(last), self.position + dt * self.speed)
-        if self.position >= last:
+        if self.position >= last and not self.live:
             self.paused = True
 
     def seek(self, tick: int) -> None:
@@ -103,8 +104,16 @@ def screenshot_name(run_dir: Path, tick: int) -> Path:
 
 
 def run_window(replay: ReplayState, run_dir: Path, start_tick: int = 0, selected: str | None = None,
-               size: tuple[int, int] = (1280, 800), speed: float = 1.0, fps: int = 30) -> int:
-    """Open the replay window and play until it is closed; returns 0."""
+               size: tuple[int, int] = (1280, 800), speed: float = 1.0, fps: int = 30, follow=None,
+               is_running=None, close_when_done: bool = False) -> int:
+    """Open the replay window and play until it is closed; returns 0.
+
+    Args:
+        follow: for a live run, a callable returning the tick records written since its last call
+            (:meth:`~simulacra.viewer.state.TraceFollower.poll`); called once per frame, never blocking.
+        is_running: for a live run, a callable telling whether the simulation is still running.
+        close_when_done: return once the live run has finished and playback reached its last tick.
+    """
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
     import pygame
 
@@ -118,6 +127,7 @@ def run_window(replay: ReplayState, run_dir: Path, start_tick: int = 0, selected
     player = Player(replay, selected=selected)
     player.seek(start_tick)
     player.speed_index = min(range(len(SPEEDS)), key=lambda i: abs(SPEEDS[i] - speed))
+    player.live = follow is not None
     clock = pygame.time.Clock()
     running = True
     while running:
@@ -166,6 +176,16 @@ def run_window(replay: ReplayState, run_dir: Path, start_tick: int = 0, selected
                     out = screenshot_name(run_dir, player.tick)
                     pygame.image.save(screen, str(out))
                     player.message = f"saved {out.name}"
+        if follow is not None:
+            new = follow()
+            if new:
+                replay.extend(new)
+            if player.live and is_running is not None and not is_running():
+                replay.extend(follow())  # what it wrote before it exited
+                player.live = False
+                player.message = f"the simulation finished at tick {replay.last_tick}"
+            if close_when_done and not player.live and player.index >= len(replay) - 1:
+                break
         player.update(dt)
         state = replay.state_at(player.tick)
         nxt = replay.state_at(player.tick + 1) if player.frac > 0 else None

@@ -148,7 +148,12 @@ class ReplayState:
         self.names = {pid: (personas.get(pid) or {}).get("name", pid) for pid in self.agents}
         self.initials = {pid: initials(self.names[pid]) for pid in self.agents}
         self.tick_minutes = header.get("tick_minutes")
-        self._states = self._precompute(ticks)
+        self._static = _static_counts(header)
+        self._ids: dict[str, dict[str, set[str]]] = {pid: {"short_term": set(), "long_term": set()}
+                                                     for pid in self.agents}
+        self._last: dict[str, Retrieval | None] = {pid: None for pid in self.agents}
+        self._states: list[TickState] = []
+        self.extend(ticks)
 
     @classmethod
     def load(cls, path: str | Path) -> ReplayState:
@@ -166,46 +171,47 @@ class ReplayState:
         return cls(header, ticks, source=str(trace))
 
     # ----------------------------------------------------------------- precomputation
-    def _precompute(self, ticks: list[dict[str, Any]]) -> list[TickState]:
-        static = _static_counts(self.header)
-        ids: dict[str, dict[str, set[str]]] = {pid: {"short_term": set(), "long_term": set()} for pid in self.agents}
-        last: dict[str, Retrieval | None] = {pid: None for pid in self.agents}
-        states = []
-        for n, rec in enumerate(ticks):
-            tick = int(rec.get("tick", n))
-            for op in rec.get("memory", []):
-                kind, agent = op.get("op"), op.get("agent")
-                if agent not in ids:
-                    continue  # town notices ("post") and unknown agents
-                tiers = ids[agent]
-                if kind == "add" and op.get("tier") in tiers:
-                    tiers[op["tier"]].add(op["id"])
-                elif kind == "move":
-                    tiers.get(op.get("from"), set()).discard(op["id"])
-                    if op.get("to") in tiers:
-                        tiers[op["to"]].add(op["id"])
-                elif kind == "forget":
-                    tiers.get(op.get("tier"), set()).discard(op["id"])
-                elif kind == "retrieve":
-                    last[agent] = _retrieval(tick, op)
-            views = {}
-            for pid in self.agents:
-                place = rec["positions"].get(pid, "")
-                act = rec.get("actions", {}).get(pid) or {}
-                views[pid] = AgentView(
-                    id=pid, name=self.names[pid], initials=self.initials[pid], place=place,
-                    place_name=self.places.get(place, {}).get("name", place), action_type=str(act.get("type", "")),
-                    activity=str(act.get("activity", "")),
-                    counts={"static": static.get(pid), "short_term": len(ids[pid]["short_term"]),
-                            "long_term": len(ids[pid]["long_term"])},
-                    last_retrieval=last[pid])
-            utterances = tuple(
-                Utterance(speaker=ln["speaker"], listener=ln["listener"], text=ln["text"], place=conv.get("place", ""),
-                          topic=ln.get("topic"))
-                for conv in rec.get("conversations", []) for ln in conv.get("lines", []))
-            states.append(TickState(tick=tick, time=int(rec.get("time", 0)), clock=str(rec.get("clock", "")),
-                                    agents=views, utterances=utterances, events=tuple(rec.get("events", []))))
-        return states
+    def extend(self, ticks: list[dict[str, Any]]) -> None:
+        """Append tick records (a live run's new ticks); earlier states are not touched."""
+        for rec in ticks:
+            self._states.append(self._advance(len(self._states), rec))
+
+    def _advance(self, n: int, rec: dict[str, Any]) -> TickState:
+        """The state after tick record ``rec`` (the ``n``-th), updating the running memory counts."""
+        ids, last = self._ids, self._last
+        tick = int(rec.get("tick", n))
+        for op in rec.get("memory", []):
+            kind, agent = op.get("op"), op.get("agent")
+            if agent not in ids:
+                continue  # town notices ("post") and unknown agents
+            tiers = ids[agent]
+            if kind == "add" and op.get("tier") in tiers:
+                tiers[op["tier"]].add(op["id"])
+            elif kind == "move":
+                tiers.get(op.get("from"), set()).discard(op["id"])
+                if op.get("to") in tiers:
+                    tiers[op["to"]].add(op["id"])
+            elif kind == "forget":
+                tiers.get(op.get("tier"), set()).discard(op["id"])
+            elif kind == "retrieve":
+                last[agent] = _retrieval(tick, op)
+        views = {}
+        for pid in self.agents:
+            place = rec["positions"].get(pid, "")
+            act = rec.get("actions", {}).get(pid) or {}
+            views[pid] = AgentView(
+                id=pid, name=self.names[pid], initials=self.initials[pid], place=place,
+                place_name=self.places.get(place, {}).get("name", place), action_type=str(act.get("type", "")),
+                activity=str(act.get("activity", "")),
+                counts={"static": self._static.get(pid), "short_term": len(ids[pid]["short_term"]),
+                        "long_term": len(ids[pid]["long_term"])},
+                last_retrieval=last[pid])
+        utterances = tuple(
+            Utterance(speaker=ln["speaker"], listener=ln["listener"], text=ln["text"], place=conv.get("place", ""),
+                      topic=ln.get("topic"))
+            for conv in rec.get("conversations", []) for ln in conv.get("lines", []))
+        return TickState(tick=tick, time=int(rec.get("time", 0)), clock=str(rec.get("clock", "")),
+                         agents=views, utterances=utterances, events=tuple(rec.get("events", [])))
 
     # ----------------------------------------------------------------- queries
     def __len__(self) -> int:
@@ -230,3 +236,38 @@ class ReplayState:
     def busiest_tick(self) -> int:
         """The tick with the most lines said (ties: the earliest) — a good default screenshot."""
         return max(self._states, key=lambda s: (len(s.utterances), -s.tick)).tick
+
+
+class TraceFollower:
+    """Reads the records a running simulation appends to its trace, complete lines only.
+
+    The engine never waits for it: the simulation writes and flushes one line per tick, and the follower
+    reads whatever complete lines are there when asked (a half-written last line is left for next time).
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._offset = 0
+        self.header: dict[str, Any] | None = None
+
+    def poll(self) -> list[dict[str, Any]]:
+        """Tick records appended since the last poll (the header, once, goes to :attr:`header`)."""
+        import json
+
+        if not self.path.is_file():
+            return []
+        with self.path.open("rb") as fh:
+            fh.seek(self._offset)
+            data = fh.read()
+        end = data.rfind(b"\n")
+        if end < 0:
+            return []
+        self._offset += end + 1
+        out = []
+        for line in data[: end + 1].decode("utf-8").splitlines():
+            record = json.loads(line)
+            if record.get("type") == "header":
+                self.header = record
+            else:
+                out.append(record)
+        return out
