@@ -275,9 +275,10 @@ class RunInfo:
 def read_run(run_dir: str | Path) -> RunInfo:
     """Read a run folder's trace: config, agents, game times, and every memory written (to spot forgotten ones).
 
-    Only the header's ``config``/``agents``/``start_minute`` and the ticks' ``time``/``memory`` are read, so any
-    trace schema version that has them will do.
+    Read with :func:`simulacra.trace.iter_trace` (the current trace schema).
     """
+    from simulacra.trace import TraceFormatError, iter_trace
+
     run = Path(run_dir)
     path = run / "trace.jsonl"
     if not path.is_file():
@@ -285,14 +286,10 @@ def read_run(run_dir: str | Path) -> RunInfo:
     header: dict[str, Any] | None = None
     added: dict[str, list[dict[str, Any]]] = {}
     end: float | None = None
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise TuneError(f"{path}: line {n}: {err.msg}") from None
+    try:
+        for n, rec in iter_trace(path):
             if n == 1:
-                if rec.get("type") != "header" or not isinstance(rec.get("config"), dict):
+                if not isinstance(rec.get("config"), dict):
                     raise TuneError(f"{path}: line 1 is not a trace header with a config")
                 header = rec
                 continue
@@ -303,6 +300,8 @@ def read_run(run_dir: str | Path) -> RunInfo:
                     added.setdefault(op.get("agent"), []).append(op)
                 elif op.get("op") == "post":
                     added.setdefault("@town", []).append(op)
+    except TraceFormatError as err:
+        raise TuneError(str(err)) from None
     if header is None:
         raise TuneError(f"{path}: empty trace")
     start = int(header.get("start_minute", 0))
