@@ -16,7 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from simulacra.errors import ConfigError
+from simulacra.errors import ConfigError, read_yaml
 
 
 class _Section(BaseModel):
@@ -211,13 +211,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     source: str | Path = "<defaults>"
     if path is not None:
         source = Path(path)
-        try:
-            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except OSError as err:
-            raise ConfigError(path, None, f"cannot read: {err.strerror}") from None
-        except yaml.YAMLError as err:
-            raise ConfigError(path, None, f"not valid YAML: {err}") from None
-        data = loaded or {}
+        data = read_yaml(path, ConfigError) or {}
         if not isinstance(data, dict):
             raise ConfigError(path, None, "expected a mapping of sections")
     for item in overrides or []:

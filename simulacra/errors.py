@@ -32,6 +32,22 @@ class InputError(SimulacraError):
         super().__init__(f"{where}: {message}")
 
 
+def read_yaml(path: str | Path, error: type[InputError] = InputError):
+    """The YAML document in ``path`` (``None`` for an empty file).
+
+    Raises:
+        error: naming ``path``, when it cannot be read or is not valid YAML.
+    """
+    import yaml
+
+    try:
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as err:
+        raise error(path, None, f"cannot read: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise error(path, None, f"not valid YAML: {err}") from None
+
+
 class PersonaError(InputError):
     """A persona file under ``agent_personalities/`` is invalid."""
 

@@ -34,8 +34,8 @@ def rerank(candidates: dict[str, list | None], tiers: Sequence[str], top_k: int,
         ValueError: a tier's candidates were not recorded (too large a tier).
     """
     def best(tier: str, n: int) -> list[tuple[str, str, float]]:
-        rows = candidates.get(tier) or []
-        if candidates.get(tier) is None and tier in candidates:
+        rows = candidates.get(tier, [])
+        if rows is None:
             raise ValueError(f"tier {tier} was too large for its candidates to be recorded")
         if not rows or n <= 0:
             return []

@@ -28,7 +28,7 @@ import yaml
 
 from simulacra.clock import MINUTES_PER_DAY, format_hhmm, parse_hhmm
 from simulacra.config import MemoryConfig, config_from_dict
-from simulacra.errors import InputError, SimulacraError
+from simulacra.errors import InputError, SimulacraError, read_yaml
 from simulacra.memory.scoring import ScoringParams, score_memories
 
 #: ``a_rel`` during the search (the weights' scale; the threshold is searched on it)
@@ -195,12 +195,7 @@ def load_queries(path: str | Path, start_minute: int | None = None) -> list[Labe
         InputError: naming the file and ``queries.<index>.<field>`` of the first problem.
     """
     file = Path(path)
-    try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise InputError(file, None, f"cannot read: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        raise InputError(file, None, f"not valid YAML: {err}") from None
+    data = read_yaml(file)
     items = data.get("queries") if isinstance(data, dict) else data
     if not isinstance(items, list) or not items:
         raise InputError(file, "queries", "expected a non-empty list of queries")

@@ -12,25 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simulacra.memory.records import RetrievedMemory
 from simulacra.trace import TraceFormatError, read_trace
 
 log = logging.getLogger(__name__)
 
 TIERS = ("static", "short_term", "long_term")
-
-
-@dataclass(frozen=True)
-class RetrievedMemory:
-    """One memory returned by a retrieval, with its score terms (each in [0, 1], ``None`` for static memory)."""
-
-    id: str
-    text: str
-    tier: str
-    kind: str
-    recency: float | None
-    importance: float | None
-    relevance: float | None
-    score: float
 
 
 @dataclass(frozen=True)

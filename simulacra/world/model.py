@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import networkx as nx
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 
 from simulacra.clock import parse_hhmm
-from simulacra.errors import WorldError
+from simulacra.errors import WorldError, read_yaml
 from simulacra.persona import Persona, load_persona
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
@@ -173,12 +172,7 @@ def load_world(path: str | Path, personas_dir: str | Path | None = None) -> Worl
         PersonaError: a persona file is invalid on its own.
     """
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise WorldError(path, None, f"cannot read: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        raise WorldError(path, None, f"not valid YAML: {err}") from None
+    data = read_yaml(path, WorldError)
     if not isinstance(data, dict):
         raise WorldError(path, None, "expected a mapping at the top level")
     try:
