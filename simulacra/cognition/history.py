@@ -201,10 +201,10 @@ class ExtractiveSummariser:
     Candidates are the sentences of the earlier summary and of the new turns. Each has content words (lower-cased
     words that are neither function words, small talk, nor the names of the people talking); a sentence with
     fewer than :data:`MIN_CONTENT_WORDS` (``"Hello, Ben!"``, ``"Yes, I heard that too."``, ``"Just home."``) is
-    never kept. Sentences are picked greedily by the number
-    of content words no picked sentence covers yet, per word the pick adds to the summary, ties to the older
-    sentence, until no further sentence fits ``max_words`` or adds a new content word (a coverage-greedy
-    extractive summary in the manner of SumBasic, Nenkova & Vanderwende 2005). Picked sentences are written in
+    never kept. Sentences are picked greedily by the number of content words no picked sentence covers yet, per
+    word the pick adds to the summary, ties to the older sentence, until no further sentence fits ``max_words``
+    or adds a new content word (a coverage-greedy extractive summary in the manner of SumBasic, Nenkova &
+    Vanderwende 2005). Picked sentences are written in
     their original order, one line per run of sentences from the same speaker to the same listener::
 
         Ada told Ben: The mill burned down last night. Nobody was hurt.
