@@ -34,7 +34,7 @@ MISSING_RATING = 5
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*[A-Za-z]|[A-Za-z]")
 _SENTENCE_END = ".!?:;\"“”(["
 _SPEECH = re.compile(r'^([^":]{1,80}?) said to [^":]{1,80}?:\s*"(.*)"\s*$', re.S)
-# The conversational formulae of simulacra.cognition.converse, and the "plans to be ... from HH:MM to HH:MM"
+# The conversational formulae of simulacra.cognition.scripted, and the "plans to be ... from HH:MM to HH:MM"
 # of plans: framing that every memory of its kind shares, not what it is about.
 _FORMULAE = re.compile(
     r"Hello, I'm [\w'-]+\.|Hello, [\w' -]+!|Did you hear\?|I heard from [^:]{1,80}:|Yes, I heard that too\."

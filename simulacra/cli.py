@@ -157,7 +157,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             ticks = max(1, int(round(minutes / w.tick_minutes)))
         if ticks < 0:
             raise SimulacraError("--ticks must be >= 0")
-        print(f"simulacra: {len(sim.agents)} agents in {w.name}, {ticks} ticks of {w.tick_minutes} game minutes "
+        print(f"simulacra: {len(sim.rt.agents)} agents in {w.name}, {ticks} ticks of {w.tick_minutes} game minutes "
               f"from {w.start_time}; run folder {sim.run_dir}", file=sys.stderr)
         bar = tqdm(total=ticks, unit="tick", disable=args.quiet, file=sys.stderr, dynamic_ncols=True)
 

@@ -184,7 +184,9 @@ class CognitionConfig(_Section):
     )
     history_window: int = Field(4, ge=1, description="turns kept verbatim by window and window_summary")
     swin_window: int = Field(4, ge=2, description="turns per swin window")
-    swin_stride: int = Field(2, ge=1, description="turns between the starts of two swin windows (overlap = window - stride)")
+    swin_stride: int = Field(
+        2, ge=1, description="turns between the starts of two swin windows (overlap = window - stride)"
+    )
     summary_words: int = Field(60, ge=10, description="most words of one conversation summary")
     max_tokens: int = Field(256, ge=16, description="most completion tokens of one cognition call")
     memories_in_prompt: int = Field(6, ge=0, description="retrieved memories put into one decision's prompt")

@@ -44,11 +44,17 @@ def test_rescoring_equals_retrieving_live_under_the_other_weights(tmp_path, rate
         last = ticks[-1]
         ops = [op for op in last["memory"] if op["op"] == "retrieve"]
         assert ops
+        # a tick retrieves between its two writes (percepts before; plans and speech after): take back the later
+        # writes so that the stores are as the retrievals saw them
+        first = next(i for i, op in enumerate(last["memory"]) if op["op"] == "retrieve")
+        for op in last["memory"][first:]:
+            if op["op"] == "add":
+                sim.memories[op["agent"]].tiers[op["tier"]].delete([op["id"]])
         changed = 0
         for a_rec, a_imp, a_rel, gamma in [(1, 1, 1, 0.995), (0, 1, 0.05, 0.995), (2, 0, 0.3, 0.5), (0, 0, 1, 1)]:
             params = ScoringParams(a_rec, a_imp, a_rel, gamma)
             for op in ops:
-                memory = sim.agents[op["agent"]].memory
+                memory = sim.memories[op["agent"]]
                 memory.config = memory.config.model_copy(update={"a_rec": a_rec, "a_imp": a_imp, "a_rel": a_rel,
                                                                   "gamma": gamma})
                 live = memory.retrieve(embedder.embed([op["query"]])[0], last["time"])

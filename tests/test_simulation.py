@@ -53,12 +53,12 @@ def test_end_to_end_trace_memory_counts_and_news_passing(tmp_path, rater_url, em
         assert ticks[2]["actions"]["ann"]["type"] == "move"
         # the trace's memory operations replay to exactly the stores' contents
         replayed = memory_counts_from_trace(ticks)
-        for pid, agent in sim.agents.items():
+        for pid, mem in sim.memories.items():
             for tier in ("short_term", "long_term"):
-                store = agent.memory.tiers[tier]
+                store = mem.tiers[tier]
                 assert replayed[pid][tier] == {r.id for r in store.records}
                 assert store.collection.count() == len(store)
-            assert summary["agents"][pid]["counts"] == agent.memory.counts()
+            assert summary["agents"][pid]["counts"] == mem.counts()
         # retrievals record the three terms of every returned memory
         retrievals = [op for t in ticks for op in t["memory"] if op["op"] == "retrieve"]
         assert len([r for r in retrievals if r["purpose"] == "focus"]) == 3 * 12
@@ -174,16 +174,16 @@ def test_reflections_cite_remembered_evidence_and_public_news_reaches_the_shared
         for op in made:
             for ins in op["insights"]:
                 assert adds[ins["id"]]["kind"] == "reflection"
-                stored = sim.agents[op["agent"]].memory.long_term.get(ins["id"])
+                stored = sim.memories[op["agent"]].long_term.get(ins["id"])
                 if stored is not None:  # (unless forgotten since)
                     assert stored.evidence_ids == ins["evidence_ids"] and stored.depth == ins["depth"]
-        for pid in sim.agents:
+        for pid in sim.memories:
             assert summary["agents"][pid]["reflections_total"] == sum(op["agent"] == pid for op in made)
         # the public accident was posted once by the world; every agent reads it from the shared tier
         posts = [op for t in ticks for op in t["memory"] if op["op"] == "post"]
         assert posts[0]["author"] == "world" and posts[0]["text"].startswith(WELL_NEWS)
         assert len({p["text"] for p in posts}) == len(posts) == len(sim.shared) == summary["shared_memory"]
         q = embedder.embed([WELL_NEWS])[0]
-        for agent in sim.agents.values():
-            found = agent.memory.retrieve(q, sim.clock.now, tiers=("shared",), threshold=0)
+        for mem in sim.memories.values():
+            found = mem.retrieve(q, sim.clock.now, tiers=("shared",), threshold=0)
             assert found[0].tier == "shared" and found[0].text.startswith(WELL_NEWS)

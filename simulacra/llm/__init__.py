@@ -15,12 +15,13 @@ from simulacra.llm.base import (
 from simulacra.llm.factory import CALLS_FILE, build_model
 from simulacra.llm.openai_model import OpenAIChatModel
 from simulacra.llm.parsing import extract_json
-from simulacra.llm.wrappers import BudgetedModel, RecordingModel, RetryingModel, UsageMeter, unwrap
+from simulacra.llm.wrappers import BudgetedModel, CachingModel, RecordingModel, RetryingModel, UsageMeter, unwrap
 
 __all__ = [
     "CALLS_FILE",
     "BudgetExceeded",
     "BudgetedModel",
+    "CachingModel",
     "Completion",
     "LLMError",
     "LLMRequestError",

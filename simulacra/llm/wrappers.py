@@ -356,3 +356,55 @@ class UsageMeter(_Wrapper):
 
 
 __all__ = ["BudgetedModel", "RecordingModel", "RetryingModel", "UsageMeter", "unwrap"]
+
+
+class CachingModel(_Wrapper):
+    """Answers an identical request (messages, ``max_tokens``, ``temperature``, ``seed``, ``json_schema``) from
+    memory instead of asking again; only complete answers (``finish_reason`` other than ``"length"``) are kept.
+
+    Meant for deterministic requests (temperature 0 or a fixed seed): the same prompt then gets the same answer
+    anyway, and a town asks the same thing often (agents with the same plan, a retold summary). A cached answer
+    reports 0 tokens and 0 latency: nothing was spent on it.
+
+    Args:
+        inner: the model to ask on a miss.
+        max_entries: answers kept (least recently used dropped first); 0 disables the cache.
+    Attributes:
+        hits, misses: requests answered from the cache / sent on.
+    """
+
+    def __init__(self, inner: LanguageModel, max_entries: int = 10_000):
+        super().__init__(inner)
+        from collections import OrderedDict
+
+        self.max_entries = max_entries
+        self._cache: OrderedDict[str, Completion] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def complete(
+        self,
+        messages: Sequence[dict],
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        json_schema: dict | None = None,
+    ) -> Completion:
+        key = json.dumps([list(messages), max_tokens, temperature, seed, json_schema], sort_keys=True, default=str)
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                self.hits += 1
+                return Completion(hit.text, hit.model, 0, 0, 0.0, hit.finish_reason)
+            self.misses += 1
+        answer = self.inner.complete(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                                     json_schema=json_schema)
+        if self.max_entries and answer.finish_reason != "length":
+            with self._lock:
+                self._cache[key] = answer
+                while len(self._cache) > self.max_entries:
+                    self._cache.popitem(last=False)
+        return answer

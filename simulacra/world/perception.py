@@ -13,6 +13,7 @@ class Percept:
     kind: str  # "event" | "observation"
     salience: int
     topic: str | None = None
+    subject: str | None = None  # the agent id an observation is about
 
 
 def perceive(
@@ -41,7 +42,7 @@ def perceive(
     others = sorted((a for a, p in positions.items() if p == place and a != agent_id),
                     key=lambda a: (a not in related, names[a]))
     for other in others:
-        out.append(Percept(f"{names[other]} is {activities[other]} at {place_name}.", "observation", 1))
+        out.append(Percept(f"{names[other]} is {activities[other]} at {place_name}.", "observation", 1, subject=other))
     for a, b in conversations:
         if positions.get(a) == place and agent_id not in (a, b):
             out.append(Percept(f"{names[a]} and {names[b]} are talking at {place_name}.", "observation", 2))

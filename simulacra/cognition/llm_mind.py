@@ -1,0 +1,441 @@
+"""The language-model mind: plans, reactions, dialogue and interviews from any OpenAI-compatible chat model.
+
+Every call asks for JSON under a schema (``response_format`` ``json_schema``, which OpenAI, vLLM, llama.cpp and
+Ollama honour; small models only stay coherent under one), parses the answer defensively
+(:func:`simulacra.llm.extract_json`), validates it with pydantic and against the world (places that exist,
+people who are there). A bad answer (garbage, truncated, an unknown place or person, a refused schema) is
+asked again once with the problem stated; if that fails too, or the server fails after its retries, the
+scripted decision is taken for that step, logged with the raw answer and counted per kind
+(:class:`~simulacra.cognition.mind.Decision` ``source="fallback"``). A spent budget
+(:class:`~simulacra.llm.BudgetExceeded`) is the only error that leaves: the run then stops at its last tick.
+
+What goes into each prompt follows the Generative Agents paper (arXiv 2304.03442): the persona, the memories
+retrieved for the decision (their ids are returned with the decision, for the trace and ``inspect``), and
+for dialogue the relationship with the listener, the news the speaker could tell and the conversation so
+far as the configured history strategy presents it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from simulacra.clock import MINUTES_PER_DAY, format_hhmm, parse_hhmm
+from simulacra.cognition.mind import (
+    AgentView,
+    Answer,
+    ConversationView,
+    Decision,
+    PlanItem,
+    Reaction,
+    Utterance,
+)
+from simulacra.cognition.plan import is_asleep
+from simulacra.cognition.scripted import ScriptedMind
+from simulacra.config import Config
+from simulacra.llm.base import BudgetExceeded, LLMError
+from simulacra.llm.parsing import extract_json
+from simulacra.llm.wrappers import CachingModel
+from simulacra.memory.records import RetrievedMemory
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class BadAnswer(ValueError):
+    """A model answer that cannot be used; the message says why (it is shown to the model on the retry)."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class _PlanEntry(_Strict):
+    start: str
+    activity: str = Field(min_length=1)
+    place: str
+
+
+class _DayPlan(_Strict):
+    items: list[_PlanEntry] = Field(min_length=1)
+
+
+class _Step(_Strict):
+    minutes: int = Field(ge=1)
+    activity: str = Field(min_length=1)
+    place: str
+
+
+class _Steps(_Strict):
+    actions: list[_Step] = Field(min_length=1)
+
+
+class _Reaction(_Strict):
+    decision: Literal["continue", "go", "talk"]
+    place: str = "none"
+    person: str = "none"
+    activity: str = ""
+    reason: str = ""
+
+
+class _Line(_Strict):
+    line: str = Field(min_length=1)
+    news: int = 0
+    end: bool = False
+
+
+class _Summary(_Strict):
+    summary: str = Field(min_length=1)
+
+
+class _Answer(_Strict):
+    answer: str = Field(min_length=1)
+    memories: list[int] = Field(default_factory=list)
+
+
+def _obj(props: dict[str, Any], title: str) -> dict[str, Any]:
+    return {"title": title, "type": "object", "properties": props, "required": list(props),
+            "additionalProperties": False}
+
+
+_HHMM = {"type": "string", "pattern": "^([01][0-9]|2[0-3]):[0-5][0-9]$"}
+
+
+def _text(max_length: int) -> dict[str, Any]:
+    return {"type": "string", "minLength": 1, "maxLength": max_length}
+
+
+class LLMMind:
+    """A :class:`~simulacra.cognition.mind.Mind` over a :class:`~simulacra.llm.LanguageModel`.
+
+    Args:
+        model: the run's model (already wrapped with retries, budget, recorder, meter); identical prompts are
+            answered from a cache (:class:`~simulacra.llm.CachingModel`).
+        config: the run's config (``cognition``, ``llm.temperature``, ``simulation.seed``, ``memory``).
+        tick_minutes: game minutes per tick of the world (the shortest action the model may plan).
+    Attributes:
+        fallbacks: Counter of fallbacks per decision kind; retries: Counter of second asks per kind.
+        reactive: ``True``: the tick asks this mind to react to salient percepts.
+    """
+
+    reactive = True
+
+    def __init__(self, model, config: Config, tick_minutes: int = 10):
+        self.tick_minutes = int(tick_minutes)
+        self.model = model if isinstance(model, CachingModel) else CachingModel(model)
+        self.config = config
+        self.cfg = config.cognition
+        self.scripted = ScriptedMind()
+        self.name = f"llm:{model.name}"
+        self.fallbacks: Counter = Counter()
+        self.retries: Counter = Counter()
+        self.usage: Counter = Counter()
+
+    # ------------------------------------------------------------------ the one way to ask
+    def ask(self, kind: str, messages: list[dict], schema: dict, parse: Callable[[Any], T],
+            fallback: Callable[[], Decision[T]], memory_ids: Sequence[str], max_tokens: int | None = None
+            ) -> Decision[T]:
+        """Ask under ``schema``; ``parse`` turns the decoded JSON into the value or raises :class:`BadAnswer`
+        (or pydantic's ValidationError). One retry with the problem stated, then ``fallback()`` marked as such.
+
+        Raises:
+            BudgetExceeded: a budget is spent (the run stops cleanly).
+        """
+        tokens = max_tokens or self.cfg.max_tokens
+        problem = ""
+        raw = ""
+        spent = [0, 0]
+        for attempt in range(2):
+            msgs = messages
+            if attempt:
+                self.retries[kind] += 1
+                msgs = messages + [{"role": "assistant", "content": raw[:500]},
+                                   {"role": "user", "content": f"That answer cannot be used: {problem}. Answer "
+                                                               "again with JSON that follows the schema."}]
+            try:
+                answer = self.model.complete(msgs, max_tokens=tokens, temperature=self.config.llm.temperature,
+                                             seed=self.config.simulation.seed, json_schema=schema)
+            except BudgetExceeded:
+                raise
+            except LLMError as err:
+                problem, raw = f"the model failed: {err}", ""
+                break  # the server was retried already (RetryingModel): do not ask again
+            self.usage[f"{kind}_calls"] += 1
+            self.usage[f"{kind}_prompt_tokens"] += answer.prompt_tokens
+            self.usage[f"{kind}_completion_tokens"] += answer.completion_tokens
+            spent[0] += answer.prompt_tokens
+            spent[1] += answer.completion_tokens
+            raw = answer.text
+            if answer.finish_reason == "length":
+                problem = f"it was cut off at {tokens} tokens; answer shorter"
+                continue
+            data = extract_json(answer.text)
+            if not isinstance(data, dict):
+                problem = "it is not a JSON object"
+                continue
+            try:
+                value = parse(data)
+            except (BadAnswer, ValidationError) as err:
+                problem = str(err).splitlines()[0][:300]
+                continue
+            return Decision(value, tuple(memory_ids), "llm", tokens=(spent[0], spent[1]))
+        self.fallbacks[kind] += 1
+        log.warning("%s: %s answer unusable (%s); raw answer %r; the scripted decision is taken", self.name, kind,
+                    problem, raw[:300])
+        d = fallback()
+        return Decision(d.value, d.memory_ids or tuple(memory_ids), "fallback", problem or "no answer",
+                        (spent[0], spent[1]))
+
+    # ------------------------------------------------------------------ prompt parts
+    def persona_text(self, view: AgentView) -> str:
+        p = view.persona
+        lines = [f"You are {p.name}, {p.age}, {p.occupation}. You are {', '.join(p.traits)}.", p.background]
+        if p.speech_style:
+            lines.append(f"You speak {p.speech_style}" if not p.speech_style[0].isupper() else p.speech_style)
+        lines.append(f"It is {format_hhmm(view.now)} on day {view.now // MINUTES_PER_DAY + 1}. You are at "
+                     f"{view.place_names.get(view.place, view.place)}.")
+        return "\n".join(lines)
+
+    @staticmethod
+    def memories_text(memories: Sequence[RetrievedMemory], heading: str = "What you remember") -> str:
+        if not memories:
+            return f"{heading}: nothing in particular."
+        rows = []
+        for i, m in enumerate(memories, 1):
+            when = ""
+            if m.record is not None and m.record.timestamp is not None:
+                t = m.record.timestamp
+                when = f"(day {int(t) // MINUTES_PER_DAY + 1} {format_hhmm(t)}) "
+            rows.append(f"{i}. {when}{m.text}")
+        return f"{heading}:\n" + "\n".join(rows)
+
+    def places_text(self, view: AgentView) -> str:
+        return "Places (id: name): " + "; ".join(f"{pid}: {name}" for pid, name in view.place_names.items())
+
+    def _prompt_memories(self, view: AgentView) -> tuple[RetrievedMemory, ...]:
+        return view.memories[: self.cfg.memories_in_prompt]
+
+    # ------------------------------------------------------------------ plan
+    def plan_day(self, view: AgentView, day_start: int, day_end: int) -> Decision[list[PlanItem]]:
+        """Broad items for the day, from the persona's usual day, the memories retrieved for its plans (yesterday's
+        plans and reflections among them) and the places of the world."""
+        p = view.persona
+        usual = "; ".join(f"{e.start} {e.activity} at {e.place}" for e in p.routine)
+        mems = self._prompt_memories(view)
+        places = list(view.place_names)
+        messages = [
+            {"role": "system", "content": self.persona_text(view)},
+            {"role": "user", "content": (
+                f"{self.memories_text(mems)}\n\n{self.places_text(view)}\nYour usual day: {usual}.\n\n"
+                f"Plan your day from {format_hhmm(day_start)}: 4 to 8 broad items in time order, each with its start "
+                "time (HH:MM), what you will do, and the id of the place. Keep to your usual day unless what you "
+                "remember gives you a reason to change it.")},
+        ]
+        schema = _obj({"items": {"type": "array", "minItems": 2, "maxItems": 10, "items": _obj(
+            {"start": _HHMM, "activity": _text(60), "place": {"type": "string", "enum": places}}, "plan_item")}},
+            "day_plan")
+
+        def parse(data) -> list[PlanItem]:
+            plan = _DayPlan.model_validate(data)
+            base = day_start - day_start % MINUTES_PER_DAY
+            timed: dict[int, _PlanEntry] = {}
+            for e in plan.items:
+                if e.place not in view.place_names:
+                    raise BadAnswer(f"unknown place {e.place!r}")
+                try:
+                    minute = base + parse_hhmm(e.start)
+                except ValueError as err:
+                    raise BadAnswer(str(err)) from None
+                if minute < day_start:
+                    minute += MINUTES_PER_DAY  # after midnight
+                timed.setdefault(minute, e)
+            starts = sorted(timed)
+            starts[0] = day_start  # the first item begins at wake-up
+            entries = [timed[m] for m in sorted(timed)]
+            items = []
+            for i, (start, e) in enumerate(zip(starts, entries)):
+                end = starts[i + 1] if i + 1 < len(starts) else day_end
+                if end > start:
+                    items.append(PlanItem(start, end, e.activity.strip(), e.place))
+            if not items:
+                raise BadAnswer("the plan has no item")
+            return items
+
+        return self.ask("plan_day", messages, schema, parse,
+                        lambda: self.scripted.plan_day(view, day_start, day_end), view.memory_ids[: len(mems)],
+                        max_tokens=max(2 * self.cfg.max_tokens, 400))
+
+    def next_actions(self, view: AgentView, plan: Sequence[PlanItem], start: int,
+                     end: int) -> Decision[list[PlanItem]]:
+        """The plan from ``start`` to ``end`` as concrete actions (10 minutes to 2 hours each) at places of the
+        world. Sleep is not decomposed (no call while asleep)."""
+        window = [p for p in plan if p.end > start and p.start < end]
+        scripted = self.scripted.next_actions(view, plan, start, end)
+        if not window or is_asleep(window[0].activity):
+            return Decision(scripted.value[:1], ())
+        end = min(end, next((p.start for p in window if is_asleep(p.activity) and p.start > start), end))
+        window = [p for p in window if p.start < end]
+        mems = self._prompt_memories(view)
+        tick = self.tick_minutes
+        places = list(view.place_names)
+        plan_text = "; ".join(p.describe(view.place_names.get(p.place, p.place)) for p in window)
+        messages = [
+            {"role": "system", "content": self.persona_text(view)},
+            {"role": "user", "content": (
+                f"{self.memories_text(mems)}\n\n{self.places_text(view)}\nYour plan: {plan_text}.\n\n"
+                f"Break your plan from {format_hhmm(start)} to {format_hhmm(end)} into concrete actions in order, "
+                f"each lasting {tick} to 120 minutes, at the place where it happens (place id).")},
+        ]
+        schema = _obj({"actions": {"type": "array", "minItems": 1, "maxItems": 16, "items": _obj(
+            {"minutes": {"type": "integer", "minimum": tick, "maximum": 240}, "activity": _text(60),
+             "place": {"type": "string", "enum": places}}, "action")}}, "actions")
+
+        def parse(data) -> list[PlanItem]:
+            steps = _Steps.model_validate(data)
+            out, t = [], start
+            for s in steps.actions:
+                if s.place not in view.place_names:
+                    raise BadAnswer(f"unknown place {s.place!r}")
+                if t >= end:
+                    break
+                minutes = max(tick, round(s.minutes / tick) * tick)
+                out.append(PlanItem(t, min(end, t + minutes), s.activity.strip(), s.place))
+                t += minutes
+            if t < end:  # the model stopped short: the last action lasts until the window's end
+                last = out[-1]
+                out[-1] = PlanItem(last.start, end, last.activity, last.place)
+            return out
+
+        return self.ask("next_actions", messages, schema, parse, lambda: scripted, view.memory_ids[: len(mems)],
+                        max_tokens=max(2 * self.cfg.max_tokens, 500))
+
+    # ------------------------------------------------------------------ react
+    def react(self, view: AgentView, percept: str, about: Sequence[RetrievedMemory],
+              present: Sequence[str]) -> Decision[Reaction]:
+        """Continue, go somewhere, or talk to someone present, about a salient percept; the memories retrieved
+        about it are in the prompt."""
+        people = {view.names[o]: o for o in present}
+        mems = list(about[: self.cfg.memories_in_prompt])
+        places = list(view.place_names)
+        messages = [
+            {"role": "system", "content": self.persona_text(view)},
+            {"role": "user", "content": (
+                f"You notice: {percept}\n\n{self.memories_text(mems, 'What you remember about it')}\n\n"
+                f"{self.places_text(view)}\nPeople here: {', '.join(people) or 'nobody'}.\n\n"
+                "Do you continue what you are doing, go somewhere (give the place id and what you will do there), "
+                "or talk to someone here (give the name)? Say why in a few words.")},
+        ]
+        schema = _obj({"decision": {"type": "string", "enum": ["continue", "go", "talk"]},
+                       "place": {"type": "string", "enum": [*places, "none"]},
+                       "person": {"type": "string", "enum": [*people, "none"]},
+                       "activity": {"type": "string", "maxLength": 60}, "reason": {"type": "string", "maxLength": 120}},
+                      "reaction")
+
+        def parse(data) -> Reaction:
+            r = _Reaction.model_validate(data)
+            if r.decision == "go":
+                if r.place not in view.place_names:
+                    raise BadAnswer(f"'go' needs a place id, got {r.place!r}")
+                if r.place == view.place:
+                    return Reaction("continue", reason=r.reason)
+                return Reaction("go", place=r.place, activity=r.activity.strip() or None, reason=r.reason)
+            if r.decision == "talk":
+                if r.person not in people:
+                    raise BadAnswer(f"'talk' needs the name of someone here, got {r.person!r}")
+                return Reaction("talk", person=people[r.person], reason=r.reason)
+            return Reaction("continue", reason=r.reason)
+
+        return self.ask("react", messages, schema, parse,
+                        lambda: self.scripted.react(view, percept, about, present), [m.id for m in mems])
+
+    # ------------------------------------------------------------------ dialogue
+    def open_history(self):
+        """A fresh conversation history of the configured strategy (``cognition.history``)."""
+        from simulacra.cognition.dialogue import open_history
+
+        return open_history(self.cfg, self.model, self.config.simulation.seed)
+
+    def next_line(self, view: AgentView, c: ConversationView) -> Decision[Utterance]:
+        """The speaker's next line from its persona, its relationship with the listener, what it retrieved
+        about the listener, the news it could tell and the conversation so far (the history strategy's
+        view of it); the model says whether it ends the conversation."""
+        p = view.persona
+        listener = view.names[c.listener]
+        relation = p.relationships.get(c.listener, "You do not know them well." if not c.acquainted else
+                                       "You have talked before.")
+        mems = self._prompt_memories(view)
+        said = {u.topic for _, u in c.lines}
+        news = [n for n in c.news if n.topic not in said][:4]
+        news_text = "\n".join(f"{i}. {n.topic}" for i, n in enumerate(news, 1)) or "nothing new"
+        system = (f"{self.persona_text(view)}\nYou are talking with {listener}. {relation}\n"
+                  f"{self.memories_text(mems, f'What you remember about {listener}')}\n"
+                  f"News you could tell (number it in 'news', 0 for none):\n{news_text}")
+        closing = "You must end the conversation now." if c.turn >= c.max_turns - 1 else ""
+        instruction = (f"Say your next line to {listener}: one or two short sentences in your own voice. "
+                       f"{'Open the conversation.' if c.turn == 0 else ''}{closing} Set end to true when you "
+                       "finish the conversation.")
+        messages = c.history.messages(system, p.name, instruction) if c.history is not None else [
+            {"role": "system", "content": system}, {"role": "user", "content": instruction}]
+        schema = _obj({"line": _text(240), "news": {"type": "integer", "enum": list(range(len(news) + 1))},
+                       "end": {"type": "boolean"}}, "line")
+
+        def parse(data) -> Utterance:
+            ln = _Line.model_validate(data)
+            if not 0 <= ln.news <= len(news):
+                raise BadAnswer(f"news must be 0..{len(news)}, got {ln.news}")
+            item = news[ln.news - 1] if ln.news else None
+            return Utterance(ln.line.strip(), item.topic if item else None, ln.end or c.turn >= c.max_turns - 1)
+
+        d = self.ask("line", messages, schema, parse, lambda: self.scripted.next_line(view, c),
+                     view.memory_ids[: len(mems)])
+        if c.history is not None:
+            c.history.count_line(d)
+        if d.value.topic is not None and d.source == "llm":
+            used = next(n.memory_id for n in news if n.topic == d.value.topic)
+            d = Decision(d.value, (used, *d.memory_ids), d.source, d.reason, d.tokens)
+        return d
+
+    def summarise_conversation(self, view: AgentView, c: ConversationView) -> Decision[str]:
+        """A short third-person summary of the conversation that both participants store."""
+        a, b = view.names[c.speaker], view.names[c.listener]
+        transcript = "\n".join(f"{view.names[s]}: {u.text}" for s, u in c.lines)
+        place = view.place_names.get(c.place, c.place)
+        messages = [{"role": "system", "content": "You write short, factual summaries of conversations."},
+                    {"role": "user", "content": (
+                        f"{a} and {b} talked at {place}:\n{transcript}\n\nSummarise it in at most "
+                        f"{self.cfg.summary_words} words: who told whom what, and anything agreed.")}]
+        schema = _obj({"summary": _text(600)}, "summary")
+
+        def parse(data) -> str:
+            s = _Summary.model_validate(data).summary.strip()
+            return f"Conversation of {a} and {b} at {place}: {s}"
+
+        return self.ask("summary", messages, schema, parse, lambda: self.scripted.summarise_conversation(view, c), ())
+
+    # ------------------------------------------------------------------ interview
+    def interview(self, view: AgentView, question: str) -> Decision[Answer]:
+        """An answer in the agent's voice from the memories retrieved for the question, citing the ones used."""
+        mems = list(view.memories[: max(self.cfg.memories_in_prompt, 1)])
+        messages = [
+            {"role": "system", "content": self.persona_text(view)},
+            {"role": "user", "content": (
+                f"{self.memories_text(mems)}\n\nAn interviewer asks you: {question}\nAnswer in your own voice from "
+                "what you remember; if you do not remember, say so. List the numbers of the memories you used.")},
+        ]
+        schema = _obj({"answer": _text(500), "memories": {"type": "array", "maxItems": len(mems), "items": {
+            "type": "integer", "minimum": 1, "maximum": max(len(mems), 1)}}}, "interview")
+
+        def parse(data) -> Answer:
+            a = _Answer.model_validate(data)
+            bad = [i for i in a.memories if not 1 <= i <= len(mems)]
+            if bad:
+                raise BadAnswer(f"memory numbers must be 1..{len(mems)}, got {bad}")
+            return Answer(a.answer.strip(), tuple(dict.fromkeys(mems[i - 1].id for i in a.memories)))
+
+        return self.ask("interview", messages, schema, parse, lambda: self.scripted.interview(view, question),
+                        [m.id for m in mems])

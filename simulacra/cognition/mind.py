@@ -1,0 +1,216 @@
+"""The Mind: what an agent decides, says and answers, from its persona and the memories it retrieved.
+
+One interface, several implementations (``simulacra.cognition.scripted.ScriptedMind``: routine and templates;
+``simulacra.cognition.llm_mind.LLMMind``: any OpenAI-compatible chat model, the bundled local one included).
+Every answer is a :class:`Decision`: the value, the ids of the memories that were put before the mind
+(so the trace and ``simulacra inspect`` can show *why*), and where the answer came from (``scripted``,
+``llm``, or ``fallback`` when a model's answer was unusable and the scripted decision was taken instead).
+
+Times are game minutes (absolute, day 1 starts at minute 0). Structure after the Generative Agents
+paper (Park et al., arXiv 2304.03442): a day plan of broad items at wake-up, decomposed into actions of
+tick length a few hours at a time; reactions to what is perceived; dialogue line by line; interviews.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
+
+from simulacra.clock import format_hhmm
+from simulacra.memory.records import RetrievedMemory
+from simulacra.persona import Persona
+
+T = TypeVar("T")
+
+#: where a decision came from
+Source = Literal["scripted", "llm", "fallback"]
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    """One item of a plan: from ``start`` to ``end`` (absolute game minutes) ``activity`` at ``place`` (place id).
+
+    ``routine_index`` names the persona's routine entry the item follows (scripted plans), else ``None``.
+    """
+
+    start: int
+    end: int
+    activity: str
+    place: str
+    routine_index: int | None = None
+
+    def covers(self, minute: float) -> bool:
+        return self.start <= minute < self.end
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"start": self.start, "end": self.end, "activity": self.activity, "place": self.place}
+        if self.routine_index is not None:
+            d["routine_index"] = self.routine_index
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PlanItem:
+        return cls(int(d["start"]), int(d["end"]), str(d["activity"]), str(d["place"]), d.get("routine_index"))
+
+    def describe(self, place_name: str) -> str:
+        return f"{format_hhmm(self.start)}-{format_hhmm(self.end)} {self.activity} at {place_name}"
+
+
+@dataclass(frozen=True)
+class Reaction:
+    """What an agent does about something it perceived: ``continue`` its plan, ``go`` to ``place`` (re-planning
+    the rest of the hour around ``activity`` there), or ``talk`` to ``person`` (an agent id at the same place)."""
+
+    kind: Literal["continue", "go", "talk"]
+    place: str | None = None
+    person: str | None = None
+    activity: str | None = None
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in {"kind": self.kind, "place": self.place, "person": self.person,
+                                   "activity": self.activity, "reason": self.reason}.items() if v}
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """One line of a conversation: its text, the news topic it tells (or ``None``), and whether the speaker
+    ends the conversation with it."""
+
+    text: str
+    topic: str | None = None
+    end: bool = False
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An interview answer and the ids of the memories it rests on."""
+
+    text: str
+    memory_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Decision(Generic[T]):
+    """A mind's answer: ``value``, the ids of the memories in its prompt, its ``source``, for a fallback the
+    ``reason`` (logged with the model's raw answer and counted per kind), and the tokens it cost."""
+
+    value: T
+    memory_ids: tuple[str, ...] = ()
+    source: Source = "scripted"
+    reason: str | None = None
+    tokens: tuple[int, int] = (0, 0)  # (prompt, completion) tokens the decision cost, retries included
+
+
+@dataclass(frozen=True)
+class NewsItem:
+    """Something worth telling: ``topic`` (the news text), its rating (1..10), where the speaker got it
+    (``"seen"`` or the id of the agent who told it) and the memory it comes from."""
+
+    topic: str
+    rating: int
+    source: str
+    memory_id: str
+
+
+@dataclass(frozen=True)
+class AgentView:
+    """What a mind knows of one agent when it decides.
+
+    Attributes:
+        agent: the agent's id; persona: its persona; now: game minute; place: its place id.
+        memories: what retrieval returned for the decision's query, best first (the prompt's memories).
+        names: agent id -> full name for everyone in the town; place_names: place id -> name.
+    """
+
+    agent: str
+    persona: Persona
+    now: int
+    place: str
+    memories: tuple[RetrievedMemory, ...]
+    names: dict[str, str]
+    place_names: dict[str, str]
+
+    @property
+    def memory_ids(self) -> tuple[str, ...]:
+        return tuple(m.id for m in self.memories)
+
+
+@dataclass
+class ConversationView:
+    """A conversation in progress, from the point of view of the next speaker.
+
+    Attributes:
+        speaker, listener: agent ids; place: place id; turn: index of the line to say (0 = the opening line).
+        max_turns: the conversation ends at this many lines whatever is said.
+        lines: the lines said so far, ``(speaker id, Utterance)``, oldest first.
+        news: what the speaker could tell the listener, best first.
+        knows: topics the speaker already knew before the conversation.
+        acquainted: the two have talked before.
+        activity: what the speaker was doing when the conversation started.
+        history: the conversation-history strategy's prompt messages for this speaker (language-model minds).
+    """
+
+    speaker: str
+    listener: str
+    place: str
+    turn: int
+    max_turns: int
+    lines: list[tuple[str, Utterance]]
+    news: list[NewsItem]
+    knows: set[str]
+    acquainted: bool
+    activity: str
+    history: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Mind(Protocol):
+    """An agent's cognition. Implementations must be deterministic for a fixed seed where their backend is.
+
+    Every method returns a :class:`Decision`; a language-model mind never raises on a bad answer (it falls back
+    to the scripted decision and says so), only on a spent budget (:class:`~simulacra.llm.BudgetExceeded`).
+    """
+
+    name: str
+
+    def plan_day(self, view: AgentView, day_start: int, day_end: int) -> Decision[list[PlanItem]]:
+        """Broad items for the day from ``day_start`` to ``day_end`` (game minutes), in time order, covering it."""
+        ...
+
+    def next_actions(self, view: AgentView, plan: Sequence[PlanItem], start: int,
+                     end: int) -> Decision[list[PlanItem]]:
+        """The plan between ``start`` and ``end`` decomposed into actions of at least one tick each, covering it."""
+        ...
+
+    def react(self, view: AgentView, percept: str, about: Sequence[RetrievedMemory],
+              present: Sequence[str]) -> Decision[Reaction]:
+        """What to do about ``percept`` (memories retrieved ``about`` it; ``present``: agent ids at the place)."""
+        ...
+
+    def next_line(self, view: AgentView, conversation: ConversationView) -> Decision[Utterance]:
+        """The speaker's next line, and whether it ends the conversation."""
+        ...
+
+    def summarise_conversation(self, view: AgentView, conversation: ConversationView) -> Decision[str]:
+        """A one-paragraph memory of a finished conversation, for the agent in ``view``."""
+        ...
+
+    def interview(self, view: AgentView, question: str) -> Decision[Answer]:
+        """Answer ``question`` from the memories in ``view`` (retrieved for it)."""
+        ...
+
+
+def plan_memory_text(persona: Persona, items: Sequence[PlanItem], place_names: dict[str, str], day: int) -> str:
+    """The text of the ``plan`` memory that stores a day plan (one memory per day and agent)."""
+    parts = "; ".join(i.describe(place_names.get(i.place, i.place)) for i in items)
+    return f"{persona.name}'s plan for day {day}: {parts}."
+
+
+def step_memory_text(persona: Persona, item: PlanItem, place_names: dict[str, str]) -> str:
+    """The text of the ``plan`` memory stored when an action of the plan begins."""
+    place = place_names.get(item.place, item.place)
+    return (f"{persona.name} plans to be {item.activity} at {place} from {format_hhmm(item.start)} "
+            f"to {format_hhmm(item.end)}.")

@@ -1,0 +1,140 @@
+"""The scripted mind: the persona's routine as the plan, templates for speech; deterministic, no model.
+
+It is the fast offline default and the fallback of every language-model decision. It still decides from
+what it retrieved: what it tells in a conversation is the most important news among the memories it
+retrieved about the listener and its most important recent memories (:func:`news_candidates`), and an
+interview answer is made of the memories retrieved for the question.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from simulacra.clock import MINUTES_PER_DAY
+from simulacra.cognition.mind import (
+    AgentView,
+    Answer,
+    ConversationView,
+    Decision,
+    NewsItem,
+    PlanItem,
+    Reaction,
+    Utterance,
+)
+from simulacra.memory.records import RetrievedMemory
+from simulacra.persona import Persona
+
+
+def wake_minute(persona: Persona, now: float) -> int:
+    """Game minute at which the plan day containing ``now`` began: the start of the persona's first routine
+    entry today, or yesterday's when ``now`` is earlier (the agent is still in yesterday's last entry)."""
+    first = persona.routine[0].start_minute
+    day_base = int(now) // MINUTES_PER_DAY * MINUTES_PER_DAY
+    wake = day_base + first
+    return wake if now >= wake else wake - MINUTES_PER_DAY
+
+
+def routine_plan(persona: Persona, day_start: int) -> list[PlanItem]:
+    """The routine as plan items from ``day_start`` (a wake minute, :func:`wake_minute`) to the next wake-up,
+    each item lasting until the next routine entry starts."""
+    base = day_start - persona.routine[0].start_minute
+    entries = persona.routine
+    items = []
+    for i, entry in enumerate(entries):
+        start = base + entry.start_minute
+        nxt = entries[i + 1].start_minute if i + 1 < len(entries) else MINUTES_PER_DAY + entries[0].start_minute
+        end = base + nxt
+        items.append(PlanItem(start, end, entry.activity, entry.place, routine_index=i))
+    return items
+
+
+def news_candidates(memories, about_partner: Sequence[RetrievedMemory], listener_id: str, listener_name: str,
+                    told: set[str], min_rating: int) -> list[NewsItem]:
+    """News the speaker could tell, best first (ties: topic text).
+
+    Args:
+        memories: ``(record, importance)`` pairs, the speaker's most important recent memories.
+        about_partner: memories retrieved about the listener.
+        told: topics the speaker already told this listener or heard from them.
+        min_rating: memories rated under this (1..10) are not worth telling.
+    News about the listener, or that came from the listener, is left out.
+    """
+    seen: dict[str, NewsItem] = {}
+    records = [m.record for m in about_partner if m.record is not None] + [r for r, _ in memories]
+    for rec in records:
+        topic = rec.extra.get("topic")
+        if not topic or rec.rating is None or rec.rating < min_rating or topic in told:
+            continue
+        source = rec.extra.get("source", "seen")
+        if source == listener_id or listener_name in topic or listener_name.split()[0] in topic:
+            continue
+        item = NewsItem(topic, rec.rating, source, rec.id)
+        if topic not in seen or item.rating > seen[topic].rating:
+            seen[topic] = item
+    return sorted(seen.values(), key=lambda n: (-n.rating, n.topic))
+
+
+def tell(item: NewsItem, names: dict[str, str]) -> str:
+    """The sentence that passes ``item`` on, naming who it came from."""
+    if item.source == "seen":
+        return f"Did you hear? {item.topic}"
+    return f"I heard from {names.get(item.source, item.source)}: {item.topic}"
+
+
+class ScriptedMind:
+    """Routine plans, no reactions, template dialogue carrying retrieved news (the offline default)."""
+
+    name = "scripted"
+
+    def plan_day(self, view: AgentView, day_start: int, day_end: int) -> Decision[list[PlanItem]]:
+        return Decision(routine_plan(view.persona, day_start), view.memory_ids)
+
+    def next_actions(self, view: AgentView, plan: Sequence[PlanItem], start: int,
+                     end: int) -> Decision[list[PlanItem]]:
+        return Decision([p for p in plan if p.end > start and p.start < end], ())
+
+    def react(self, view: AgentView, percept: str, about: Sequence[RetrievedMemory],
+              present: Sequence[str]) -> Decision[Reaction]:
+        return Decision(Reaction("continue"), tuple(m.id for m in about))
+
+    def next_line(self, view: AgentView, c: ConversationView) -> Decision[Utterance]:
+        """Greeting first; then react to the last news told ("I heard that too" / "Really?") and tell the
+        best news not yet said in this conversation; with nothing left to tell, say what one was doing (early)
+        or take leave. Ends when there was nothing to tell after the opening."""
+        me, other = view.persona, view.names[c.listener]
+        other_first = other.split()[0]
+        parts = []
+        last_topic = c.lines[-1][1].topic if c.lines else None
+        if c.turn == 0:
+            familiar = c.acquainted or c.listener in me.relationships
+            parts.append(f"Hello, {other_first}!" if familiar else f"Hello, I'm {me.first_name}.")
+        elif last_topic is not None:
+            parts.append("Yes, I heard that too." if last_topic in c.knows else "Really? I had not heard.")
+        said = {u.topic for _, u in c.lines}
+        pool = [n for n in c.news if n.topic not in said]
+        item = pool[0] if pool and c.turn < c.max_turns - 1 else None
+        if item is not None:
+            parts.append(tell(item, view.names))
+        elif c.turn <= 1:
+            parts.append(f"I have been {c.activity}.")
+        else:
+            parts.append(f"I should get back to it. Goodbye, {other_first}.")
+        end = item is None and c.turn >= 1
+        used = (item.memory_id,) if item is not None else ()
+        return Decision(Utterance(" ".join(parts), item.topic if item else None, end), used + view.memory_ids)
+
+    def summarise_conversation(self, view: AgentView, c: ConversationView) -> Decision[str]:
+        other = view.names[c.listener if c.speaker == view.agent else c.speaker]
+        topics = list(dict.fromkeys(u.topic for _, u in c.lines if u.topic))
+        place = view.place_names.get(c.place, c.place)
+        what = "; ".join(topics) if topics else "nothing in particular"
+        return Decision(f"{view.persona.name} talked with {other} at {place} about: {what}", ())
+
+    def interview(self, view: AgentView, question: str) -> Decision[Answer]:
+        """The memories retrieved for the question, best first, told in the first person; an honest "I do not
+        remember" when retrieval found nothing."""
+        if not view.memories:
+            return Decision(Answer("I do not remember anything about that."), ())
+        used = view.memories[:3]
+        text = "What I remember: " + " ".join(m.text if m.text.endswith(".") else m.text + "." for m in used)
+        return Decision(Answer(text, tuple(m.id for m in used)), tuple(m.id for m in view.memories))

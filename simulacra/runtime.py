@@ -1,0 +1,247 @@
+"""Setup in one place: from a config and a world, the parts a run needs (embedder, rater, language model,
+mind, memory stores, trace), and the tear-down. :class:`~simulacra.simulation.Simulation` runs ticks over them.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from simulacra.config import Config
+from simulacra.errors import RunExistsError, SimulacraError
+from simulacra.memory.records import MemoryRecord, memory_id
+from simulacra.memory.store import MemoryTier
+from simulacra.memory.stream import AgentMemory, open_chroma
+from simulacra.persona import Persona
+from simulacra.world.model import World, load_world
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def static_records(agent: str, persona: Persona, world: World) -> list[MemoryRecord]:
+    """Static memory of ``agent``: persona facts, relationships, world rules and place descriptions."""
+    names = {pid: p.name for pid, p in world.personas.items()}
+    texts = [(t, "persona") for t in persona.facts()]
+    texts += [(f"{persona.name} and {names[o]}: {d}", "persona") for o, d in persona.relationships.items()]
+    texts += [(f"{persona.name} lives at {world.places[persona.home].name}.", "persona")]
+    texts += [(t, "world") for t in world.facts()]
+    seen: set[str] = set()
+    out = []
+    for text, kind in texts:
+        if text not in seen:
+            seen.add(text)
+            out.append(MemoryRecord(id=memory_id(agent, -1, text), text=text, kind=kind))
+    return out
+
+
+def uses_language_model(config: Config) -> bool:
+    """Whether the run's mind is the language-model one (``cognition.backend``; ``auto``: a model is configured)."""
+    import os
+
+    backend = config.cognition.backend
+    if backend != "auto":
+        return backend == "llm"
+    return config.llm.provider == "local" or bool(config.llm.model or os.environ.get("OPENAI_MODEL"))
+
+
+@dataclass
+class Runtime:
+    """The parts of one run. Built by :func:`build_runtime`; :meth:`close` releases them (safe twice).
+
+    Attributes:
+        world, config, run_dir: the run's inputs and folder.
+        agents: ids of the simulated residents; names: id -> full name (simulated residents);
+            place_names: place id -> name.
+        embedder: :class:`~simulacra.embeddings.Embedder`; rater: :class:`~simulacra.rater.RaterClient`.
+        memories: agent id -> :class:`AgentMemory`; shared: the town's shared tier or ``None``.
+        mind: the agents' :class:`~simulacra.cognition.mind.Mind`; llm: the language model (``None`` offline).
+    """
+
+    world: World
+    config: Config
+    run_dir: Path
+    agents: list[str]
+    embedder: Any
+    rater: Any
+    mind: Any
+    memories: dict[str, AgentMemory]
+    shared: MemoryTier | None = None
+    llm: Any = None
+    closers: list[Callable[[], None]] = field(default_factory=list)
+    _pool: ThreadPoolExecutor | None = None
+
+    @property
+    def names(self) -> dict[str, str]:
+        return {pid: self.world.personas[pid].name for pid in self.agents}
+
+    @property
+    def place_names(self) -> dict[str, str]:
+        return {pid: p.name for pid, p in self.world.places.items()}
+
+    def persona(self, agent: str) -> Persona:
+        return self.world.personas[agent]
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        """``[fn(x) for x in items]``, concurrently (at most ``llm.concurrency`` at once) when a language model
+        answers; results in the order of ``items`` whatever order the answers arrive in."""
+        items = list(items)
+        if self.llm is None or len(items) < 2 or self.config.llm.concurrency < 2:
+            return [fn(x) for x in items]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.config.llm.concurrency, thread_name_prefix="mind")
+        return list(self._pool.map(fn, items))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        while self.closers:
+            closer = self.closers.pop()
+            try:
+                closer()
+            except Exception:  # noqa: BLE001 - tear-down goes on; the error is logged
+                log.warning("closing a part of the run failed", exc_info=True)
+
+
+def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Path | None = None,
+                  db_dir: str | Path = "database", run_name: str | None = None, overwrite: bool = False,
+                  embedder=None, agents: list[str] | None = None) -> Runtime:
+    """Load the world, prepare ``<db_dir>/<run_name>/``, and build every part of a run.
+
+    Order: world and personas (validated), run folder, embedder, language model (a bundled local model is
+    started here when ``llm.provider: local``), rater (connected, or started in-process with the model's
+    backend), mind, memory stores with the static memories embedded.
+
+    Raises:
+        WorldError, PersonaError: invalid input files (naming file and field).
+        RunExistsError: the run folder exists and ``overwrite`` is false.
+        RaterError: no rater answers and none can be started.
+        LLMError: the configured model cannot be set up (missing key, bundled model not installed).
+        ValueError: ``agents`` names someone who is not a resident.
+    """
+    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.rater import connect_rater
+
+    world = load_world(world_path, personas_dir)
+    ids = agents if agents is not None else list(world.personas)
+    unknown = [a for a in ids if a not in world.personas]
+    if unknown:
+        raise ValueError(f"not residents of {world.source}: {unknown}")
+    run_name = run_name or f"{Path(world_path).stem}-seed{config.simulation.seed}"
+    run_dir = Path(db_dir) / run_name
+    if run_dir.exists():
+        if not overwrite:
+            raise RunExistsError(f"run folder {run_dir} exists; pass --overwrite or choose another --run-name")
+        forget_chroma_clients()
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    closers: list[Callable[[], None]] = []
+    try:
+        if embedder is None:
+            e = config.embedding
+            embedder = CachedEmbedder(SentenceTransformerEmbedder(e.model, e.device, e.batch_size), e.cache_size)
+        llm = build_language_model(config, run_dir, closers)
+        r = config.rater
+        backend = None
+        if llm is not None:
+            from rater_server.backends import EmbeddingRater
+            from rater_server.llm_backend import LLMRater
+
+            backend = LLMRater(llm, EmbeddingRater(embedder, k=r.neighbours), batch_size=r.llm_batch_size)
+        rater, server = connect_rater(r.url, rater_timeout_s(config), r.start_local, embedder, r.neighbours,
+                                      backend=backend)
+        closers.append(rater.close)
+        if server is not None:
+            closers.append(server.close)
+        elif llm is not None:
+            log.warning("a rater already answers at %s, so the configured LLM (%s) does not rate this run's "
+                        "memories; stop that rater or point rater.url elsewhere", r.url, llm.name)
+        mind = build_mind(config, llm, world.tick_minutes)
+        memories, shared = open_stores(world, config, run_dir, embedder, ids)
+    except BaseException:
+        for c in reversed(closers):
+            c()
+        raise
+    return Runtime(world=world, config=config, run_dir=run_dir, agents=list(ids), embedder=embedder, rater=rater,
+                   mind=mind, memories=memories, shared=shared, llm=llm, closers=closers)
+
+
+def rater_timeout_s(config: Config) -> float:
+    """Seconds the simulation's rater client waits for one answer: ``rater.timeout_s``, raised when a language
+    model rates so that a whole batch of model calls, with their retries, fits (``llm.timeout_s`` per call,
+    ``llm.attempts`` tries, batches of ``rater.llm_batch_size``)."""
+    r, m = config.rater, config.llm
+    if not uses_language_model(config):
+        return r.timeout_s
+    # a tick's batch of memories may take several model calls, each tried llm.attempts times
+    return max(r.timeout_s, m.timeout_s * m.attempts * 4 + 30.0)
+
+
+def build_language_model(config: Config, run_dir: Path, closers: list[Callable[[], None]]):
+    """The run's language model (wrapped: meter, retries, budget, recorder, cache), or ``None`` offline.
+    With ``llm.provider: local`` the bundled model's server is started and its closer appended to ``closers``."""
+    from simulacra.llm import build_model
+
+    if config.llm.provider == "local":
+        from simulacra.llm.factory import start_local_model
+
+        server = start_local_model(config.llm)
+        closers.append(server.close)
+        return build_model(config.llm, run_dir, base_url=server.base_url, model=server.model)
+    return build_model(config.llm, run_dir)
+
+
+def build_mind(config: Config, llm, tick_minutes: int = 10):
+    """The agents' mind: :class:`LLMMind` over ``llm`` when the language-model backend is chosen, else scripted.
+
+    Raises:
+        SimulacraError: ``cognition.backend: llm`` with no model configured.
+    """
+    from simulacra.cognition.scripted import ScriptedMind
+
+    if not uses_language_model(config):
+        return ScriptedMind()
+    if llm is None:
+        raise SimulacraError("cognition.backend is llm but no model is configured: set llm.model (and llm.base_url), "
+                             "or use --llm local for the bundled model")
+    from simulacra.cognition.llm_mind import LLMMind
+
+    return LLMMind(llm, config, tick_minutes)
+
+
+def open_stores(world: World, config: Config, run_dir: Path, embedder, ids: Sequence[str]):
+    """Each agent's :class:`AgentMemory` (static memory embedded once) and the town's shared tier (or ``None``)."""
+    dim = embedder.dim
+    shared = None
+    if world.shared_memory:
+        shared = MemoryTier(open_chroma(run_dir / "town"), "shared", dim, config.memory.distance)
+    statics = {pid: static_records(pid, world.personas[pid], world) for pid in ids}
+    unique = sorted({r.text for recs in statics.values() for r in recs})
+    vectors = dict(zip(unique, embedder.embed(unique)))
+    memories = {}
+    for pid in ids:
+        mem = AgentMemory(pid, run_dir / pid, config.memory, dim, shared=shared)
+        recs = statics[pid]
+        mem.set_static(recs, np.stack([vectors[r.text] for r in recs]))
+        memories[pid] = mem
+    return memories, shared
+
+
+def forget_chroma_clients() -> None:
+    """Drop Chroma's per-path client cache before a run folder is deleted and made anew in this process."""
+    try:
+        from chromadb.api.client import SharedSystemClient
+
+        SharedSystemClient.clear_system_cache()
+    except Exception:  # pragma: no cover - cache layout differs across chromadb versions
+        log.debug("could not clear chromadb's client cache", exc_info=True)

@@ -1,0 +1,612 @@
+"""The stages of one tick, each a function of the town state and its inputs that returns its writes and its
+trace records (nothing is appended to lists passed in). :meth:`simulacra.simulation.Simulation.step` runs them::
+
+    world events -> perceive -> remember -> retrieve -> decide -> apply -> converse -> remember
+                 -> reflect -> consolidate -> trace
+
+Every agent decides from the same pre-tick state; the world applies all actions at once; independent model
+calls of a stage go out together (:meth:`Runtime.map`) and their answers are used in agent order, so neither
+the order agents are visited in nor the order answers arrive in changes the outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from simulacra.clock import MINUTES_PER_DAY, MINUTES_PER_HOUR, format_hhmm
+from simulacra.cognition.mind import (
+    AgentView,
+    ConversationView,
+    Decision,
+    PlanItem,
+    Reaction,
+    Utterance,
+    plan_memory_text,
+    step_memory_text,
+)
+from simulacra.cognition.plan import Action, action_for, is_asleep, is_free
+from simulacra.cognition.reflect import ReflectionRequest, focal_points, gather_evidence, insight_records
+from simulacra.cognition.scripted import news_candidates, wake_minute
+from simulacra.errors import RaterError
+from simulacra.memory.records import MemoryRecord, RetrievedMemory, memory_id
+from simulacra.runtime import Runtime
+from simulacra.state import TownState
+from simulacra.world.perception import Percept, perceive
+
+log = logging.getLogger(__name__)
+
+#: owner key of the town's shared memory among pending writes (persona ids are file stems, never "@")
+TOWN = "@town"
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A memory to write this tick: ``owner`` is an agent id or :data:`TOWN`."""
+
+    owner: str
+    record: MemoryRecord
+
+
+def new_record(agent: str, text: str, kind: str, now: int, tick: int, extra: dict | None = None) -> MemoryRecord:
+    """A memory formed at game minute ``now`` (deterministic id, rating filled in when remembered)."""
+    return MemoryRecord(id=memory_id(agent, now, text), text=text, kind=kind, timestamp=float(now), tick=tick,
+                        extra=dict(extra or {}))
+
+
+def notice(posted: set[str], rt: Runtime, text: str, author: str, place: str, now: int, tick: int,
+           topic: str | None = None) -> Pending | None:
+    """A notice for the town's shared memory, or ``None`` when the world has none or the topic was posted
+    (once per topic; ``topic`` defaults to ``text``). ``author`` is ``"world"`` or an agent id."""
+    topic = topic or text
+    if rt.shared is None or topic in posted:
+        return None
+    rec = MemoryRecord(id=memory_id("town", now, text), text=text, kind="notice", timestamp=float(now), tick=tick,
+                       extra={"topic": topic, "author": author, "place": place})
+    return Pending(TOWN, rec)
+
+
+def view_of(state: TownState, rt: Runtime, agent: str, now: int, memories: Sequence[RetrievedMemory] = (),
+            place: str | None = None) -> AgentView:
+    return AgentView(agent, rt.persona(agent), now, place or state.agents[agent].place, tuple(memories), rt.names,
+                     rt.place_names)
+
+
+def current_activity(state: TownState, rt: Runtime, agent: str, now: int) -> str:
+    """What ``agent`` is doing as the tick begins: its last action, else its plan, else its routine."""
+    a = state.agents[agent]
+    if a.action is not None:
+        return a.action["activity"]
+    step = a.step_at(now)
+    if step is not None:
+        return step.activity
+    return rt.persona(agent).routine_at(now % MINUTES_PER_DAY)[1].activity
+
+
+def retrieval_op(rt: Runtime, agent: str, query: str, purpose: str, found: Sequence[RetrievedMemory],
+                 query_embedding: np.ndarray, now: int) -> dict[str, Any]:
+    """A ``retrieve`` trace operation: results with their score terms, the rule, and per tier every memory
+    other weights or ``gamma`` could have returned (``simulacra rescore``)."""
+    memory = rt.memories[agent]
+    m = memory.config
+    return {"op": "retrieve", "agent": agent, "query": query, "purpose": purpose,
+            "results": [r.to_dict() for r in found],
+            "top_k": m.top_k, "threshold": m.threshold, "mode": m.retrieval, "tiers": list(memory.readable),
+            "candidates": memory.candidates(query_embedding, now)}
+
+
+def retrieve_many(rt: Runtime, asks: Sequence[tuple[str, str, str]], now: int
+                  ) -> tuple[list[list[RetrievedMemory]], list[dict[str, Any]]]:
+    """Retrieve for ``(agent, query, purpose)`` each, with one embedding batch; returns the results in order
+    and their trace operations."""
+    if not asks:
+        return [], []
+    vectors = rt.embedder.embed([q for _, q, _ in asks])
+    found, ops = [], []
+    for (agent, query, purpose), qv in zip(asks, vectors):
+        got = rt.memories[agent].retrieve(qv, now)
+        found.append(got)
+        ops.append(retrieval_op(rt, agent, query, purpose, got, qv, now))
+    return found, ops
+
+
+def decision_record(agent: str, kind: str, d: Decision, value: Any) -> dict[str, Any]:
+    """The trace form of a decision: who, what kind, from where, the memories in its prompt, what it decided."""
+    rec = {"agent": agent, "kind": kind, "source": d.source, "memory_ids": list(d.memory_ids), "value": value}
+    if d.reason:
+        rec["reason"] = d.reason
+    return rec
+
+
+# --------------------------------------------------------------------------- world events
+@dataclass(frozen=True)
+class WorldEvents:
+    """Events visible during the tick (``active``), those beginning in it, and the object states they set."""
+
+    active: list
+    starting: list
+    object_changes: dict[str, str]
+
+
+def world_events(rt: Runtime, now: int) -> WorldEvents:
+    tm = rt.world.tick_minutes
+    active = [ev for ev in rt.world.events if ev.minute < now + tm and now < ev.minute + ev.duration_minutes]
+    starting = [ev for ev in active if now <= ev.minute < now + tm]
+    changes: dict[str, str] = {}
+    for ev in starting:
+        changes.update(ev.object_states)
+    return WorldEvents(active, starting, changes)
+
+
+# --------------------------------------------------------------------------- perceive
+@dataclass
+class Perception:
+    """What each agent noticed: ``percepts`` (all, by salience), the memories to write for the new ones, the
+    new ``last_percepts`` and the topics each came to know by seeing."""
+
+    percepts: dict[str, list[Percept]]
+    new: dict[str, list[Percept]]
+    pending: list[Pending]
+    last_percepts: dict[str, set[str]]
+    learned: dict[str, set[str]]
+
+
+def perceive_stage(state: TownState, rt: Runtime, events: WorldEvents, object_states: dict[str, str], now: int,
+                   tick: int) -> Perception:
+    """Each agent perceives its place as the tick begins (events, others and what they do, conversations held
+    last tick, objects), within its attention bandwidth; only what changed since last tick is remembered."""
+    positions = {pid: a.place for pid, a in state.agents.items()}
+    activities = {pid: current_activity(state, rt, pid, now) for pid in state.agents}
+    talking = sorted({tuple(sorted((pid, a.action["partner"]))) for pid, a in state.agents.items()
+                      if a.action and a.action.get("partner") in state.agents})
+    percepts, new, pending, last, learned = {}, {}, [], {}, {}
+    for pid, agent in state.agents.items():
+        related = set(rt.persona(pid).relationships)
+        seen = perceive(pid, agent.place, rt.world, positions, activities, object_states, events.active, talking,
+                        rt.names, related, rt.config.simulation.attention_bandwidth)
+        percepts[pid] = seen
+        new[pid] = [p for p in seen if p.text not in agent.last_percepts]
+        learned[pid] = {p.topic for p in seen if p.topic}
+        for p in new[pid]:
+            extra = {"topic": p.topic, "source": "seen"} if p.topic else {}
+            pending.append(Pending(pid, new_record(pid, p.text, p.kind, now, tick, extra)))
+        last[pid] = {p.text for p in seen}
+    return Perception(percepts, new, pending, last, learned)
+
+
+# --------------------------------------------------------------------------- remember
+@dataclass
+class Remembered:
+    ops: list[dict[str, Any]]
+    ratings: dict[str, int]
+
+
+def remember_stage(rt: Runtime, pending: Sequence[Pending]) -> Remembered:
+    """Rate (one rater request) and embed (one batch) the pending memories, then write each owner's in one
+    write. The same id twice in one tick is written once.
+
+    Raises:
+        RaterError: the rater failed for good (the run then stops at the last complete tick).
+    """
+    if not pending:
+        return Remembered([], {})
+    texts = list(dict.fromkeys(p.record.text for p in pending))
+    ratings = dict(zip(texts, rt.rater.rate_many(texts)))
+    vectors = dict(zip(texts, rt.embedder.embed(texts)))
+    by_owner: dict[str, dict[str, MemoryRecord]] = {}
+    for p in pending:
+        p.record.rating = ratings[p.record.text]
+        by_owner.setdefault(p.owner, {}).setdefault(p.record.id, p.record)
+    ops: list[dict[str, Any]] = []
+    for owner in [TOWN, *rt.agents]:
+        recs = list(by_owner.get(owner, {}).values())
+        if not recs:
+            continue
+        emb = np.stack([vectors[r.text] for r in recs])
+        if owner == TOWN:
+            rt.shared.upsert(recs, emb)
+            ops += [{"op": "post", "tier": "shared", "author": r.extra["author"], "id": r.id, "text": r.text,
+                     "kind": r.kind, "rating": r.rating, "timestamp": r.timestamp} for r in recs]
+        else:
+            ops += rt.memories[owner].add(recs, emb)
+    return Remembered(ops, ratings)
+
+
+# --------------------------------------------------------------------------- retrieve
+@dataclass
+class Retrieval:
+    """Per agent: the ``focus`` memories (what bears on its situation) and the salient percepts it may react
+    to, each with the memories retrieved about it; ``ops`` are the trace's ``retrieve`` operations."""
+
+    focus: dict[str, list[RetrievedMemory]]
+    salient: dict[str, list[tuple[Percept, list[RetrievedMemory]]]]
+    ops: list[dict[str, Any]]
+
+
+def salient_percepts(state: TownState, rt: Runtime, agent: str, new: Sequence[Percept],
+                     ratings: dict[str, int]) -> list[Percept]:
+    """New percepts worth a reaction: an event, or an acquaintance seen, rated at least
+    ``cognition.react_min_rating``; best rated first (ties: attention order)."""
+    bar = rt.config.cognition.react_min_rating
+    known = set(rt.persona(agent).relationships)
+    out = [p for p in new if (p.kind == "event" or p.subject in known) and ratings.get(p.text, 0) >= bar]
+    return sorted(out, key=lambda p: -ratings.get(p.text, 0))
+
+
+def retrieve_stage(state: TownState, rt: Runtime, perception: Perception, ratings: dict[str, int],
+                   now: int) -> Retrieval:
+    """The focus retrieval of every agent (its activity at its place), and, for a mind that reacts, one
+    retrieval about its most salient new percept (awake agents only)."""
+    asks = [(pid, f"{current_activity(state, rt, pid, now)} at {rt.place_names[state.agents[pid].place]}", "focus")
+            for pid in state.agents]
+    salient: dict[str, list[Percept]] = {}
+    if getattr(rt.mind, "reactive", False):
+        for pid in state.agents:
+            if is_asleep(current_activity(state, rt, pid, now)):
+                continue
+            top = salient_percepts(state, rt, pid, perception.new[pid], ratings)[:1]
+            if top:
+                salient[pid] = top
+                asks.append((pid, top[0].text, "reaction"))
+    found, ops = retrieve_many(rt, asks, now)
+    focus = {pid: got for (pid, _, purpose), got in zip(asks, found) if purpose == "focus"}
+    about = {(pid, q): got for (pid, q, purpose), got in zip(asks, found) if purpose == "reaction"}
+    return Retrieval(focus, {pid: [(p, about[(pid, p.text)]) for p in ps] for pid, ps in salient.items()}, ops)
+
+
+# --------------------------------------------------------------------------- decide
+@dataclass
+class Decided:
+    """This tick's decisions: per agent its (possibly new) plan, steps and action; the conversations to hold;
+    the plan memories to write; trace records of every decision and the retrievals made for them."""
+
+    plan_start: dict[str, int]
+    plans: dict[str, list[PlanItem]]
+    steps: dict[str, list[PlanItem]]
+    step_keys: dict[str, str | None]
+    actions: dict[str, Action]
+    pairs: list[tuple[str, str]]
+    pair_last_talk: dict[str, int]
+    pending: list[Pending]
+    records: list[dict[str, Any]]
+    ops: list[dict[str, Any]]
+    notable: list[str] = field(default_factory=list)
+
+
+def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, tick: int) -> Decided:
+    """Plan at wake-up, decompose the next hours when no action covers now, react to salient percepts, then
+    take this tick's action from the plan; pair free agents at the same place for conversations.
+
+    All from the pre-tick state; the model calls of each step go out together.
+    """
+    mind = rt.mind
+    cfg = rt.config.cognition
+    records: list[dict[str, Any]] = []
+    pending: list[Pending] = []
+    notable: list[str] = []
+    clock = format_hhmm(now)
+    plan_start = {pid: a.plan_start for pid, a in state.agents.items()}
+    plans = {pid: list(a.plan) for pid, a in state.agents.items()}
+    steps = {pid: list(a.steps) for pid, a in state.agents.items()}
+
+    # 1. a day plan at wake-up (memories retrieved for "plans for today")
+    due = [pid for pid in state.agents if plan_start[pid] != wake_minute(rt.persona(pid), now)]
+    found, ops = retrieve_many(rt, [(pid, f"{rt.names[pid]}'s plans for today", "plan") for pid in due], now)
+
+    def plan_one(item):
+        pid, mems = item
+        start = wake_minute(rt.persona(pid), now)
+        return mind.plan_day(view_of(state, rt, pid, now, mems), start, start + MINUTES_PER_DAY)
+
+    for pid, d in zip(due, rt.map(plan_one, list(zip(due, found)))):
+        start = wake_minute(rt.persona(pid), now)
+        plan_start[pid], plans[pid], steps[pid] = start, list(d.value), []
+        records.append(decision_record(pid, "plan_day", d, [p.to_dict() for p in d.value]))
+        day = start // MINUTES_PER_DAY + 1
+        text = plan_memory_text(rt.persona(pid), d.value, rt.place_names, day)
+        pending.append(Pending(pid, new_record(pid, text, "plan", now, tick)))
+
+    # 2. decompose the next hours when no action covers now (asleep: the plan item itself)
+    need = [pid for pid in state.agents if not any(s.covers(now) for s in steps[pid])]
+
+    def decompose(pid):
+        end = min(now + cfg.plan_hours_per_call * MINUTES_PER_HOUR, plan_start[pid] + MINUTES_PER_DAY)
+        return mind.next_actions(view_of(state, rt, pid, now, retrieval.focus.get(pid, ())), plans[pid], now, end)
+
+    for pid, d in zip(need, rt.map(decompose, need)):
+        steps[pid] = [s for s in steps[pid] if s.end > now] + list(d.value)
+        if d.source != "scripted" or d.memory_ids:
+            records.append(decision_record(pid, "next_actions", d, [p.to_dict() for p in d.value]))
+
+    # 3. reactions to salient percepts
+    reacting = sorted(retrieval.salient)
+    present = {pid: sorted(o for o, a in state.agents.items() if a.place == state.agents[pid].place and o != pid)
+               for pid in reacting}
+
+    def react(pid):
+        percept, about = retrieval.salient[pid][0]
+        return mind.react(view_of(state, rt, pid, now, retrieval.focus.get(pid, ())), percept.text, about,
+                          present[pid])
+
+    invitations: list[tuple[str, str]] = []
+    for pid, d in zip(reacting, rt.map(react, reacting)):
+        r: Reaction = d.value
+        percept = retrieval.salient[pid][0][0]
+        records.append(decision_record(pid, "react", d, {"percept": percept.text, **r.to_dict()}))
+        if r.kind == "go" and r.place in rt.world.places:
+            end = now + MINUTES_PER_HOUR
+            steps[pid] = [s for s in steps[pid] if s.end > now] + [
+                PlanItem(now, end, r.activity or f"going to {rt.place_names[r.place]}", r.place)]
+            notable.append(f"{clock} {rt.names[pid]} reacts to \"{percept.text}\": goes to {rt.place_names[r.place]}")
+        elif r.kind == "talk" and r.person in present[pid]:
+            invitations.append((pid, r.person))
+
+    # 4. this tick's action from the plan; a plan memory when the action in force changes
+    actions: dict[str, Action] = {}
+    step_keys: dict[str, str | None] = {}
+    for pid, agent in state.agents.items():
+        step = next((s for s in reversed(steps[pid]) if s.covers(now)), None)
+        if step is None:  # a plan that leaves a gap: stay and follow the routine's entry
+            idx, entry = rt.persona(pid).routine_at(now % MINUTES_PER_DAY)
+            step = PlanItem(now, now + rt.world.tick_minutes, entry.activity, entry.place, idx)
+        actions[pid] = action_for(step, agent.place, rt.world)
+        key = f"{step.start}|{step.activity}|{step.place}"
+        step_keys[pid] = key
+        if key != agent.step_key:
+            pending.append(Pending(pid, new_record(pid, step_memory_text(rt.persona(pid), step, rt.place_names),
+                                                   "plan", now, tick)))
+
+    # 5. conversations: invitations first, then chance meetings of free agents at the same place
+    pairs, last_talk = pair_conversations(state, rt, actions, invitations, now)
+    for a, b in pairs:
+        for me, other in ((a, b), (b, a)):
+            act = actions[me]
+            actions[me] = Action("talk", f"talking with {rt.names[other]}", act.place, act.routine_index,
+                                 partner=other)
+    return Decided(plan_start, plans, steps, step_keys, actions, pairs, last_talk, pending, records, ops, notable)
+
+
+def pair_conversations(state: TownState, rt: Runtime, actions: dict[str, Action],
+                       invitations: Sequence[tuple[str, str]], now: int
+                       ) -> tuple[list[tuple[str, str]], dict[str, int]]:
+    """Pairs that talk this tick and the updated cooldowns. An agent talks with one other at most; both must be
+    free (staying, awake) at the same place and the pair not have talked within ``conversation_cooldown_minutes``.
+    Invitations (reactions) are honoured first, in order; a mind that does not react meets others by chance:
+    ``conversation_probability`` (+ ``acquaintance_bonus`` when they know each other), from the run's RNG."""
+    sim = rt.config.simulation
+    last = dict(state.pair_last_talk)
+    taken: set[str] = set()
+    pairs: list[tuple[str, str]] = []
+
+    def ok(a: str, b: str) -> bool:
+        if a in taken or b in taken or not (is_free(actions[a]) and is_free(actions[b])):
+            return False
+        if actions[a].place != actions[b].place:
+            return False
+        t = last.get(TownState.pair_key(a, b))
+        return t is None or now - t >= sim.conversation_cooldown_minutes
+
+    for a, b in invitations:
+        if ok(a, b):
+            pairs.append((a, b) if a < b else (b, a))
+            taken |= {a, b}
+            last[TownState.pair_key(a, b)] = now
+    if getattr(rt.mind, "reactive", False):
+        return pairs, last
+    by_place: dict[str, list[str]] = {}
+    for pid in sorted(actions):
+        if is_free(actions[pid]):
+            by_place.setdefault(actions[pid].place, []).append(pid)
+    for place in sorted(by_place):
+        free = by_place[place]
+        for i, a in enumerate(free):
+            for b in free[i + 1:]:
+                if not ok(a, b):
+                    continue
+                pa, pb = rt.persona(a), rt.persona(b)
+                p = sim.conversation_probability
+                if b in pa.relationships or a in pb.relationships:
+                    p = min(1.0, p + sim.acquaintance_bonus)
+                if state.rng.random() < p:
+                    pairs.append((a, b))
+                    taken |= {a, b}
+                    last[TownState.pair_key(a, b)] = now
+    return pairs, last
+
+
+# --------------------------------------------------------------------------- apply
+@dataclass(frozen=True)
+class Applied:
+    positions: dict[str, str]
+    object_changes: dict[str, str]
+
+
+def apply_stage(rt: Runtime, actions: dict[str, Action]) -> Applied:
+    """The world step: every agent ends the tick at its action's place; acting at a routine entry's place sets
+    the objects that entry names."""
+    changes: dict[str, str] = {}
+    for pid, act in actions.items():
+        if act.type != "move" and act.routine_index is not None:
+            entry = rt.persona(pid).routine[act.routine_index]
+            if entry.place == act.place:
+                changes.update(entry.object_state)
+    return Applied({pid: act.place for pid, act in actions.items()}, changes)
+
+
+# --------------------------------------------------------------------------- converse
+@dataclass
+class Conversed:
+    """The tick's conversations (trace form), the memories they leave (lines for both sides, a summary each,
+    notices), who learnt which topic from whom, and the retrievals and decisions behind them."""
+
+    conversations: list[dict[str, Any]]
+    pending: list[Pending]
+    told: list[tuple[str, str, str]]  # (speaker, listener, topic)
+    posted: set[str]
+    ops: list[dict[str, Any]]
+    records: list[dict[str, Any]]
+    notable: list[str]
+    history_usage: Counter
+
+
+def converse_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str]], doing: dict[str, str],
+                   now: int, tick: int) -> Conversed:
+    """Each pair talks (who opens is drawn from the run's RNG): both retrieve what they know about the other,
+    the mind says each line from the speaker's persona, memories and news, the conversation so far, until a
+    line ends it or ``simulation.conversation_turns`` lines were said. Both remember every line and a summary.
+    Conversations are independent of each other and held concurrently when a model speaks."""
+    sim = rt.config.simulation
+    ordered = [(a, b) if state.rng.random() < 0.5 else (b, a) for a, b in pairs]
+    sides = [(me, other) for a, b in ordered for me, other in ((a, b), (b, a))]
+    found, ops = retrieve_many(rt, [(me, f"What do I know about {rt.names[other]}?", f"conversation with {other}")
+                                    for me, other in sides], now)
+    about = dict(zip(sides, found))
+
+    def news_of(me: str, other: str):
+        recent = rt.memories[me].most_important(now, 10, tiers=("short_term", "long_term"),
+                                                since=now - sim.news_max_age_minutes, kinds=("event", "dialogue"))
+        told = state.agents[me].told.get(other, set())
+        return news_candidates(recent, about[(me, other)], other, rt.names[other], told, sim.news_min_rating)
+
+    def hold(pair: tuple[str, str]):
+        a, b = pair
+        views = {me: view_of(state, rt, me, now, about[(me, other)])
+                 for me, other in ((a, b), (b, a))}
+        convs = {me: ConversationView(me, other, state.agents[a].place, 0, sim.conversation_turns, [],
+                                      news_of(me, other), set(state.agents[me].knows),
+                                      state.agents[a].talked_to[b] > 0, doing[me])
+                 for me, other in ((a, b), (b, a))}
+        history = rt.mind.open_history() if hasattr(rt.mind, "open_history") else None
+        lines: list[tuple[str, Utterance]] = []
+        decisions: list[Decision] = []
+        speaker, listener = a, b
+        for turn in range(sim.conversation_turns):
+            c = convs[speaker]
+            c.turn, c.lines, c.history = turn, list(lines), history
+            d = rt.mind.next_line(views[speaker], c)
+            lines.append((speaker, d.value))
+            decisions.append(d)
+            if history is not None:
+                history.add_line(rt.names[speaker], rt.names[listener], d.value.text)
+            if d.value.end and turn >= 1:
+                break
+            speaker, listener = listener, speaker
+        c = convs[a]
+        c.lines = list(lines)
+        summary = rt.mind.summarise_conversation(views[a], c)
+        usage = history.usage() if history is not None else Counter()
+        return lines, decisions, summary, usage
+
+    results = rt.map(hold, ordered)
+    pending: list[Pending] = []
+    told: list[tuple[str, str, str]] = []
+    posted: set[str] = set()
+    records: list[dict[str, Any]] = []
+    notable: list[str] = []
+    out: list[dict[str, Any]] = []
+    usage: Counter = Counter()
+    clock = format_hhmm(now)
+    for (a, b), (lines, decisions, summary, used) in zip(ordered, results):
+        usage.update(used)
+        place = state.agents[a].place
+        pl = rt.world.places[place]
+        trace_lines = []
+        for (speaker, u), d in zip(lines, decisions):
+            listener = b if speaker == a else a
+            said = f'{rt.names[speaker]} said to {rt.names[listener]}: "{u.text}"'
+            pending.append(Pending(speaker, new_record(speaker, said, "dialogue", now, tick)))
+            extra = {"topic": u.topic, "source": speaker} if u.topic else {}
+            pending.append(Pending(listener, new_record(listener, said, "dialogue", now, tick, extra)))
+            if u.topic:
+                told.append((speaker, listener, u.topic))
+                if pl.kind == "public":  # said in public: an announcement
+                    n = notice(state.posted_topics | posted, rt, f"{rt.names[speaker]} spread the word at "
+                               f"{pl.name}: {u.topic}", speaker, place, now, tick, u.topic)
+                    if n is not None:
+                        posted.add(u.topic)
+                        pending.append(n)
+            line = {"speaker": speaker, "listener": listener, "text": u.text, "topic": u.topic}
+            if d.source != "scripted":
+                line["source"] = d.source
+            line["memory_ids"] = list(d.memory_ids)
+            trace_lines.append(line)
+            if d.source == "fallback":
+                records.append(decision_record(speaker, "line", d, u.text))
+        for me in (a, b):
+            pending.append(Pending(me, new_record(me, summary.value, "conversation", now, tick)))
+        topics = [u.topic for _, u in lines if u.topic]
+        notable.append(f"{clock} {rt.names[a]} talks with {rt.names[b]} at {pl.name}: "
+                       f"{'; '.join(topics) if topics else 'small talk'}")
+        out.append({"participants": [a, b], "place": place, "lines": trace_lines, "summary": summary.value})
+    return Conversed(out, pending, told, posted, ops, records, notable, usage)
+
+
+# --------------------------------------------------------------------------- reflect
+@dataclass
+class Reflected:
+    ops: list[dict[str, Any]]
+    failures: int
+    notable: list[str]
+
+
+def reflect_stage(rt: Runtime, now: int, tick: int) -> Reflected:
+    """Reflection for every agent whose trigger is due (:mod:`simulacra.cognition.reflect`): focal points,
+    evidence, insights from the rater's ``/reflect`` (an LLM when one is configured), one rating request
+    and one embedding batch for all insights, one long-term write per agent. A rater failure is logged and
+    counted; the agent's trigger is reset so that it does not ask again every tick."""
+    cfg = rt.config.reflection
+    if not cfg.enabled:
+        return Reflected([], 0, [])
+    made: list[tuple[str, ReflectionRequest, list[MemoryRecord], float]] = []
+    failures = 0
+    for pid in rt.agents:
+        mem = rt.memories[pid]
+        if not mem.reflection_due(cfg.threshold):
+            continue
+        accumulated = mem.importance_since_reflection
+        focal = focal_points(mem, now, cfg.focal_points, cfg.focal_similarity, since=mem.last_reflection)
+        req = ReflectionRequest(pid, focal, gather_evidence(mem, focal, now, cfg.evidence_per_focal_point))
+        mem.reflected(now)
+        if not req.evidence:
+            continue
+        try:
+            insights = rt.rater.reflect(req.payload(), agent=rt.names[pid], max_insights=cfg.max_insights)
+        except RaterError as err:
+            failures += 1
+            log.warning("reflection of %s at tick %d skipped: %s", pid, tick, err)
+            continue
+        made.append((pid, req, insight_records(pid, insights, req.evidence, now, tick), accumulated))
+    texts = list(dict.fromkeys(r.text for _, _, recs, _ in made for r in recs))
+    if not texts:
+        return Reflected([], failures, [])
+    ratings = dict(zip(texts, rt.rater.rate_many(texts)))
+    vectors = dict(zip(texts, rt.embedder.embed(texts)))
+    ops: list[dict[str, Any]] = []
+    notable = []
+    clock = format_hhmm(now)
+    for pid, req, recs, accumulated in made:
+        for r in recs:
+            r.rating = ratings[r.text]
+        ops.append({"op": "reflect", "agent": pid, "importance_accumulated": accumulated,
+                    "focal_points": [{"id": f.id, "text": f.text} for f in req.focal_points],
+                    "evidence": [m.id for m in req.evidence],
+                    "insights": [{"id": r.id, "text": r.text, "evidence_ids": r.evidence_ids, "depth": r.depth,
+                                  "rating": r.rating} for r in recs]})
+        notable += [f"{clock} {rt.names[pid]} reflects: {r.text}" for r in recs]
+        if recs:
+            emb = np.stack([vectors[r.text] for r in recs])
+            ops += rt.memories[pid].add_long_term(recs, emb, now)
+    return Reflected(ops, failures, notable)
+
+
+def consolidate_stage(rt: Runtime, now: int) -> list[dict[str, Any]]:
+    """Consolidation and forgetting of every agent (:meth:`AgentMemory.consolidate`); the trace operations."""
+    ops: list[dict[str, Any]] = []
+    for pid in rt.agents:
+        ops += rt.memories[pid].consolidate(now)
+    return ops
