@@ -1,0 +1,206 @@
+"""The language-model mind against an OpenAI-compatible server on 127.0.0.1 (the test double), end to end through a
+run: plans, reactions, dialogue, faults and their counted fallbacks, concurrency, and decisions that follow the
+retrieved memories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simulacra.config import load_config
+from simulacra.memory.records import MemoryRecord, RetrievedMemory
+from simulacra.simulation import Simulation
+from simulacra.trace import read_trace
+from tests.openai_double import garbage, hang, rate_limited, reply, server_error
+from tests.schema_answers import MARK, SchemaAnswers, prompt_text
+
+pytest_plugins = ["tests.openai_double"]
+
+DATA = Path(__file__).resolve().parent / "data"
+PLACES = {"cottage_a", "well", "shop", "field"}
+
+
+def llm_sim(tmp_path, openai_double, rater_url, embedder, name="llm", extra=()):
+    config = load_config(None, [f"rater.url={rater_url}", "llm.model=double-model", f"llm.base_url={openai_double.url}",
+                                "llm.attempts=1", "llm.timeout_s=2", "simulation.news_min_rating=1",
+                                "cognition.react_min_rating=1", *extra])
+    return Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
+                             run_name=name, embedder=embedder)
+
+
+def decisions(ticks, kind=None):
+    return [d for t in ticks for d in t["decisions"] if kind is None or d["kind"] == kind]
+
+
+def test_plans_come_from_the_model_with_places_that_exist_and_are_remembered(tmp_path, openai_double, rater_url,
+                                                                             embedder):
+    answers = SchemaAnswers(hooks={"reaction": lambda b, d: {**d, "decision": "continue"}})
+    openai_double.script([], then=answers)
+    with llm_sim(tmp_path, openai_double, rater_url, embedder) as sim:
+        summary = sim.run(4)
+        _, ticks = read_trace(sim.run_dir)
+        plans = decisions(ticks, "plan_day")
+        assert {d["agent"] for d in plans} == {"ann", "ben", "cal"} and all(d["source"] == "llm" for d in plans)
+        for d in plans:
+            assert d["value"] and all(item["place"] in PLACES for item in d["value"])
+            assert all(item["activity"].startswith(MARK) for item in d["value"])
+            assert d["memory_ids"]  # the memories retrieved for "plans for today" were in the prompt
+        # the plan is stored as a memory of kind plan, and the actions follow the model's plan
+        adds = [op for t in ticks for op in t["memory"] if op["op"] == "add" and op["kind"] == "plan"]
+        assert any("plan for day 1" in op["text"] and MARK in op["text"] for op in adds)
+        assert any(a["activity"].startswith(MARK) for t in ticks for a in t["actions"].values())
+        steps = decisions(ticks, "next_actions")
+        assert steps and all(s["place"] in PLACES for d in steps for s in d["value"])
+        assert summary["mind"]["name"] == "llm:openai:double-model"
+        assert summary["mind"]["decisions"]["llm"] >= 6 and not summary["mind"]["fallbacks"]
+        assert summary["agents"]["ann"]["plan"] and MARK in summary["agents"]["ann"]["plan"][0]
+    assert {"day_plan", "actions"} <= set(answers.titles)
+
+
+def go_to(place):
+    return lambda body, default: {**default, "decision": "go", "place": place, "activity": "helping at the " + place}
+
+
+def test_a_reaction_changes_the_route(tmp_path, openai_double, rater_url, embedder):
+    """Every agent goes to the field when it notices something: the route changes against the plan's."""
+    plan_everyone_home = {
+        "day_plan": lambda body, d: {"items": [{"start": "08:00", "activity": "staying in", "place": "cottage_a"}]},
+        "actions": lambda body, d: {"actions": [{"minutes": 240, "activity": "staying in", "place": "cottage_a"}]},
+    }
+    openai_double.script([], then=SchemaAnswers(hooks={**plan_everyone_home,
+                                                       "reaction": lambda b, d: {**d, "decision": "continue"}}))
+    with llm_sim(tmp_path, openai_double, rater_url, embedder, "stay") as sim:
+        sim.run(5)
+        _, calm = read_trace(sim.run_dir)
+    openai_double.script([], then=SchemaAnswers(hooks={**plan_everyone_home, "reaction": go_to("field")}))
+    with llm_sim(tmp_path, openai_double, rater_url, embedder, "react") as sim:
+        sim.run(5)
+        _, reacting = read_trace(sim.run_dir)
+    reactions = [d for d in decisions(reacting, "react") if d["value"]["kind"] == "go"]
+    assert reactions and all(d["source"] == "llm" and d["value"]["place"] == "field" for d in reactions)
+    assert all(d["value"]["percept"] for d in reactions)
+    who = reactions[0]["agent"]
+    calm_route = [t["positions"][who] for t in calm]
+    react_route = [t["positions"][who] for t in reacting]
+    assert "field" not in calm_route and react_route[-1] == "field" and calm_route != react_route
+
+
+def test_conversation_lines_come_from_the_model_and_both_remember_them(tmp_path, openai_double, rater_url, embedder):
+    def line(body, default):
+        speaker = prompt_text(body).split(",", 1)[0].removeprefix("You are ")
+        return {"line": f"{MARK} {speaker} speaks", "news": 0, "end": False}
+
+    hooks = {"reaction": lambda b, d: {**d, "decision": "talk", "person": next(
+        (p for p in d and b["response_format"]["json_schema"]["schema"]["properties"]["person"]["enum"]
+         if p != "none"), "none")}, "line": line,
+        "summary": lambda b, d: {"summary": f"{MARK} they talked"}}
+    openai_double.script([], then=SchemaAnswers(hooks=hooks))
+    with llm_sim(tmp_path, openai_double, rater_url, embedder, "talk", ["simulation.conversation_turns=4"]) as sim:
+        summary = sim.run(6)
+        _, ticks = read_trace(sim.run_dir)
+    convs = [c for t in ticks for c in t["conversations"]]
+    assert convs, "a reaction 'talk' starts a conversation"
+    c = convs[0]
+    assert len(c["lines"]) == 4 and all(ln["source"] == "llm" and ln["text"].startswith(MARK) for ln in c["lines"])
+    assert c["summary"].startswith("Conversation of") and MARK in c["summary"]
+    for pid in c["participants"]:
+        texts = [op["text"] for t in ticks for op in t["memory"] if op["op"] == "add" and op["agent"] == pid]
+        assert all(any(ln["text"] in x for x in texts) for ln in c["lines"])  # every line, both sides
+        assert c["summary"] in texts
+    usage = summary["mind"]["history"]
+    assert usage["strategy"] == "window_summary" and usage["lines"] >= 4 and usage["line_prompt_tokens"] > 0
+
+
+FAULTS = {
+    "garbage": lambda b, d: garbage(),
+    "truncated": lambda b, d: reply(json.dumps(d)[:20], finish_reason="length"),
+    "unknown place": lambda b, d: {"items": [{"start": "08:00", "activity": "flying", "place": "the moon"}]},
+    "429": lambda b, d: rate_limited(None),
+    "500": lambda b, d: server_error(),
+    "timeout": lambda b, d: hang(5),
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_a_bad_answer_falls_back_to_the_scripted_decision_and_is_counted(tmp_path, openai_double, rater_url,
+                                                                        embedder, fault):
+    openai_double.script([], then=SchemaAnswers(hooks={"day_plan": FAULTS[fault]}))
+    with llm_sim(tmp_path, openai_double, rater_url, embedder, "fault") as sim:
+        summary = sim.run(3)
+        _, ticks = read_trace(sim.run_dir)
+    assert summary["ticks"] == 3 and not summary["stopped"]
+    plans = decisions(ticks, "plan_day")
+    assert len(plans) == 3 and all(d["source"] == "fallback" and d["reason"] for d in plans)
+    assert plans[0]["value"][0]["activity"] == "drawing water"  # the routine, as the scripted mind plans
+    assert summary["mind"]["fallbacks"] == {"plan_day": 3}
+
+
+def test_answers_arriving_in_reverse_order_give_the_same_trace(tmp_path, openai_double, rater_url, embedder):
+    """With 4 calls in flight, the first request of a burst is answered last; the trace equals a run that asked
+    one call at a time."""
+    arrivals = []
+
+    def delay(body):
+        arrivals.append(1)
+        return 0.3 if len(arrivals) % 3 == 1 else 0.0
+
+    traces = []
+    for n, concurrency in enumerate((1, 4)):
+        arrivals.clear()
+        openai_double.script([], then=SchemaAnswers(delay_s=delay))
+        with llm_sim(tmp_path, openai_double, rater_url, embedder, f"c{n}", [f"llm.concurrency={concurrency}"]) as sim:
+            sim.run(4)
+            _, ticks = read_trace(sim.run_dir)
+        traces.append(json.dumps(ticks, sort_keys=True))
+    assert traces[0] == traces[1]
+
+
+def test_a_decision_changes_when_the_retrieved_memories_change(openai_double, embedder):
+    """Same situation, different memories in the prompt: a different line, and the ids of the memories cited."""
+    from simulacra.cognition.llm_mind import LLMMind
+    from simulacra.cognition.mind import AgentView, ConversationView
+    from simulacra.cognition.scripted import ScriptedMind
+    from simulacra.config import Config
+    from simulacra.llm import OpenAIChatModel
+    from simulacra.world.model import load_world
+
+    world = load_world(DATA / "tiny.yaml", DATA / "personas")
+
+    def echo_first_memory(body, default):
+        text = prompt_text(body)
+        first = text.split("What you remember about Ben Brook:\n1. ", 1)[1].split("\n", 1)[0]
+        return {"line": f"You know, {first}", "news": 0, "end": False}
+
+    openai_double.script([], then=SchemaAnswers(hooks={"line": echo_first_memory}))
+    mind = LLMMind(OpenAIChatModel("double-model", base_url=openai_double.url), Config())
+
+    def memory(i, text):
+        rec = MemoryRecord(id=f"m{i}", text=text, kind="dialogue", rating=6, timestamp=480.0, tick=0)
+        return RetrievedMemory(f"m{i}", text, "short_term", "dialogue", 1.0, 0.6, 0.7, 1.1, rec)
+
+    names = {pid: p.name for pid, p in world.personas.items()}
+    places = {pid: p.name for pid, p in world.places.items()}
+    said = []
+    for mems in ([memory(1, "Ben sold the last candles.")], [memory(2, "Ben is saving for a new roof.")]):
+        view = AgentView("ann", world.personas["ann"], 500, "shop", tuple(mems), names, places)
+        conv = ConversationView("ann", "ben", "shop", 1, 4, [], [], set(), True, "buying candles")
+        d = mind.next_line(view, conv)
+        assert d.source == "llm" and d.memory_ids == (mems[0].id,)
+        said.append(d.value.text)
+        # the scripted mind decides from what it retrieved too: the news it tells is the retrieved one
+    assert said[0] != said[1] and "candles" in said[0] and "roof" in said[1]
+    scripted = ScriptedMind()
+    from simulacra.cognition.scripted import news_candidates
+
+    told = []
+    for mems in ([memory(1, "Ben sold the last candles.")], [memory(2, "Ben is saving for a new roof.")]):
+        for m in mems:
+            m.record.extra.update(topic=m.text, source="seen")
+        news = news_candidates([], mems, "cal", "Cal Carter", set(), 1)
+        view = AgentView("ann", world.personas["ann"], 500, "shop", tuple(mems), names, places)
+        d = scripted.next_line(view, ConversationView("ann", "cal", "shop", 1, 4, [], news, set(), True, "x"))
+        told.append(d.value.text)
+        assert d.memory_ids[0] == mems[0].id
+    assert told[0] != told[1]
