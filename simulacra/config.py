@@ -255,7 +255,19 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         data = read_yaml(path, ConfigError) or {}
         if not isinstance(data, dict):
             raise ConfigError(path, None, "expected a mapping of sections")
-    for item in overrides or []:
+    data = apply_overrides(data, overrides or [], source)
+    return config_from_dict(data, source if not overrides else f"{source} with --set {' '.join(overrides)}")
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...], source: str | Path = "<config>"
+                    ) -> dict[str, Any]:
+    """``data`` (nested dicts, changed in place and returned) with ``"section.field=value"`` overrides applied;
+    the value is parsed as YAML (``0.3``, ``null``, ``true``).
+
+    Raises:
+        ConfigError: a malformed override, or a section that is not a mapping.
+    """
+    for item in overrides:
         key, sep, raw = item.partition("=")
         parts = key.strip().split(".")
         if not sep or len(parts) != 2 or not all(parts):
@@ -268,4 +280,4 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if not isinstance(section, dict):
             raise ConfigError(source, parts[0], "expected a mapping")
         section[parts[1]] = value
-    return config_from_dict(data, source if not overrides else f"{source} with --set {' '.join(overrides)}")
+    return data

@@ -18,7 +18,8 @@ def explain_tick(run: str | Path, agent: str, tick: int) -> dict[str, Any]:
         ``{"agent", "name", "tick", "clock", "place", "action", "perceived": [texts], "remembered": [{text,
         kind, rating, tier}], "said": [texts], "heard": [texts], "retrieved": [{purpose, query, results: [{id,
         text, tier, kind, recency, importance, relevance, score}]}], "reflections": [...], "moved": [...],
-        "forgotten": [...], "posted": [...]}``.
+        "forgotten": [...], "posted": [...], "decisions": [{kind, source, memory_ids, memories: [texts], value}],
+        "lines": [{text, source, memories: [texts]}], "plan_step"}``.
     Raises:
         SimulacraError: unknown agent, or a tick outside the trace.
     """
@@ -52,7 +53,38 @@ def explain_tick(run: str | Path, agent: str, tick: int) -> dict[str, Any]:
         "moved": [op["text"] for op in mine if op["op"] == "move"],
         "forgotten": [{"text": op["text"], "reason": op.get("reason")} for op in mine if op["op"] == "forget"],
         "posted": [op["text"] for op in t["memory"] if op["op"] == "post" and op.get("author") == agent],
+        "decisions": [_with_texts(d, t) for d in t.get("decisions", []) if d["agent"] == agent],
+        "lines": [{"text": ln["text"], "source": ln.get("source", "scripted"),
+                   "memories": [_text_of(i, t) for i in ln.get("memory_ids", [])]}
+                  for ln in lines if ln["speaker"] == agent],
+        "plan_step": (t.get("plans") or {}).get(agent, {}).get("step"),
     }
+
+
+def _text_of(memory_id: str, tick: dict[str, Any]) -> str:
+    """The text of a memory the tick's operations mention (retrieved or added), else its id."""
+    for op in tick["memory"]:
+        if op.get("id") == memory_id and "text" in op:
+            return op["text"]
+        for r in op.get("results", ()):
+            if r["id"] == memory_id:
+                return r["text"]
+    return memory_id
+
+
+def _with_texts(decision: dict[str, Any], tick: dict[str, Any]) -> dict[str, Any]:
+    return {**decision, "memories": [_text_of(i, tick) for i in decision.get("memory_ids", [])]}
+
+
+def _describe(d: dict[str, Any]) -> str:
+    v = d["value"]
+    if d["kind"] in ("plan_day", "next_actions"):
+        from simulacra.clock import format_hhmm
+
+        return "; ".join(f"{format_hhmm(i['start'])} {i['activity']} at {i['place']}" for i in v)
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={x}" for k, x in v.items())
+    return str(v)
 
 
 def format_explanation(e: dict[str, Any]) -> str:
@@ -81,6 +113,14 @@ def format_explanation(e: dict[str, Any]) -> str:
             out.append("    (nothing scored above the threshold)")
     for ins in e["reflections"]:
         out.append(f"reflected (depth {ins['depth']}, {len(ins['evidence_ids'])} memories): {ins['text']}")
+    for d in e.get("decisions", []):
+        out.append(f"decided ({d['kind']}, {d['source']}{': ' + d['reason'] if d.get('reason') else ''}): "
+                   f"{_describe(d)}")
+        out += [f"    because of: {m}" for m in d["memories"]]
+    for ln in e.get("lines", []):
+        if ln["memories"]:
+            out.append(f"said ({ln['source']}) \"{ln['text']}\" with in mind:")
+            out += [f"    {m}" for m in ln["memories"]]
     out += [f"moved to long-term: {x}" for x in e["moved"]]
     out += [f"forgot ({f['reason']}): {f['text']}" for f in e["forgotten"]]
     out += [f"posted to the town's shared memory: {x}" for x in e["posted"]]

@@ -204,3 +204,50 @@ def test_a_decision_changes_when_the_retrieved_memories_change(openai_double, em
         told.append(d.value.text)
         assert d.memory_ids[0] == mems[0].id
     assert told[0] != told[1]
+
+
+def test_interview_answers_from_retrieved_memories_with_every_backend(tmp_path, openai_double, rater_url, embedder,
+                                                                    capsys):
+    from simulacra.cli import main
+    from simulacra.cognition.llm_mind import LLMMind
+    from simulacra.config import Config
+    from simulacra.interview import interview
+    from simulacra.llm import OpenAIChatModel
+
+    config = load_config(None, [f"rater.url={rater_url}", "simulation.conversation_probability=1.0",
+                                "simulation.news_min_rating=1", "memory.retrieval=merged"])
+    with Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
+                           run_name="iv", embedder=embedder) as sim:
+        sim.run(6)
+    question = "What happened at the old well?"
+    scripted = interview(sim.run_dir, "ann", question, embedder=embedder)
+    assert scripted["source"] == "scripted" and scripted["retrieved"]
+    assert scripted["used"] and all(m["text"] in scripted["answer"] for m in scripted["used"])
+    assert any("rope snaps" in m["text"] for m in scripted["retrieved"])
+    # at an earlier tick, memories formed later are not used
+    early = interview(sim.run_dir, "ann", question, tick=0, embedder=embedder)
+    _, ticks = read_trace(sim.run_dir)
+    later = {op["id"] for t in ticks[1:] for op in t["memory"] if op["op"] == "add"}
+    assert later and not later & {m["id"] for m in early["retrieved"]}
+    assert early["time"] == 490 and early["retrieved"] != scripted["retrieved"]
+
+    def cite_second(body, default):
+        return {"answer": f"{MARK} the rope snapped", "memories": [2]}
+
+    openai_double.script([], then=SchemaAnswers(hooks={"interview": cite_second}))
+    mind = LLMMind(OpenAIChatModel("double-model", base_url=openai_double.url), Config())
+    llm = interview(sim.run_dir, "ann", question, embedder=embedder, mind=mind)
+    assert llm["source"] == "llm" and llm["answer"].startswith(MARK)
+    assert [m["id"] for m in llm["used"]] == [llm["retrieved"][1]["id"]]
+    assert "What happened at the old well?" in prompt_text(openai_double.requests[-1])
+    # the command line, scripted (the run's own mind)
+    assert main(["interview", str(sim.run_dir), "--agent", "ann", question]) == 0
+    out = capsys.readouterr().out
+    assert "Ann Archer (ann)" in out and "memories the answer rests on" in out
+    assert main(["interview", str(sim.run_dir), "--agent", "nobody", question]) != 0
+    # inspect shows the decisions with the memories behind them
+    from simulacra.explain import explain_tick, format_explanation
+
+    e = explain_tick(sim.run_dir, "ann", 0)
+    assert e["decisions"] and e["decisions"][0]["kind"] == "plan_day"
+    assert "decided (plan_day, scripted)" in format_explanation(e)

@@ -1,0 +1,112 @@
+"""Interview an agent of a finished run: its answer to a question, from the memories it retrieves for it.
+
+``simulacra interview database/<run> --agent ID "question"`` opens the agent's stores (read only), retrieves for
+the question with the run's own retrieval rule at the end of the run (or at the end of tick ``--tick N``: memories
+formed later are left out; memories forgotten before the end of the run are gone from the stores and cannot be
+used), and asks the run's mind (or another one, ``--llm local`` / ``--set llm.model=...``) to answer, listing the
+memories the answer rests on. Works with every backend: the scripted mind answers with what it retrieved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from simulacra.cognition.mind import AgentView
+from simulacra.config import apply_overrides, config_from_dict
+from simulacra.errors import SimulacraError
+from simulacra.persona import Persona
+from simulacra.trace import read_trace
+
+
+def interview(run: str | Path, agent: str, question: str, tick: int | None = None,
+              overrides: Sequence[str] = (), embedder=None, mind=None) -> dict[str, Any]:
+    """Ask ``agent`` of ``run`` a question.
+
+    Args:
+        run: the run folder (``database/<run>``) or its ``trace.jsonl``.
+        agent: the agent's id; question: the question (non-empty).
+        tick: answer as at the end of this tick (0-based; default: the run's last tick).
+        overrides: ``section.field=value`` changes to the run's config (e.g. ``llm.provider=local``).
+        embedder, mind: parts to use instead of building them from the config (tests).
+
+    Returns:
+        ``{"agent", "name", "question", "time", "clock", "answer", "source", "used": [memory dicts],
+        "retrieved": [memory dicts]}``; each memory dict has id, text, tier, kind, recency, importance,
+        relevance, score.
+    Raises:
+        SimulacraError: unknown agent, a tick outside the trace, an empty question, or a run without stores.
+    """
+    from simulacra.clock import format_game_time
+    from simulacra.memory.stream import AgentMemory, open_chroma
+    from simulacra.runtime import build_language_model, build_mind
+
+    if not question or not question.strip():
+        raise SimulacraError("the question is empty")
+    run_dir = Path(run)
+    if run_dir.name == "trace.jsonl":
+        run_dir = run_dir.parent
+    header, ticks = read_trace(run_dir)
+    if agent not in header["agents"]:
+        raise SimulacraError(f"{run_dir}: no agent {agent!r}; agents: {', '.join(header['agents'])}")
+    if not ticks:
+        raise SimulacraError(f"{run_dir}: the run has no tick")
+    n = len(ticks) - 1 if tick is None else tick
+    if not 0 <= n < len(ticks):
+        raise SimulacraError(f"{run_dir}: tick {n} is outside the trace (0..{len(ticks) - 1})")
+    now = int(ticks[n]["time"]) + int(header["tick_minutes"])
+    source = f"{run_dir}/trace.jsonl header" + (f" with --set {' '.join(overrides)}" if overrides else "")
+    config = config_from_dict(apply_overrides(dict(header["config"]), list(overrides), source), source)
+    if not (run_dir / agent).is_dir():
+        raise SimulacraError(f"{run_dir}: no memory store for {agent} (expected the folder {run_dir / agent})")
+    personas = {pid: Persona.model_validate(p) for pid, p in header["personas"].items()}
+    for pid, p in personas.items():
+        p.id = pid
+    names = {pid: p.name for pid, p in personas.items()}
+    place_names = {pid: p["name"] for pid, p in header["world"]["places"].items()}
+    if embedder is None:
+        from simulacra.embeddings import SentenceTransformerEmbedder
+
+        e = config.embedding
+        embedder = SentenceTransformerEmbedder(e.model, e.device, e.batch_size)
+    shared = None
+    if header["world"].get("shared_memory") and (run_dir / "town").is_dir():
+        from simulacra.memory.store import MemoryTier
+
+        shared = MemoryTier(open_chroma(run_dir / "town"), "shared", embedder.dim, config.memory.distance)
+    memory = AgentMemory(agent, run_dir / agent, config.memory, embedder.dim, shared=shared)
+    closers: list = []
+    try:
+        if mind is None:
+            llm = build_language_model(config, run_dir, closers)
+            mind = build_mind(config, llm, int(header["tick_minutes"]))
+        k = max(config.memory.top_k, config.cognition.memories_in_prompt)
+        qv = embedder.embed([question])[0]
+        found = [m for m in memory.retrieve(qv, now, top_k=4 * k)
+                 if m.record is None or m.record.timestamp is None or m.record.timestamp < now][:k]
+        place = ticks[n]["positions"][agent]
+        view = AgentView(agent, personas[agent], now, place, tuple(found), names, place_names)
+        d = mind.interview(view, question)
+    finally:
+        for c in reversed(closers):
+            c()
+    by_id = {m.id: m for m in found}
+    return {
+        "agent": agent, "name": names[agent], "question": question, "time": now, "clock": format_game_time(now),
+        "tick": n, "answer": d.value.text, "source": d.source, "mind": mind.name,
+        "used": [by_id[i].to_dict() for i in d.value.memory_ids if i in by_id],
+        "retrieved": [m.to_dict() for m in found],
+    }
+
+
+def format_interview(r: dict[str, Any]) -> str:
+    """Human-readable form of :func:`interview`."""
+    out = [f"{r['name']} ({r['agent']}), {r['clock']}, asked: {r['question']}", f"  {r['answer']}",
+           f"  ({r['mind']}, {r['source']})"]
+    if r["used"]:
+        out.append("memories the answer rests on:")
+        out += [f"  {m['score']:.3f}  {m['tier']:<10} {m['text']}" for m in r["used"]]
+    out.append(f"memories retrieved for the question: {len(r['retrieved'])}")
+    out += [f"  {m['score']:.3f}  {m['tier']:<10} {m['text']}" for m in r["retrieved"]]
+    return "\n".join(out)
