@@ -364,6 +364,12 @@ class Renderer:
         y += 4
         counts = "   ".join(f"{TIER_LABEL[t]} {'?' if a.counts.get(t) is None else a.counts[t]}" for t in TIERS)
         line("memories: " + counts, self.f_small, PANEL_MUTED, gap=8)
+        if a.plan:
+            line(f"plan for the day ({a.plan_source})", self.f_bold)
+            for item in a.plan[:6]:
+                for ln in wrap(self.f_small, item, width, 1):
+                    line(ln, self.f_small, PANEL_MUTED)
+            y += 6
         r = a.last_retrieval
         if r is None:
             line("no retrieval yet", self.f_bold)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simulacra.clock import format_hhmm
 from simulacra.memory.records import RetrievedMemory
 from simulacra.trace import TraceFormatError, read_trace
 
@@ -54,6 +55,8 @@ class AgentView:
     activity: str
     counts: dict[str, int | None]
     last_retrieval: Retrieval | None
+    plan: tuple[str, ...] = ()  # the day plan's items, "HH:MM activity at place", as of this tick
+    plan_source: str = ""  # "scripted", "llm" or "fallback"
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,7 @@ class ReplayState:
         self._ids: dict[str, dict[str, set[str]]] = {pid: {"short_term": set(), "long_term": set()}
                                                      for pid in self.agents}
         self._last: dict[str, Retrieval | None] = {pid: None for pid in self.agents}
+        self._plans: dict[str, tuple[tuple[str, ...], str]] = {pid: ((), "") for pid in self.agents}
         self._states: list[TickState] = []
         self.extend(ticks)
 
@@ -182,6 +186,11 @@ class ReplayState:
                 tiers.get(op.get("tier"), set()).discard(op["id"])
             elif kind == "retrieve":
                 last[agent] = _retrieval(tick, op)
+        for d in rec.get("decisions", []):
+            if d.get("kind") == "plan_day" and d.get("agent") in self._plans:
+                items = tuple(f"{format_hhmm(i['start'])} {i['activity']} at "
+                              f"{self.places.get(i['place'], {}).get('name', i['place'])}" for i in d.get("value", []))
+                self._plans[d["agent"]] = (items, str(d.get("source", "")))
         views = {}
         for pid in self.agents:
             place = rec["positions"].get(pid, "")
@@ -192,7 +201,7 @@ class ReplayState:
                 activity=str(act.get("activity", "")),
                 counts={"static": self._static.get(pid), "short_term": len(ids[pid]["short_term"]),
                         "long_term": len(ids[pid]["long_term"])},
-                last_retrieval=last[pid])
+                last_retrieval=last[pid], plan=self._plans[pid][0], plan_source=self._plans[pid][1])
         utterances = tuple(
             Utterance(speaker=ln["speaker"], listener=ln["listener"], text=ln["text"], place=conv.get("place", ""),
                       topic=ln.get("topic"))
