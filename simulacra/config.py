@@ -171,7 +171,8 @@ class CognitionConfig(_Section):
         "auto", description="auto: llm when a model is configured, else scripted; scripted: routine and templates"
     )
     react_min_rating: int = Field(
-        6, ge=1, le=10, description="a perceived event or acquaintance rated at least this (1..10) asks for a reaction"
+        6, ge=1, le=10, description="a perceived event rated at least this (1..10) asks for a reaction (an acquaintance "
+        "coming into view always does, outside the conversation cooldown)"
     )
     plan_hours_per_call: int = Field(
         4, ge=1, le=24, description="game hours of the day plan decomposed into tick-length actions per model call"

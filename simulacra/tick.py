@@ -228,14 +228,24 @@ class Retrieval:
     ops: list[dict[str, Any]]
 
 
-def salient_percepts(state: TownState, rt: Runtime, agent: str, new: Sequence[Percept],
-                     ratings: dict[str, int]) -> list[Percept]:
-    """New percepts worth a reaction: an event, or an acquaintance seen, rated at least
-    ``cognition.react_min_rating``; best rated first (ties: attention order)."""
+def salient_percepts(state: TownState, rt: Runtime, agent: str, new: Sequence[Percept], ratings: dict[str, int],
+                     now: int) -> list[Percept]:
+    """New percepts worth a reaction, best first: events rated at least ``cognition.react_min_rating`` (1..10),
+    by rating; then acquaintances (persona relationships) come into view, whom the agent has not talked with
+    within ``simulation.conversation_cooldown_minutes`` (Generative Agents: seeing someone one knows may start a
+    conversation)."""
     bar = rt.config.cognition.react_min_rating
+    cooldown = rt.config.simulation.conversation_cooldown_minutes
     known = set(rt.persona(agent).relationships)
-    out = [p for p in new if (p.kind == "event" or p.subject in known) and ratings.get(p.text, 0) >= bar]
-    return sorted(out, key=lambda p: -ratings.get(p.text, 0))
+    events = sorted((p for p in new if p.kind == "event" and ratings.get(p.text, 0) >= bar),
+                    key=lambda p: -ratings.get(p.text, 0))
+    people = []
+    for p in new:
+        if p.subject in known:
+            last = state.pair_last_talk.get(TownState.pair_key(agent, p.subject))
+            if last is None or now - last >= cooldown:
+                people.append(p)
+    return events + people
 
 
 def retrieve_stage(state: TownState, rt: Runtime, perception: Perception, ratings: dict[str, int],
@@ -249,7 +259,7 @@ def retrieve_stage(state: TownState, rt: Runtime, perception: Perception, rating
         for pid in state.agents:
             if is_asleep(current_activity(state, rt, pid, now)):
                 continue
-            top = salient_percepts(state, rt, pid, perception.new[pid], ratings)[:1]
+            top = salient_percepts(state, rt, pid, perception.new[pid], ratings, now)[:1]
             if top:
                 salient[pid] = top
                 asks.append((pid, top[0].text, "reaction"))
