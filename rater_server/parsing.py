@@ -487,8 +487,8 @@ def parse_ratings(text: str, n: int) -> list[ParsedRating | None]:
     return out
 
 
-#: array openers tried by :func:`_cut_arrays` (an answer cut at max_tokens has one or two)
-_MAX_CUT_STARTS = 20
+#: array openers tried by :func:`_cut_arrays` (a cut answer's array opens near its start)
+_MAX_CUT_STARTS = 5
 _BLANKS = re.compile(r"\s*")
 
 
@@ -498,7 +498,8 @@ def _cut_arrays(text: str) -> Iterator[list]:
     An answer that ran out of tokens (``finish_reason: length``) ends inside its array:
     ``{"ratings": [{"rating": 3, ...}, {"rating": 7, ...}, {"expla``. Items are read one by one from the
     ``[`` and kept while each is followed by ``,`` or ``]``: a value at the very end may itself be cut
-    (``1`` of ``10``) and is left out. Arrays that parse whole are not yielded (:func:`_json_values` has them).
+    (``1`` of ``10``) and is left out. Arrays that end with their ``]`` are not yielded (:func:`_json_values`
+    reads them). Only the first :data:`_MAX_CUT_STARTS` ``[`` are tried.
     """
     pos = 0
     for _ in range(_MAX_CUT_STARTS):
@@ -506,12 +507,7 @@ def _cut_arrays(text: str) -> Iterator[list]:
         if start < 0:
             return
         pos = start + 1
-        try:
-            _DECODER.raw_decode(text, start)
-            continue  # a whole array: not cut
-        except (ValueError, RecursionError):
-            pass
-        items, at = [], _BLANKS.match(text, start + 1).end()
+        items, at, whole = [], _BLANKS.match(text, start + 1).end(), False
         while at < len(text):
             try:
                 value, end = _DECODER.raw_decode(text, at)
@@ -521,8 +517,11 @@ def _cut_arrays(text: str) -> Iterator[list]:
             if end >= len(text) or text[end] not in ",]":
                 break
             items.append(value)
+            if text[end] == "]":
+                whole = True
+                break
             at = _BLANKS.match(text, end + 1).end()
-        if items:
+        if items and not whole:
             yield items
 
 

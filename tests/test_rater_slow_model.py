@@ -135,7 +135,7 @@ def in_order(text: str, position: int) -> int:
 
 
 def near_labels(text: str, position: int) -> int:
-    """A fair model: the label, off by one on every other memory."""
+    """A fair model: the label, off by one on every third memory."""
     return max(1, min(10, LABELS[text] + (1 if position % 2 else -1) * (position % 3 == 0)))
 
 
