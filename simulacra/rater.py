@@ -94,6 +94,7 @@ class _Waiting:
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
         self.start = 0.0
+        self._end: float | None = None
 
     def _loop(self) -> None:
         while not self._done.wait(self.interval_s):
@@ -110,13 +111,15 @@ class _Waiting:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._end = time.perf_counter()
         self._done.set()
         if self._thread is not None:
             self._thread.join()
 
     @property
     def elapsed_s(self) -> float:
-        return time.perf_counter() - self.start
+        """Seconds from opening to closing (to now while open)."""
+        return (self._end if self._end is not None else time.perf_counter()) - self.start
 
 
 class RaterClient:
@@ -254,9 +257,9 @@ class RaterClient:
                 raise _Transient(str(err)) from err
             finally:
                 self.waited_s += waiting.elapsed_s
-                if self.wait_report_s > 0 and waiting.elapsed_s >= self.wait_report_s:
-                    self.slow_requests += 1
-                    log.warning("the rater answered %s after %.0f s", what, waiting.elapsed_s)
+            if self.wait_report_s > 0 and waiting.elapsed_s >= self.wait_report_s:
+                self.slow_requests += 1
+                log.warning("the rater answered %s after %.0f s", what, waiting.elapsed_s)
             if resp.status_code >= 500 or resp.status_code == 429:
                 raise _Transient(f"HTTP {resp.status_code}: {resp.text[:200]}")
             if resp.status_code == 401:  # retrying cannot help
