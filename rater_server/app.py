@@ -8,7 +8,11 @@ Endpoints (all JSON):
 * ``POST /reflect`` — ``{"agent"?: str, "memories": [{"id": str, "text": str, "rating"?: 1..10}, ...] (1..500,
   ids unique), "max_insights"?: 1..10 (default 3)}`` -> ``{"insights": [{"text": str, "evidence": [id, ...]}]}``,
   the best first; ``[]`` when no memories relate (seed 003's reflection; :mod:`rater_server.reflection`).
-* ``GET /health`` — backend name, model, cache size and counters.
+* ``GET /health`` — backend name, model, cache size and counters; a backend with a ``health()`` method adds
+  its fields (the LLM backend: ``quality``, ``using``, ``limits``, see :mod:`rater_server.llm_backend`).
+
+A backend with ``rate_with_usage`` (the LLM backend) also says what each rating request cost: both rating
+answers then carry ``"usage": {"llm_calls", "llm_errors", "truncations", "fallbacks", "seconds"}``.
 
 Every malformed request gets a 4xx JSON answer ``{"error": "...", "field": ...}``, never a 5xx: a body
 that is not ``Content-Type: application/json`` (415), not UTF-8, not JSON, JSON with ``NaN`` / ``Infinity``,
@@ -215,6 +219,16 @@ def _duplicate_id(memories: list[ReflectMemory]):
     return None
 
 
+def _rate(backend, memories: list[str], agent: str | None, context: str | None) -> tuple[list, dict]:
+    """The backend's ratings, and ``{"usage": {...}}`` when it says what they cost (``rate_with_usage``:
+    model calls, truncated answers, fallbacks, seconds), else ``{}``."""
+    with_usage = getattr(backend, "rate_with_usage", None)
+    if callable(with_usage):
+        ratings, usage = with_usage(memories, agent=agent, context=context)
+        return ratings, {"usage": usage}
+    return backend.rate(memories, agent=agent, context=context), {}
+
+
 def create_app(backend=None, token: str | None = None, *, max_body_bytes: int = 1_000_000) -> Flask:
     """Build the rater app.
 
@@ -291,7 +305,8 @@ def create_app(backend=None, token: str | None = None, *, max_body_bytes: int = 
         if err:
             count("errors")
             return err
-        return jsonify(backend.rate([body.memory], agent=body.agent, context=body.context)[0].to_dict())
+        ratings, usage = _rate(backend, [body.memory], body.agent, body.context)
+        return jsonify({**ratings[0].to_dict(), **usage})
 
     @app.post("/rate/batch")
     def rate_batch():
@@ -300,7 +315,8 @@ def create_app(backend=None, token: str | None = None, *, max_body_bytes: int = 
         if err:
             count("errors")
             return err
-        return jsonify({"ratings": [r.to_dict() for r in backend.rate(body.memories, agent=body.agent)]})
+        ratings, usage = _rate(backend, body.memories, body.agent, None)
+        return jsonify({"ratings": [r.to_dict() for r in ratings], **usage})
 
     @app.post("/reflect")
     def reflect():
@@ -319,8 +335,9 @@ def create_app(backend=None, token: str | None = None, *, max_body_bytes: int = 
         stats = backend.stats()
         with lock:
             mine = dict(counts)
+        extra = backend.health() if callable(getattr(backend, "health", None)) else {}
         return jsonify({"status": "ok", "backend": backend.name, "model": backend.model,
                         "token_required": token is not None, "cache_size": stats.get("cache_size", 0),
-                        "counts": {**mine, **stats}})
+                        "counts": {**mine, **stats}, **extra})
 
     return app

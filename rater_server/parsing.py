@@ -43,6 +43,7 @@ Only the first :data:`MAX_CHARS` characters of an answer are read.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -443,6 +444,8 @@ def parse_ratings(text: str, n: int) -> list[ParsedRating | None]:
        ``results`` / ``answers`` / ``items``; an object keyed by memory number (``{"1": 7, "2": 3}``). When
        every object of an array carries an ``index`` / ``id`` / ``n`` / ``number`` (an integer), items go
        where their numbers say; otherwise by position.
+    1b. The complete leading items of an array cut off before its end (an answer that ran out of tokens:
+       ``{"ratings": [{"rating": 3}, {"rating": 7}, {"rat``), read as in 1 (``how`` = ``json-cut/...``).
     2. Numbered blocks: lines starting ``1.``, ``1)``, ``1:``, ``#1 -``, ``Memory 1:``, each block (up to the
        next numbered line) read by :func:`parse_rating` (``1. 7 - because ...``, or ``1. The mill\n
        Rating: 7``).
@@ -484,13 +487,53 @@ def parse_ratings(text: str, n: int) -> list[ParsedRating | None]:
     return out
 
 
+#: array openers tried by :func:`_cut_arrays` (a cut answer's array opens near its start)
+_MAX_CUT_STARTS = 5
+_BLANKS = re.compile(r"\s*")
+
+
+def _cut_arrays(text: str) -> Iterator[list]:
+    """The complete leading items of each JSON array in ``text`` that is cut off before its ``]``.
+
+    An answer that ran out of tokens (``finish_reason: length``) ends inside its array:
+    ``{"ratings": [{"rating": 3, ...}, {"rating": 7, ...}, {"expla``. Items are read one by one from the
+    ``[`` and kept while each is followed by ``,`` or ``]``: a value at the very end may itself be cut
+    (``1`` of ``10``) and is left out. Arrays that end with their ``]`` are not yielded (:func:`_json_values`
+    reads them). Only the first :data:`_MAX_CUT_STARTS` ``[`` are tried.
+    """
+    pos = 0
+    for _ in range(_MAX_CUT_STARTS):
+        start = text.find("[", pos)
+        if start < 0:
+            return
+        pos = start + 1
+        items, at, whole = [], _BLANKS.match(text, start + 1).end(), False
+        while at < len(text):
+            try:
+                value, end = _DECODER.raw_decode(text, at)
+            except (ValueError, RecursionError):
+                break
+            end = _BLANKS.match(text, end).end()
+            if end >= len(text) or text[end] not in ",]":
+                break
+            items.append(value)
+            if text[end] == "]":
+                whole = True
+                break
+            at = _BLANKS.match(text, end + 1).end()
+        if items and not whole:
+            yield items
+
+
 def _batch_readings(text: str, n: int) -> Iterator[list[ParsedRating | None]]:
     """Each way of reading ``text`` as ``n`` ratings, in :func:`parse_ratings`' order of preference."""
-    for value in _json_values(text):
+    whole = ((None, value) for value in _json_values(text))
+    cut = (("json-cut", items) for items in _cut_arrays(text))
+    for label, value in itertools.chain(whole, cut):
         found = _batch_items(value, n)
         if found is None:
             continue
-        how, items = found
+        how, items = label or found[0], found[1]
         filled: list[ParsedRating | None] = [None] * n
         for index, item in items:
             if 0 <= index < n and filled[index] is None:

@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     rater.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                        help="e.g. --set llm.model=llama3.1:8b --set llm.base_url=http://127.0.0.1:11434/v1; with "
                             "no model configured (nor OPENAI_MODEL) the offline backend answers")
+    rater.add_argument("--check", action="store_true",
+                       help="measure the configured model on rater.check_sample labelled memories (Spearman "
+                            "against the labels, answers parsed), print the figures and exit: status 0 ok, 1 weak")
     check = sub.add_parser("check", help="validate a world file and its personas")
     check.add_argument("world", nargs="?", default=DEFAULT_WORLD)
     check.add_argument("--personas-dir", default=None)
@@ -252,6 +255,11 @@ def format_summary(summary: dict) -> str:
         u = summary["llm"]
         out.append(f"\nLLM {u['model']}: {u['calls']} calls ({u['failures']} failed), {u['prompt_tokens']} prompt + "
                    f"{u['completion_tokens']} completion tokens, ${u['cost_usd']:.4f}")
+    r = summary.get("rater") or {}
+    if r.get("model_calls") or r.get("quality"):
+        out.append(f"\nrater model: {r['quality_line']}")
+        out.append(f"rater model calls: {r['model_calls']} ({r['truncations']} cut at max_tokens and resumed), "
+                   f"{r['model_s']:.0f} s; waited {r['waited_s']:.0f} s for the rater")
     if summary.get("stopped"):
         out.append(f"\nrun {summary['stopped']}")
     if summary.get("rater_fallbacks"):
@@ -281,12 +289,26 @@ def cmd_rater(args: argparse.Namespace) -> int:
     from simulacra.llm import build_model
 
     config = load_config(args.config, args.overrides)
-    backend = EmbeddingRater(CachedEmbedder(SentenceTransformerEmbedder()), k=config.rater.neighbours)
     llm = build_model(config.llm)
+    if args.check and llm is None:
+        raise SimulacraError("no model to check: set llm.model (or OPENAI_MODEL), e.g. --set llm.model=llama3.1:8b "
+                             "--set llm.base_url=http://127.0.0.1:11434/v1")
+    backend = EmbeddingRater(CachedEmbedder(SentenceTransformerEmbedder()), k=config.rater.neighbours)
     if llm is not None:
         from rater_server.llm_backend import LLMRater
+        from rater_server.quality import QualityCheck, describe, format_figures
 
-        backend = LLMRater(llm, backend, batch_size=config.rater.llm_batch_size)
+        backend = LLMRater.from_config(llm, backend, config.rater)
+        if args.check:  # with rater.check_sample = 0, the default sample
+            r = config.rater
+            backend.check = backend.check or QualityCheck(min_spearman=r.min_spearman, on_weak_model=r.on_weak_model)
+            quality = backend.ensure_checked()
+            print(format_figures(quality, backend.model))
+            return 1 if quality.get("weak") or quality.get("error") else 0
+        if backend.check is not None:
+            print(f"simulacra rater: measuring {backend.model} on {backend.check.sample} labelled memories ...",
+                  file=sys.stderr)
+            print(f"simulacra rater: {describe(backend.ensure_checked())}", file=sys.stderr)
     print(f"simulacra rater: backend {backend.name}, model {backend.model}", file=sys.stderr)
     app = create_app(backend, token=token)
     host = f"[{args.host}]" if ":" in args.host else args.host

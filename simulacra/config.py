@@ -86,6 +86,17 @@ class RaterConfig(_Section):
     start_local: bool = Field(True, description="start an in-process rater when nothing answers at url")
     neighbours: int = Field(11, ge=1, description="k of the offline rater's nearest-neighbour half")
     llm_batch_size: int = Field(16, ge=1, le=100, description="memories per LLM call when an LLM rates (llm section)")
+    check_sample: int = Field(
+        24, ge=0, le=200,
+        description="labelled memories (a fixed seeded choice) the rater's LLM rates at start to measure it; "
+        "0 = no check",
+    )
+    min_spearman: float = Field(
+        0.3, ge=-1, le=1, description="an LLM whose Spearman correlation with the labels is below this is weak"
+    )
+    on_weak_model: Literal["warn", "offline"] = Field(
+        "warn", description="a weak LLM: warn and keep using it, or rate and reflect with the offline backend instead"
+    )
 
 
 class SimulationConfig(_Section):
@@ -171,8 +182,8 @@ class CognitionConfig(_Section):
         "auto", description="auto: llm when a model is configured, else scripted; scripted: routine and templates"
     )
     react_min_rating: int = Field(
-        6, ge=1, le=10, description="a perceived event rated at least this (1..10) asks for a reaction (an acquaintance "
-        "coming into view always does, outside the conversation cooldown)"
+        6, ge=1, le=10, description="a perceived event rated at least this (1..10) asks for a reaction (an "
+        "acquaintance coming into view always does, outside the conversation cooldown)"
     )
     plan_hours_per_call: int = Field(
         4, ge=1, le=24, description="game hours of the day plan decomposed into tick-length actions per model call"

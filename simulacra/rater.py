@@ -6,6 +6,16 @@ retries transient failures with backoff (tenacity), and, when nothing answers at
 offline rater in-process on that address. :meth:`RaterClient.reflect` asks ``<base>/reflect`` for insights
 about several memories, each citing the memories it rests on.
 
+Slow models: a rater whose backend asks a language model publishes in ``GET /health`` how long one model
+call can take with its retries (``limits.model_call_s``, derived from ``llm.timeout_s``, ``llm.attempts`` and
+the backoff) and how many calls a request can make (fewer than ``limits.model_calls_per_memory`` per memory;
+one for ``/reflect``). The client reads it when it connects and waits, per request,
+``timeout_s + calls * model_call_s`` seconds (:meth:`RaterClient.request_timeout_s`), so a slow model makes
+a slow run, not a dead one; while it waits it reports every ``wait_report_s`` seconds (a warning in the log,
+or the ``on_wait`` callback). What the rater's model cost is summed from the answers' ``usage``
+(:attr:`RaterClient.truncations`, ...) and its measured quality read from ``/health``
+(:meth:`RaterClient.model_quality`); :meth:`RaterClient.report` has both for a run's summary.
+
 A rater started with a token (``SIMULACRA_RATER_TOKEN``) wants ``Authorization: Bearer <token>`` on every
 request but ``GET /health``: the client sends the token given to it or, by default, the one in the same
 environment variable (read when the client is made, never at import), and a 401 is a :class:`RaterError`
@@ -15,9 +25,11 @@ at once, not retried.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from urllib.parse import urlparse
 
 import requests
@@ -67,15 +79,62 @@ def _error_text(resp) -> str:
     return resp.text[:200]
 
 
+def _log_wait(what: str, elapsed_s: float, limit_s: float) -> None:
+    """The default ``on_wait``: a warning, so that the CLI's default log level shows it."""
+    log.warning("waiting for the rater (%s): %.0f s so far; its language model is slow (the client waits up to "
+                "%.0f s, derived from the model's llm.timeout_s and llm.attempts)", what, elapsed_s, limit_s)
+
+
+class _Waiting:
+    """While open, calls ``report(elapsed_s)`` every ``interval_s`` seconds from a daemon thread."""
+
+    def __init__(self, interval_s: float, report: Callable[[float], None]):
+        self.interval_s = interval_s
+        self._report = report
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.start = 0.0
+        self._end: float | None = None
+
+    def _loop(self) -> None:
+        while not self._done.wait(self.interval_s):
+            try:
+                self._report(time.perf_counter() - self.start)
+            except Exception:  # a failing callback must not kill the wait
+                log.exception("on_wait callback failed")
+
+    def __enter__(self) -> _Waiting:
+        self.start = time.perf_counter()
+        if self.interval_s > 0:
+            self._thread = threading.Thread(target=self._loop, name="rater-wait", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._end = time.perf_counter()
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds from opening to closing (to now while open)."""
+        return (self._end if self._end is not None else time.perf_counter()) - self.start
+
+
 class RaterClient:
     """Rates memories over HTTP.
 
     Args:
         url: the ``/rate`` endpoint.
-        timeout_s: seconds per request.
+        timeout_s: seconds per request for everything but the rater's model calls (HTTP, queueing, the
+            offline backend); a request that may call a model waits longer (:meth:`request_timeout_s`).
         attempts: tries per request on connection errors, timeouts and 5xx.
         token: bearer token sent with every request; ``None`` (default) takes it from :data:`TOKEN_ENV`,
             ``""`` sends none.
+        on_wait: called as ``on_wait(what, elapsed_s, limit_s)`` every ``wait_report_s`` seconds while a
+            request is unanswered (``what`` e.g. ``"rating 16 memories"``); default: a logged warning.
+        wait_report_s: seconds between two ``on_wait`` calls; 0 = never.
     Raises:
         RaterError: the token holds characters an HTTP header cannot carry (non-ASCII, spaces, controls).
     Attributes:
@@ -83,12 +142,30 @@ class RaterClient:
         requests_sent: HTTP requests made.
         reflections_requested: calls of :meth:`reflect`.
         insights_dropped: insights :meth:`reflect` left out because they were unusable (logged).
+        model_call_s: seconds one call of the rater's model can take with its retries (from ``/health``,
+            :meth:`refresh_limits`); ``None``: unknown or no model, requests wait ``timeout_s``.
+        model_calls_per_memory: a rating request for ``n`` memories makes fewer than this times ``n`` calls.
+        truncations, model_calls, model_errors, model_fallbacks, model_s: summed over the rating answers'
+            ``usage``: the rater's model answers cut at ``max_tokens``, its calls, its failed calls, memories
+            its offline backend rated instead, and seconds spent in its calls.
+        slow_requests: requests that took at least ``wait_report_s``; ``waited_s``: seconds spent waiting for
+            all requests.
     """
 
-    def __init__(self, url: str, timeout_s: float = 30.0, attempts: int = 3, token: str | None = None):
+    def __init__(self, url: str, timeout_s: float = 30.0, attempts: int = 3, token: str | None = None, *,
+                 on_wait: Callable[[str, float, float], None] | None = None, wait_report_s: float = 10.0):
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
         self.attempts = attempts
+        self.on_wait = on_wait or _log_wait
+        self.wait_report_s = wait_report_s
+        self.model_call_s: float | None = None
+        self.model_calls_per_memory = 2
+        self._quality: dict | None = None
+        self.truncations = self.model_calls = self.model_errors = self.model_fallbacks = 0
+        self.model_s = 0.0
+        self.slow_requests = 0
+        self.waited_s = 0.0
         token = token_from_env() if token is None else (token.strip() or None)
         if token is not None and (not token.isascii() or not token.isprintable() or " " in token):
             raise RaterError(f"the rater token ({TOKEN_ENV}) must be printable ASCII without spaces")
@@ -122,15 +199,67 @@ class RaterClient:
         except (requests.RequestException, ValueError):
             return None
 
-    def _post(self, url: str, body: dict) -> requests.Response:
+    def refresh_limits(self, health: dict | None = None) -> dict | None:
+        """Read ``limits`` and ``quality`` from ``health`` (default: ``GET /health`` now) into
+        :attr:`model_call_s`, :attr:`model_calls_per_memory` and :meth:`model_quality`'s cache.
+
+        Returns:
+            the health answer, or ``None`` when nothing answers (nothing is changed then).
+        """
+        health = self.health(timeout_s=max(1.0, min(self.timeout_s, 10.0))) if health is None else health
+        if health is None:
+            return None
+        limits = health.get("limits")
+        if isinstance(limits, dict):
+            call_s, per = limits.get("model_call_s"), limits.get("model_calls_per_memory")
+            ok = isinstance(call_s, (int, float)) and not isinstance(call_s, bool) and math.isfinite(call_s)
+            self.model_call_s = float(call_s) if ok and call_s > 0 else None
+            if isinstance(per, int) and not isinstance(per, bool) and per >= 1:
+                self.model_calls_per_memory = per
+        if isinstance(health.get("quality"), dict):
+            self._quality = health["quality"]
+        return health
+
+    def request_timeout_s(self, model_calls: int) -> float:
+        """Seconds to wait for a request that can make ``model_calls`` calls of the rater's model:
+        ``timeout_s + model_calls * model_call_s`` (just ``timeout_s`` when ``model_call_s`` is unknown).
+
+        Example: ``llm.timeout_s = 30``, ``llm.attempts = 4`` give ``model_call_s = 300`` before the model's
+        server is known to take ``response_format`` (180 after); rating 16 memories (at most 31 calls) then
+        waits up to ``30 + 31 * 300`` s. The rater's calls end within that bound by construction (each is cut
+        at ``llm.timeout_s`` and retried ``llm.attempts`` times, then the offline backend answers), so this
+        bound is reached only by a rater that is stuck; a slow model only makes the wait long, reported
+        every ``wait_report_s`` seconds.
+        """
+        if self.model_call_s is None:
+            return self.timeout_s
+        return self.timeout_s + max(1, model_calls) * self.model_call_s
+
+    def _calls_for(self, memories: int) -> int:
+        return max(1, self.model_calls_per_memory * memories - 1)
+
+    def _post(self, url: str, body: dict, model_calls: int = 1, what: str = "a request") -> requests.Response:
+        limit = self.request_timeout_s(model_calls)
+
         @retry(stop=stop_after_attempt(self.attempts), wait=wait_exponential(multiplier=0.2, max=5),
                retry=retry_if_exception_type(_Transient), reraise=True)
         def send():
             self.requests_sent += 1
+            waiting = _Waiting(self.wait_report_s, lambda elapsed: self.on_wait(what, elapsed, limit))
             try:
-                resp = self._session.post(url, json=body, timeout=self.timeout_s)
-            except (requests.ConnectionError, requests.Timeout) as err:
+                with waiting:
+                    resp = self._session.post(url, json=body, timeout=(min(self.timeout_s, 10.0), limit))
+            except requests.Timeout as err:
+                raise _Transient(f"{err} (waited {waiting.elapsed_s:.0f} s: rater.timeout_s {self.timeout_s:g}"
+                                 + (f" + {model_calls} model calls x {self.model_call_s:g} s" if self.model_call_s
+                                    else "") + ")") from err
+            except requests.ConnectionError as err:
                 raise _Transient(str(err)) from err
+            finally:
+                self.waited_s += waiting.elapsed_s
+            if self.wait_report_s > 0 and waiting.elapsed_s >= self.wait_report_s:
+                self.slow_requests += 1
+                log.warning("the rater answered %s after %.0f s", what, waiting.elapsed_s)
             if resp.status_code >= 500 or resp.status_code == 429:
                 raise _Transient(f"HTTP {resp.status_code}: {resp.text[:200]}")
             if resp.status_code == 401:  # retrying cannot help
@@ -143,6 +272,46 @@ class RaterClient:
             return send()
         except _Transient as err:
             raise RaterError(f"rater at {url} failed after {self.attempts} attempts: {err}") from None
+
+    def _add_usage(self, answer) -> None:
+        """Sum a rating answer's ``usage`` (what the rater's model spent on it) into the counters."""
+        usage = answer.get("usage") if isinstance(answer, dict) else None
+        if not isinstance(usage, dict):
+            return
+
+        def number(key: str) -> float:
+            value = usage.get(key)
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            return max(0.0, float(value)) if ok else 0.0
+
+        self.truncations += int(number("truncations"))
+        self.model_calls += int(number("llm_calls") + number("llm_errors"))
+        self.model_errors += int(number("llm_errors"))
+        self.model_fallbacks += int(number("fallbacks"))
+        self.model_s += number("seconds")
+
+    def model_quality(self, refresh: bool = True) -> dict | None:
+        """The rater model's measured quality (``GET /health`` ``quality``: ``sample``, ``parsed``,
+        ``spearman``, ``mae``, ``min_spearman``, ``weak``, ``reason``, ``using``, ...; see
+        :mod:`rater_server.quality`), or ``None`` when the rater has no model or did not measure it. With
+        ``refresh``, asks ``/health`` again; when it does not answer (e.g. after the in-process rater was
+        closed), the last figures read are returned."""
+        if refresh:
+            self.refresh_limits()
+        return self._quality
+
+    def report(self, refresh: bool = True) -> dict:
+        """What a run's summary shows of its rater: ``{"truncations", "model_calls", "model_errors",
+        "model_fallbacks": int, "model_s": float (seconds in model calls), "slow_requests": int, "waited_s":
+        float (seconds waiting for the rater), "fallbacks": int (unusable answers), "quality": dict | None
+        (:meth:`model_quality`), "quality_line": str (one line, :func:`rater_server.quality.describe`)}``."""
+        from rater_server.quality import describe
+
+        quality = self.model_quality(refresh)
+        return {"truncations": self.truncations, "model_calls": self.model_calls, "model_errors": self.model_errors,
+                "model_fallbacks": self.model_fallbacks, "model_s": round(self.model_s, 3),
+                "slow_requests": self.slow_requests, "waited_s": round(self.waited_s, 3), "fallbacks": self.fallbacks,
+                "quality": quality, "quality_line": describe(quality)}
 
     def _rating_from(self, answer, memory: str) -> int:
         rating = _coerce_rating(answer.get("rating")) if isinstance(answer, dict) else None
@@ -167,7 +336,8 @@ class RaterClient:
 
     def _rate_uncached(self, todo: list[str]) -> list[int]:
         if self._batch_supported is not False:
-            resp = self._post(self.url + "/batch", {"memories": todo})
+            resp = self._post(self.url + "/batch", {"memories": todo}, self._calls_for(len(todo)),
+                              f"rating {len(todo)} memories")
             if resp.status_code in (404, 405):
                 self._batch_supported = False
             else:
@@ -176,16 +346,18 @@ class RaterClient:
                     raise RaterError(f"rater at {self.url}/batch rejected the request: HTTP {resp.status_code} "
                                      f"{_error_text(resp)}")
                 try:
-                    answers = resp.json().get("ratings")
-                except (ValueError, AttributeError):
-                    answers = None
+                    answer = resp.json()
+                except ValueError:
+                    answer = None
+                answers = answer.get("ratings") if isinstance(answer, dict) else None
+                self._add_usage(answer)
                 if not isinstance(answers, list) or len(answers) != len(todo):
                     log.warning("rater batch answer malformed: %r", resp.text[:200])
                     answers = [None] * len(todo)
                 return [self._rating_from(a, m) for a, m in zip(answers, todo)]
         out = []
         for memory in todo:
-            resp = self._post(self.url, {"memory": memory})
+            resp = self._post(self.url, {"memory": memory}, 1, "rating a memory")
             if not resp.ok:
                 raise RaterError(f"rater at {self.url} rejected the request: HTTP {resp.status_code} "
                                  f"{_error_text(resp)}")
@@ -193,6 +365,7 @@ class RaterClient:
                 answer = resp.json()
             except ValueError:
                 answer = None
+            self._add_usage(answer)
             out.append(self._rating_from(answer, memory))
         return out
 
@@ -222,7 +395,7 @@ class RaterClient:
         body: dict = {"memories": items, "max_insights": max_insights}
         if agent is not None:
             body["agent"] = agent
-        resp = self._post(url, body)
+        resp = self._post(url, body, 1, f"reflecting on {len(items)} memories")
         if not resp.ok:
             raise RaterError(f"rater at {url} rejected the request: HTTP {resp.status_code} {_error_text(resp)}")
         try:
@@ -281,8 +454,22 @@ class LocalRaterServer:
         self._thread.join(timeout=5)
 
 
+def _log_quality(client: RaterClient, health: dict) -> None:
+    quality = health.get("quality")
+    if isinstance(quality, dict):
+        from rater_server.quality import describe
+
+        (log.warning if quality.get("weak") or quality.get("error") else log.info)(
+            "the rater's model %s: %s", health.get("model"), describe(quality))
+    if client.model_call_s is not None:
+        log.info("the rater's model calls take at most %.0f s each with their retries; a request for n memories "
+                 "waits up to %.0f s + %d*n-1 such calls", client.model_call_s, client.timeout_s,
+                 client.model_calls_per_memory)
+
+
 def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neighbours: int = 11, *,
-                  backend=None, token: str | None = None):
+                  backend=None, token: str | None = None,
+                  on_wait: Callable[[str, float, float], None] | None = None, wait_report_s: float = 10.0):
     """A :class:`RaterClient` for ``url``; starts a rater in-process if nothing answers there.
 
     Args:
@@ -294,6 +481,12 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
             a rater already answers at ``url``).
         token: bearer token; ``None`` takes it from :data:`TOKEN_ENV`, ``""`` sends none. A rater started
             in-process requires the same token.
+        on_wait, wait_report_s: progress while a request waits (:class:`RaterClient`).
+
+    Before a rater is started in-process, its backend's start-up check runs when it has one
+    (``backend.ensure_checked()``: :class:`rater_server.llm_backend.LLMRater` with a quality check). The
+    client reads the rater's ``limits`` and ``quality`` from ``/health`` (:meth:`RaterClient.refresh_limits`)
+    and logs the quality.
 
     Returns:
         ``(client, server)``; ``server`` is a :class:`LocalRaterServer` to close, or ``None``.
@@ -301,13 +494,16 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
         RaterError: nothing answers, and the URL is not local or ``start_local`` is false, or the port is
             taken by something that is not a rater; or the rater answering requires a token and there is none.
     """
-    client = RaterClient(url, timeout_s, token=token)
+    waiting = {"on_wait": on_wait, "wait_report_s": wait_report_s}
+    client = RaterClient(url, timeout_s, token=token, **waiting)
     health = client.health()
     if health is not None:
         if health.get("token_required") and not client.has_token:
             client.close()
             raise RaterError(f"the rater at {url} requires a token: set {TOKEN_ENV} to the token it was started with")
         log.info("using the rater at %s", url)
+        client.refresh_limits(health)
+        _log_quality(client, health)
         return client, None
     p = urlparse(url)
     host = p.hostname or "127.0.0.1"
@@ -317,6 +513,8 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
     from rater_server.backends import EmbeddingRater
 
     secret = client._token
+    if callable(getattr(backend, "ensure_checked", None)):
+        backend.ensure_checked()
     app = create_app(backend if backend is not None else EmbeddingRater(embedder, k=neighbours), token=secret)
     try:
         server = LocalRaterServer(app, host, p.port or 80)
@@ -326,4 +524,8 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
              " (token required)" if secret else "")
     client.close()
     # port 0 asks the OS for a free port: talk to the one it gave
-    return RaterClient(url if p.port else server.url, timeout_s, token=secret or ""), server
+    client = RaterClient(url if p.port else server.url, timeout_s, token=secret or "", **waiting)
+    health = client.refresh_limits()
+    if health is not None:
+        _log_quality(client, health)
+    return client, server

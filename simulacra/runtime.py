@@ -157,9 +157,9 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
             from rater_server.backends import EmbeddingRater
             from rater_server.llm_backend import LLMRater
 
-            backend = LLMRater(llm, EmbeddingRater(embedder, k=r.neighbours), batch_size=r.llm_batch_size)
-        rater, server = connect_rater(r.url, rater_timeout_s(config), r.start_local, embedder, r.neighbours,
-                                      backend=backend)
+            backend = LLMRater.from_config(llm, EmbeddingRater(embedder, k=r.neighbours), r)
+        # the client's waits follow from the rater's model settings (its GET /health "limits")
+        rater, server = connect_rater(r.url, r.timeout_s, r.start_local, embedder, r.neighbours, backend=backend)
         closers.append(rater.close)
         if server is not None:
             closers.append(server.close)
@@ -174,17 +174,6 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
         raise
     return Runtime(world=world, config=config, run_dir=run_dir, agents=list(ids), embedder=embedder, rater=rater,
                    mind=mind, memories=memories, shared=shared, llm=llm, closers=closers)
-
-
-def rater_timeout_s(config: Config) -> float:
-    """Seconds the simulation's rater client waits for one answer: ``rater.timeout_s``, raised when a language
-    model rates so that a whole batch of model calls, with their retries, fits (``llm.timeout_s`` per call,
-    ``llm.attempts`` tries, batches of ``rater.llm_batch_size``)."""
-    r, m = config.rater, config.llm
-    if not uses_language_model(config):
-        return r.timeout_s
-    # a tick's batch of memories may take several model calls, each tried llm.attempts times
-    return max(r.timeout_s, m.timeout_s * m.attempts * 4 + 30.0)
 
 
 def build_language_model(config: Config, run_dir: Path, closers: list[Callable[[], None]]):

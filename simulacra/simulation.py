@@ -128,6 +128,10 @@ class Simulation:
         return self.rt.llm
 
     @property
+    def rater(self):
+        return self.rt.rater
+
+    @property
     def clock(self) -> GameClock:
         """The game clock at the tick about to run (a view of the state)."""
         return GameClock(self.state.start_minute, self.state.tick_minutes, self.state.tick)
@@ -320,6 +324,7 @@ class Simulation:
             "shared_memory": None if self.shared is None else len(self.shared),
             "reflection_failures": counters["reflection_failures"],
             "rater_fallbacks": rt.rater.fallbacks,
+            "rater": rt.rater.report(),
             "embedding_cache": {"hits": getattr(rt.embedder, "hits", 0),
                                 "misses": getattr(rt.embedder, "misses", 0)},
         }

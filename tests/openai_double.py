@@ -12,6 +12,10 @@ request takes the next scripted response; every request body is recorded. Use th
         ...
         assert openai_double.requests[0]["seed"] == 3
 
+For the rater, :class:`RatingModel` is a callable that reads the rater's own prompts (one memory, or a numbered
+batch) and answers like a small local model: slowly (``latency_s``), with the ratings a function gives, and cut
+at ``max_tokens`` (``finish_reason: length``, the last item half written) when the items do not fit.
+
 Scripted responses: :func:`reply` (any content; :func:`json_reply`, :func:`prose_json`, :func:`bare_number`,
 :func:`garbage`, :func:`empty`, :func:`null_content` are shorthands), :func:`status` (any HTTP error with optional
 headers; :func:`rate_limited`, :func:`server_error`, :func:`rejects_response_format`), :func:`hang` (answer only
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -142,6 +147,70 @@ def hang(seconds: float = 30.0, then: Any = None) -> Hang:
 def if_response_format(with_it: Scripted, without_it: Scripted) -> Callable[[dict], Scripted]:
     """Answer ``with_it`` when the request carries ``response_format``, else ``without_it`` (a real server's logic)."""
     return lambda body: with_it if "response_format" in body else without_it
+
+
+_BATCH_HEAD = re.compile(r"^Rate each of these (\d+) memories")
+_LISTED = re.compile(r"^(\d+)\. (.*)$")
+_ONE = re.compile(r'A memory(?: of [^:\n]*)?: "(.*)"\n', re.S)
+
+
+class RatingModel:
+    """Answers the rater's rating prompts (``rater_server.llm_backend``) as a scripted local model would.
+
+    Args:
+        rating: ``(memory text, 1-based position in the prompt) -> rating``.
+        fits: ``(memories asked, max_tokens) -> how many complete items fit`` in a batch answer; fewer than
+            asked gives a cut answer: the items that fit, then half an item, ``finish_reason: "length"``.
+            Default: all fit.
+        latency_s: seconds before each answer (a :class:`Hang`).
+        other: the answer to any other prompt (reflection); default a refusal in prose.
+        cut: ``False``: when items do not fit, answer only those that do, as complete JSON (``finish_reason:
+            "stop"``), like a model that skipped some.
+    Attributes:
+        rated: ``{memory text: times a complete rating of it was sent}``.
+        batches: ``(memories asked, max_tokens, complete items sent)`` per batch prompt, in order.
+        singles: memory texts asked one at a time, in order.
+    """
+
+    def __init__(self, rating: Callable[[str, int], int], fits: Callable[[int, int], int] | None = None,
+                 latency_s: float = 0.0, other: Any = None, cut: bool = True):
+        self.rating, self.fits, self.latency_s, self.cut = rating, fits, latency_s, cut
+        self.other = other if other is not None else reply("I cannot help with that.")
+        self.rated: dict[str, int] = {}
+        self.batches: list[tuple[int, int, int]] = []
+        self.singles: list[str] = []
+        self._lock = threading.Lock()
+
+    def _item(self, text: str, position: int) -> str:
+        with self._lock:
+            self.rated[text] = self.rated.get(text, 0) + 1
+        rating = self.rating(text, position)
+        return json.dumps({"explanation": f"memory {position} matters this much", "rating": rating})
+
+    def __call__(self, body: dict) -> Scripted:
+        prompt = str(body["messages"][-1].get("content", ""))
+        answer = self._answer(prompt, int(body.get("max_tokens") or 256))
+        return Hang(self.latency_s, answer) if self.latency_s > 0 else answer
+
+    def _answer(self, prompt: str, max_tokens: int) -> Scripted:
+        head = _BATCH_HEAD.match(prompt)
+        if head:
+            listed = [m for m in (_LISTED.match(line) for line in prompt.splitlines()[1:]) if m]
+            texts = [m.group(2) for m in listed][: int(head.group(1))]
+            fit = len(texts) if self.fits is None else max(0, min(len(texts), self.fits(len(texts), max_tokens)))
+            items = [self._item(t, i) for i, t in enumerate(texts[:fit], start=1)]
+            with self._lock:
+                self.batches.append((len(texts), max_tokens, fit))
+            if fit == len(texts) or not self.cut:
+                return reply(json.dumps({"ratings": [json.loads(i) for i in items]}))
+            cut = '{"ratings": [' + "".join(i + ", " for i in items) + '{"explanation": "memory ' + str(fit + 1)
+            return reply(cut, finish_reason="length", completion_tokens=max_tokens)
+        one = _ONE.search(prompt)
+        if one:
+            with self._lock:
+                self.singles.append(one.group(1))
+            return reply(self._item(one.group(1), 1))
+        return self.other
 
 
 def _tokens(text: str) -> int:

@@ -145,7 +145,7 @@ def test_a_spent_budget_stops_a_run_cleanly_with_its_message(tmp_path, openai_do
     config = load_config(None, [f"rater.url=http://127.0.0.1:{port}/rate", "llm.model=double-model",
                                 f"llm.base_url={openai_double.url}", "llm.max_calls=3", "llm.attempts=1",
                                 "rater.llm_batch_size=16", "llm.prompt_price_per_1k=0.5",
-                                "cognition.backend=scripted"])
+                                "cognition.backend=scripted", "rater.check_sample=0"])
     with Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
                            run_name="budget", embedder=embedder) as sim:
         summary = sim.run(12)

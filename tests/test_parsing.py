@@ -195,6 +195,13 @@ def ratings(items):
         ('Here you go: [{"rating": 7}, {"rating": 2}] as asked.', 2, [7, 2]),
         ('Memories [1] and [2] are about the mill. Answer: [{"rating": 7}, {"rating": 2}]', 2, [7, 2]),
         ('{"rating": 4}', 1, [4]),
+        # answers cut at max_tokens: the complete items of the cut array, never a half-written last one
+        ('{"ratings": [{"explanation": "a", "rating": 3}, {"explanation": "b", "rating": 7}, {"explana', 4,
+         [3, 7, None, None]),
+        ("[3, 7, 2, 1", 5, [3, 7, 2, None, None]),  # "1" may be the start of "10"
+        ("[3, 7, 2, 1, ", 5, [3, 7, 2, 1, None]),
+        ('[{"index": 2, "rating": 8}, {"index": 1, "rating": 3}, {"index": 3, "ra', 3, [3, 8, None]),
+        ('See [1]. {"ratings": [5, 6, "sev', 3, [5, 6, None]),
         # numbered lines and blocks
         ("Here you go:\n1. 7 - because the mill\n2. 3 - chores\n3: Rating: 9", 3, [7, 3, 9]),
         ("1. 7\n3. 5", 3, [7, None, 5]),  # memory 2 missing: None, memory 3 stays third
@@ -225,6 +232,7 @@ def test_parse_ratings_hows_and_explanations():
     assert [(p.how, p.explanation) for p in got] == [("numbered/leading", "because the mill"), ("numbered/label", "")]
     assert parse_ratings("7\n3", 2)[0].how == "lines/number"
     assert parse_ratings('{"1": 7}', 1)[0].how == "json-index/number"
+    assert parse_ratings('{"ratings": [{"rating": 2}, {"rat', 2)[0].how == "json-cut/json"
 
 
 def test_parse_ratings_rejects_a_negative_count():

@@ -15,7 +15,15 @@ from simulacra.llm.base import (
 from simulacra.llm.factory import CALLS_FILE, build_model
 from simulacra.llm.openai_model import OpenAIChatModel
 from simulacra.llm.parsing import extract_json
-from simulacra.llm.wrappers import BudgetedModel, CachingModel, RecordingModel, RetryingModel, UsageMeter, unwrap
+from simulacra.llm.wrappers import (
+    BudgetedModel,
+    CachingModel,
+    RecordingModel,
+    RetryingModel,
+    UsageMeter,
+    call_time_bound_s,
+    unwrap,
+)
 
 __all__ = [
     "CALLS_FILE",
@@ -32,6 +40,7 @@ __all__ = [
     "RetryingModel",
     "UsageMeter",
     "build_model",
+    "call_time_bound_s",
     "extract_json",
     "unwrap",
 ]

@@ -110,6 +110,11 @@ class RetryingModel(_Wrapper):
         self.retries = 0
         self.gave_up = 0
 
+    def worst_case_s(self, attempt_s: float) -> float:
+        """Longest a call can take when each try takes at most ``attempt_s`` seconds: ``attempts`` tries and
+        ``attempts - 1`` waits of at most ``max_wait_s`` each (a ``Retry-After`` is honoured up to that)."""
+        return self.attempts * attempt_s + (self.attempts - 1) * self.max_wait_s
+
     def _before_sleep(self, state: RetryCallState) -> None:
         with self._lock:
             self.retries += 1
@@ -355,7 +360,35 @@ class UsageMeter(_Wrapper):
                 f"{r['mean_latency_s']:.2f} s per call")
 
 
-__all__ = ["BudgetedModel", "RecordingModel", "RetryingModel", "UsageMeter", "unwrap"]
+def call_time_bound_s(model: Any) -> float | None:
+    """Seconds one ``model.complete(...)`` call can take at most, from the stack's settings; ``None`` if unknown.
+
+    The innermost model with a ``timeout_s`` (:class:`~simulacra.llm.OpenAIChatModel`: ``llm.timeout_s``, the
+    HTTP read timeout) bounds one request; a try is one request, or two while a server's support for
+    ``response_format`` is not known yet (``json_mode: auto``: a 400 to it is asked again without). A
+    :class:`RetryingModel` in the stack multiplies that by its tries and adds its waits
+    (:meth:`RetryingModel.worst_case_s`). The other wrappers add no waiting. A model without ``timeout_s``
+    anywhere in its stack (a test fake) gives ``None``.
+
+    Example: ``llm.timeout_s = 30``, ``llm.attempts = 4`` (waits of at most 20 s) and an unknown server:
+    ``4 * (2 * 30) + 3 * 20 = 300`` s; once the server is known, ``4 * 30 + 60 = 180`` s.
+    """
+    retrying: RetryingModel | None = None
+    adapter = None
+    node, seen = model, 0
+    while node is not None and seen < 64:
+        if retrying is None and isinstance(node, RetryingModel):
+            retrying = node
+        if isinstance(getattr(node, "timeout_s", None), (int, float)):
+            adapter = node
+        node = getattr(node, "inner", None)
+        seen += 1
+    if adapter is None:
+        return None
+    unknown = getattr(adapter, "json_mode", "off") == "auto" and getattr(adapter, "response_format_supported",
+                                                                         False) is None
+    attempt_s = float(adapter.timeout_s) * (2 if unknown else 1)
+    return retrying.worst_case_s(attempt_s) if retrying is not None else attempt_s
 
 
 class CachingModel(_Wrapper):
@@ -408,3 +441,7 @@ class CachingModel(_Wrapper):
                 while len(self._cache) > self.max_entries:
                     self._cache.popitem(last=False)
         return answer
+
+
+__all__ = ["BudgetedModel", "CachingModel", "RecordingModel", "RetryingModel", "UsageMeter", "call_time_bound_s",
+           "unwrap"]

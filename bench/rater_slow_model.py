@@ -1,0 +1,73 @@
+"""How long the rater takes to rate one batch behind a slow model that cuts long answers (issue 13).
+
+``python -m bench.rater_slow_model [--latency 2] [--item-tokens 80] [--client-timeout 30]``
+
+A scripted OpenAI-compatible server on 127.0.0.1 (``tests/openai_double.py``, :class:`RatingModel`) answers
+every call after ``--latency`` seconds; a batch answer holds as many items as fit in the call's
+``max_tokens`` at ``--item-tokens`` tokens each, and is cut there (``finish_reason: length``) like a small
+local model's. The run's own client (``connect_rater`` with the in-process rater and the LLM backend) rates
+16 fresh memories in one request. Prints seconds, model calls and outcome as JSON. Uses only the API that
+existed before issue 13, so the same script measures the code before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import time
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency", type=float, default=2.0, help="seconds before each model answer")
+    parser.add_argument("--item-tokens", type=int, default=80, help="tokens one rated item costs the model")
+    parser.add_argument("--client-timeout", type=float, default=30.0, help="rater.timeout_s of the run's client")
+    parser.add_argument("--memories", type=int, default=16)
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    from rater_server.backends import EmbeddingRater
+    from rater_server.llm_backend import LLMRater
+    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.errors import RaterError
+    from simulacra.llm import OpenAIChatModel, RetryingModel, UsageMeter
+    from simulacra.rater import connect_rater
+    from tests.openai_double import OpenAIDouble, RatingModel
+
+    embedder = CachedEmbedder(SentenceTransformerEmbedder())
+    fallback = EmbeddingRater(embedder)
+    fallback.rate(["warm up the embedder"])
+    double = RatingModel(lambda text, position: 1 + sum(map(ord, text)) % 10,
+                         fits=lambda n, max_tokens: max(0, (max_tokens - 60) // args.item_tokens),
+                         latency_s=args.latency)
+    memories = [f"Villager {i} notices that the {thing} by the mill is {state} this morning."
+                for i, (thing, state) in enumerate(zip(["cart", "gate", "wheel", "fence"] * 8,
+                                                       ["broken", "open", "stuck", "gone", "new"] * 8))][:args.memories]
+    with OpenAIDouble() as server:
+        server.script([], then=double)
+        llm = UsageMeter(RetryingModel(OpenAIChatModel("double-model", base_url=server.url, timeout_s=30.0),
+                                       attempts=4))
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            url = f"http://127.0.0.1:{s.getsockname()[1]}/rate"
+        client, rater = connect_rater(url, args.client_timeout, True, embedder,
+                                      backend=LLMRater(llm, fallback, batch_size=16))
+        start = time.perf_counter()
+        try:
+            client.rate_many(memories)
+            outcome = "rated"
+        except RaterError as err:
+            outcome = f"RaterError: {err}"
+        seconds = time.perf_counter() - start
+        client.close()
+        rater.close()
+        print(json.dumps({"memories": len(memories), "latency_s": args.latency, "item_tokens": args.item_tokens,
+                          "client_timeout_s": args.client_timeout, "seconds": round(seconds, 1),
+                          "model_requests": len(server.requests), "rated_twice_or_more":
+                          sum(1 for n in double.rated.values() if n > 1), "outcome": outcome[:300]}))
+
+
+if __name__ == "__main__":
+    main()
