@@ -246,11 +246,14 @@ def format_summary(summary: dict) -> str:
             out.append("  unusable model answers, scripted decision taken: "
                        + ", ".join(f"{k} {v}" for k, v in mind["fallbacks"].items()))
         h = mind.get("history")
-        if h:
-            out.append(f"  conversations ({h['strategy']} history): {h['conversations']}, {h['lines']} lines, "
-                       f"{h['line_prompt_tokens']} + {h['line_completion_tokens']} tokens; summaries "
-                       f"{h['summary_calls']} calls, {h['summary_prompt_tokens']} + {h['summary_completion_tokens']} "
-                       "tokens")
+        if h and h.get("exchange_calls"):
+            out.append(f"  conversations (one call each): {h['conversations']}, {h['exchange_prompt_tokens']} + "
+                       f"{h['exchange_completion_tokens']} tokens")
+        elif h:
+            out.append(f"  conversations ({h['strategy']} history): {h['conversations']}, {h.get('lines', 0)} lines, "
+                       f"{h.get('line_prompt_tokens', 0)} + {h.get('line_completion_tokens', 0)} tokens; summaries "
+                       f"{h.get('summary_calls', 0)} calls, {h.get('summary_prompt_tokens', 0)} + "
+                       f"{h.get('summary_completion_tokens', 0)} tokens")
     if summary.get("llm"):
         u = summary["llm"]
         out.append(f"\nLLM {u['model']}: {u['calls']} calls ({u['failures']} failed), {u['prompt_tokens']} prompt + "

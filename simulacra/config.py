@@ -200,6 +200,11 @@ class CognitionConfig(_Section):
         2, ge=1, description="turns between the starts of two swin windows (overlap = window - stride)"
     )
     summary_words: int = Field(60, ge=10, description="most words of one conversation summary")
+    exchange: Literal["line", "whole"] = Field(
+        "line",
+        description="line: one model call per line, the history strategy managing what each speaker sees; whole: "
+        "one call writes the whole conversation and its summary (fewest calls; the history strategy is not used)",
+    )
     max_tokens: int = Field(256, ge=16, description="most completion tokens of one cognition call")
     memories_in_prompt: int = Field(6, ge=0, description="retrieved memories put into one decision's prompt")
 

@@ -491,6 +491,11 @@ def converse_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str
                                       news_of(me, other), set(state.agents[me].knows),
                                       state.agents[a].talked_to[b] > 0, doing[me])
                  for me, other in ((a, b), (b, a))}
+        whole = rt.mind.whole_conversation(views, convs) if hasattr(rt.mind, "whole_conversation") else None
+        if whole is not None:
+            return whole.value[0], [whole] * len(whole.value[0]), Decision(whole.value[1], (), whole.source), Counter(
+                {"conversations": 1, "exchange_calls": 1, "exchange_prompt_tokens": whole.tokens[0],
+                 "exchange_completion_tokens": whole.tokens[1]})
         history = rt.mind.open_history() if hasattr(rt.mind, "open_history") else None
         lines: list[tuple[str, Utterance]] = []
         decisions: list[Decision] = []

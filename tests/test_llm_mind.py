@@ -113,6 +113,39 @@ def test_conversation_lines_come_from_the_model_and_both_remember_them(tmp_path,
     assert usage["strategy"] == "window_summary" and usage["lines"] >= 4 and usage["line_prompt_tokens"] > 0
 
 
+def test_a_whole_exchange_in_one_call(tmp_path, openai_double, rater_url, embedder):
+    """cognition.exchange=whole: one call writes every line and the summary; a line telling news carries its topic."""
+    told_news = []
+
+    def exchange(body, default):
+        props = body["response_format"]["json_schema"]["schema"]["properties"]["lines"]["items"]["properties"]
+        a, b = props["speaker"]["enum"]
+        news = f"News {b.split()[0]} could tell (by number):\n1. " in prompt_text(body)
+        told_news.append(news)
+        return {"lines": [{"speaker": a, "line": f"{MARK} hello", "news": 0},
+                          {"speaker": b, "line": f"{MARK} news", "news": int(news)},
+                          {"speaker": a, "line": f"{MARK} bye", "news": 0}], "summary": f"{MARK} news passed"}
+
+    hooks = {"reaction": lambda b, d: {**d, "decision": "talk", "person": next(
+        p for p in b["response_format"]["json_schema"]["schema"]["properties"]["person"]["enum"] if p != "none")}
+        if len(b["response_format"]["json_schema"]["schema"]["properties"]["person"]["enum"]) > 1
+        else {**d, "decision": "continue"}, "exchange": exchange}
+    answers = SchemaAnswers(hooks=hooks)
+    openai_double.script([], then=answers)
+    with llm_sim(tmp_path, openai_double, rater_url, embedder, "whole", ["cognition.exchange=whole"]) as sim:
+        summary = sim.run(6)
+        _, ticks = read_trace(sim.run_dir)
+    convs = [c for t in ticks for c in t["conversations"]]
+    assert convs and all(len(c["lines"]) == 3 and c["summary"].endswith(f"{MARK} news passed") for c in convs)
+    assert "line" not in answers.titles and "summary" not in answers.titles
+    assert answers.titles.count("exchange") == len(convs)
+    # the second line tells the listener's first news item exactly when it had one; nothing else carries a topic
+    assert [c["lines"][1]["topic"] is not None for c in convs] == told_news
+    assert all(ln["topic"] is None for c in convs for ln in (c["lines"][0], c["lines"][2]))
+    assert not summary["mind"]["fallbacks"]
+    assert summary["mind"]["history"]["exchange_calls"] == len(convs)
+
+
 FAULTS = {
     "garbage": lambda b, d: garbage(),
     "truncated": lambda b, d: reply(json.dumps(d)[:20], finish_reason="length"),

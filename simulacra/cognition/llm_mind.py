@@ -89,6 +89,17 @@ class _Line(_Strict):
     end: bool = False
 
 
+class _ExchangeLine(_Strict):
+    speaker: str
+    line: str = Field(min_length=1)
+    news: int = 0
+
+
+class _Exchange(_Strict):
+    lines: list[_ExchangeLine] = Field(min_length=2)
+    summary: str = Field(min_length=1)
+
+
 class _Summary(_Strict):
     summary: str = Field(min_length=1)
 
@@ -399,6 +410,81 @@ class LLMMind:
             used = next(n.memory_id for n in news if n.topic == d.value.topic)
             d = Decision(d.value, (used, *d.memory_ids), d.source, d.reason, d.tokens)
         return d
+
+    def whole_conversation(self, views: dict[str, AgentView], convs: dict[str, ConversationView]
+                           ) -> Decision[tuple[list[tuple[str, Utterance]], str]] | None:
+        """The whole conversation and its summary in one call (``cognition.exchange: whole``), or ``None`` when
+        lines are asked one by one (``line``). ``views``/``convs``: per speaker id, the opener first. Each side's
+        persona, relationship, memories about the other and news are in the prompt; every line names its speaker
+        (one of the two, alternating from the opener) and the news item it tells, by number in that speaker's list.
+        The fallback is the scripted conversation."""
+        if self.cfg.exchange != "whole":
+            return None
+        a, b = list(views)
+        names = {pid: views[pid].names[pid] for pid in (a, b)}
+        lists = {pid: [n for n in convs[pid].news][:4] for pid in (a, b)}
+        parts = []
+        for me, other in ((a, b), (b, a)):
+            v, p = views[me], views[me].persona
+            relation = p.relationships.get(other, "They have talked before." if convs[me].acquainted else
+                                           "They do not know each other well.")
+            mems = self._prompt_memories(v)
+            news = "\n".join(f"{i}. {n.topic}" for i, n in enumerate(lists[me], 1)) or "nothing new"
+            parts.append(f"{p.name}, {p.age}, {p.occupation}; {', '.join(p.traits)}. {p.speech_style}\n"
+                         f"About {names[other]}: {relation}\n"
+                         f"{self.memories_text(mems, f'{p.first_name} remembers about {names[other]}')}\n"
+                         f"News {p.first_name} could tell (by number):\n{news}")
+        c = convs[a]
+        place = views[a].place_names.get(c.place, c.place)
+        messages = [
+            {"role": "system", "content": "You write short, natural conversations between townspeople. Each "
+                                          "speaks in character and only from what they remember."},
+            {"role": "user", "content": (
+                "\n\n".join(parts) + f"\n\nIt is {format_hhmm(views[a].now)} at {place}. Write their conversation: "
+                f"2 to {c.max_turns} lines, {names[a]} first, speakers alternating; give each line's speaker, the "
+                "line, and the number of the news item it tells from that speaker's list (0 for none). Then "
+                f"summarise it in at most {self.cfg.summary_words} words.")},
+        ]
+        n_news = max(len(lists[a]), len(lists[b]))
+        schema = _obj({"lines": {"type": "array", "minItems": 2, "maxItems": c.max_turns, "items": _obj(
+            {"speaker": {"type": "string", "enum": [names[a], names[b]]}, "line": _text(240),
+             "news": {"type": "integer", "minimum": 0, "maximum": n_news}}, "exchange_line")},
+            "summary": _text(600)}, "exchange")
+        ids = {names[a]: a, names[b]: b}
+
+        def parse(data):
+            ex = _Exchange.model_validate(data)
+            out: list[tuple[str, Utterance]] = []
+            for i, ln in enumerate(ex.lines[: c.max_turns]):
+                speaker = ids.get(ln.speaker)
+                if speaker is None:
+                    raise BadAnswer(f"line {i + 1}: unknown speaker {ln.speaker!r}")
+                if speaker != (a if i % 2 == 0 else b):
+                    raise BadAnswer(f"line {i + 1}: speakers must alternate, {names[a]} first")
+                pool = lists[speaker]
+                if not 0 <= ln.news <= len(pool):
+                    raise BadAnswer(f"line {i + 1}: news must be 0..{len(pool)} for {ln.speaker}")
+                topic = pool[ln.news - 1].topic if ln.news else None
+                out.append((speaker, Utterance(ln.line.strip(), topic, i == len(ex.lines[: c.max_turns]) - 1)))
+            return out, f"Conversation of {names[a]} and {names[b]} at {place}: {ex.summary.strip()}"
+
+        def scripted():
+            lines: list[tuple[str, Utterance]] = []
+            speaker, listener = a, b
+            for turn in range(c.max_turns):
+                cv = convs[speaker]
+                cv.turn, cv.lines = turn, list(lines)
+                u = self.scripted.next_line(views[speaker], cv).value
+                lines.append((speaker, u))
+                if u.end and turn >= 1:
+                    break
+                speaker, listener = listener, speaker
+            convs[a].lines = list(lines)
+            return Decision((lines, self.scripted.summarise_conversation(views[a], convs[a]).value))
+
+        used = tuple(dict.fromkeys(m.id for pid in (a, b) for m in self._prompt_memories(views[pid])))
+        return self.ask("exchange", messages, schema, parse, scripted, used,
+                        max_tokens=max(3 * self.cfg.max_tokens, 120 * c.max_turns))
 
     def summarise_conversation(self, view: AgentView, c: ConversationView) -> Decision[str]:
         """A short third-person summary of the conversation that both participants store."""
