@@ -10,6 +10,7 @@ import textwrap
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
 import pytest
@@ -104,6 +105,21 @@ def test_same_seed_same_text_and_the_seed_is_used(model):
     assert say(5) == first
     # sampling at temperature 1 really follows the seed: different seeds do not all give one text
     assert len({first, say(6), say(7), say(8)}) > 1
+
+
+@needs_model
+def test_concurrent_requests_get_the_answers_they_get_alone(model):
+    """One slot (the default): requests queue, so what runs alongside cannot change an answer."""
+    prompts = [ask(f"It is {hour}:00. What does Isabella do now?") for hour in (8, 13, 18)]
+
+    def answer(prompt: list[dict]) -> str:
+        return model.complete(prompt, max_tokens=24, seed=4, json_schema=SCHEMA).text
+
+    alone = [answer(prompt) for prompt in prompts]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        together = list(pool.map(answer, prompts))
+    assert together == alone
+    assert len(set(alone)) > 1  # three different questions, not one canned answer
 
 
 @needs_model
