@@ -22,6 +22,7 @@ import importlib.util
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -288,7 +289,14 @@ def _watch_parent(parent_pid: int) -> None:
 def serve(model: str, alias: str, host: str, port: int, threads: int, context: int, parallel: int,
           parent_pid: int | None) -> None:
     """Child-process entry: load ``model`` into an xllamacpp ``Server`` listening on ``host:port``, print the
-    ready line with its URL, and live until the parent goes away (or a signal ends the process)."""
+    ready line with its URL, and live until the parent goes away (or a signal ends the process).
+
+    With a parent, Ctrl-C is ignored here (it reaches the whole terminal's process group): the parent decides
+    when to stop the server. Without one, Ctrl-C ends the process. Either way the process ends with
+    ``os._exit``: dropping xllamacpp's ``Server`` while a request is in flight would block.
+    """
+    if parent_pid is not None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     import xllamacpp
 
     params = xllamacpp.CommonParams()
@@ -311,8 +319,11 @@ def serve(model: str, alias: str, host: str, port: int, threads: int, context: i
         os._exit(1)
     print(_READY + json.dumps({"url": server.listening_address}), flush=True)
     if parent_pid is None:
-        while True:
-            time.sleep(3600)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            os._exit(0)
     _watch_parent(parent_pid)
 
 
