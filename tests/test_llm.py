@@ -484,6 +484,29 @@ def test_config_wins_over_environment(monkeypatch, openai_double):
     assert openai_double.requests[0]["model"] == "cfg-model"
 
 
+def test_arguments_override_config_and_environment(monkeypatch, openai_double):
+    monkeypatch.setenv("OPENAI_MODEL", "env-model")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    openai_double.script([reply("hi"), reply("hi")])
+    build_model(LLMConfig(model="cfg-model", base_url="http://127.0.0.1:9/v1"), base_url=openai_double.url,
+                model="arg-model").complete(ASK)
+    build_model(LLMConfig(), base_url=openai_double.url).complete(ASK)  # the model still from the environment
+    assert [r["model"] for r in openai_double.requests] == ["arg-model", "env-model"]
+
+
+def test_the_local_provider_needs_a_server_address_and_nothing_else(monkeypatch, openai_double):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-must-not-be-sent")
+    monkeypatch.setenv("OPENAI_MODEL", "env-model-not-used")
+    monkeypatch.delenv("UNSET_VARIABLE", raising=False)
+    with pytest.raises(LLMError, match="start_local_model"):
+        build_model(LLMConfig(provider="local"))
+    openai_double.script([reply("hi")])
+    model = build_model(LLMConfig(provider="local", api_key_env="UNSET_VARIABLE"), base_url=openai_double.url)
+    assert model.complete(ASK).text == "hi"
+    assert openai_double.requests[0]["model"] == "local"
+    assert openai_double.headers[0]["authorization"] == "Bearer no-key-required"
+
+
 def test_api_key_env_names_the_variable(monkeypatch, openai_double):
     monkeypatch.setenv("MY_LLM_KEY", "sk-custom")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-must-not-be-sent")

