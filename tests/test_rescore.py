@@ -9,6 +9,7 @@ from simulacra.config import load_config
 from simulacra.errors import SimulacraError
 from simulacra.explain import explain_tick, format_explanation
 from simulacra.memory.scoring import ScoringParams
+from simulacra.memory.selection import RetrievalRule
 from simulacra.rescore import rerank, rescore_run
 from simulacra.simulation import Simulation
 from simulacra.trace import read_trace
@@ -52,7 +53,7 @@ def test_rescoring_equals_retrieving_live_under_the_other_weights(tmp_path, rate
                 memory.config = memory.config.model_copy(update={"a_rec": a_rec, "a_imp": a_imp, "a_rel": a_rel,
                                                                   "gamma": gamma})
                 live = memory.retrieve(embedder.embed([op["query"]])[0], last["time"])
-                again = rerank(op["candidates"], op["tiers"], op["top_k"], op["threshold"], op["mode"], params)
+                again = rerank(op["candidates"], op["tiers"], RetrievalRule.from_record(op), params)
                 assert [x[0] for x in again] == [r.id for r in live]
                 assert [x[2] for x in again] == pytest.approx([r.score for r in live], abs=1e-6)  # float32 dots
                 changed += [x[0] for x in again] != [r["id"] for r in op["results"]]
@@ -112,12 +113,12 @@ def test_rescore_on_a_hand_made_trace(tmp_path):
 def test_rerank_by_hand():
     cands = {"short_term": [["a", 0.5, 0.9, 600.0], ["b", 0.9, 0.1, 0.0]]}
     p = ScoringParams(a_rec=1, a_imp=1, a_rel=1, gamma=0.5)
-    got = rerank(cands, ["short_term"], 2, 0.0, "cascade", p)
+    got = rerank(cands, ["short_term"], RetrievalRule("cascade", 2, 0.0), p)
     # a: 0.5**10 + 0.9 + 0.5 = 1.4009765625; b: 1 + 0.1 + 0.9 = 2.0
     assert [x[0] for x in got] == ["b", "a"] and got[1][2] == pytest.approx(1.4009765625)
-    assert rerank(cands, ["short_term"], 2, 1.5, "cascade", p) == [("b", "short_term", 2.0)]
+    assert rerank(cands, ["short_term"], RetrievalRule("cascade", 2, 1.5), p) == [("b", "short_term", 2.0)]
     with pytest.raises(ValueError, match="too large"):
-        rerank({"short_term": None}, ["short_term"], 2, 0.0, "cascade", p)
+        rerank({"short_term": None}, ["short_term"], RetrievalRule("cascade", 2, 0.0), p)
 
 
 def test_inspect_reconstructs_a_tick(tmp_path):
