@@ -37,7 +37,7 @@ class MemoryConfig(_Section):
     a_rel: float = Field(1.0, ge=0, description="weight of relevance (seed 003)")
     gamma: float = Field(
         0.99, gt=0, le=1,
-        description="recency factor per game hour (measured best, docs/tuning.md; Generative Agents and seed003: 0.995)",
+        description="recency factor per game hour (measured best, docs/tuning.md; Generative Agents, seed003: 0.995)",
     )
     recency_window_minutes: float = Field(60, ge=0, description="memories younger than this have recency 1")
     recency_from: Literal["created", "last_access"] = Field(

@@ -138,6 +138,29 @@ def test_tune_recovers_known_best_weights(tmp_path):
         assert (r.mrr == pytest.approx(1.0)) == (margin > 0), (s, margin, r)
 
 
+def test_search_uses_the_train_queries_and_scores_the_held_out_ones_apart(tmp_path):
+    import yaml
+
+    run, qfile, embedder = important_but_far_store(tmp_path)
+    data = yaml.safe_load(qfile.read_text())
+    # the held-out query wants what the train queries do not: the recent, relevant trivial memories
+    data["queries"][3].update(split="heldout", expected=[{"text": "trivial thing 3.0"}, {"text": "trivial thing 3.1"}])
+    qfile.write_text(yaml.safe_dump(data), encoding="utf-8")
+    info = t.read_run(run)
+    queries = t.load_queries(qfile)
+    assert [q.split for q in queries] == ["train", "train", "train", "heldout"]
+    prepared = t.prepare(run, queries, embedder, qfile, run=info)
+    grid = {"a_rec": [0.0, 1.0], "a_imp": [0.0, 2.0], "gamma": [0.995], "threshold": [0.0], "top_k": [1],
+            "retrieval": ["merged"]}
+    report = t.tune(prepared, t.grid_settings(grid), info.config.memory, "mrr")
+    assert report.best.mrr == 1.0 and report.best.setting.a_imp == 2.0  # chosen on the train queries alone
+    assert set(report.heldout) == {"best", "defaults", "seed003"}
+    assert report.heldout["best"].mrr == 0.0  # top_k 1 returns E_3, not a trivial memory
+    assert report.heldout["seed003"].mrr == 1.0  # seed weights put the closer trivial memories first
+    text = t.format_report(report)
+    assert "on 3 train queries" in text and "held-out (1)" in text
+
+
 def test_fast_path_equals_agent_memory_retrieve(tmp_path):
     rng = np.random.default_rng(7)
     run = tmp_path / "run"
@@ -237,6 +260,7 @@ def test_bad_expectations_name_the_file_and_the_query(tmp_path, queries, where, 
     ("queries: [{agent: a, query: q, expected: [{name: x}]}]\n", "queries.0.expected.0"),
     ("queries: [{agent: a, query: q, time: '25:00', expected: [x]}]\n", "queries.0.time"),
     ("queries: [{agent: a, query: q, expected: [x], colour: red}]\n", "queries.0.colour"),
+    ("queries: [{agent: a, query: q, expected: [x], split: test}]\n", "queries.0.split"),
     ("queries: [{agent: a, query: q, expected: [x]}\n", None),
 ])
 def test_malformed_query_files_are_clear_errors(tmp_path, body, where):
