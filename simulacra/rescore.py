@@ -20,7 +20,7 @@ import numpy as np
 
 from simulacra.errors import SimulacraError
 from simulacra.memory.scoring import ScoringParams, recency_importance, recency_of
-from simulacra.memory.selection import RetrievalRule, TierCandidates, select
+from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
 from simulacra.trace import read_trace
 
 
@@ -100,7 +100,7 @@ def rescore_run(run: str | Path, a_rec: float, a_imp: float, a_rel: float, gamma
             if "candidates" not in op:
                 raise SimulacraError(f"{run}: retrievals carry no candidates (a trace of schema 1?)")
             rule = replace(RetrievalRule.from_record(op, memory), **changes)
-            depth = op.get("max_top_k", op["top_k"])
+            depth = recorded_depth(op, memory)
             if any(rule.depth(tier) > depth for tier in op["tiers"]):  # deeper than the candidates recorded
                 report["not_rescorable"] += 1
                 continue
@@ -121,6 +121,17 @@ def rescore_run(run: str | Path, a_rec: float, a_imp: float, a_rel: float, gamma
                     "added": [texts.get(i, i) for i in after_ids if i not in before_ids],
                 })
     return report
+
+
+def recorded_depth(op: dict[str, Any], run_memory: dict[str, Any]) -> int:
+    """The ``top_k`` a retrieve operation's candidates serve: its ``max_top_k``; else, in a trace whose config
+    has ``memory.max_top_k`` (candidates recorded by :meth:`AgentMemory.candidates`, which defaults to that
+    depth), :func:`candidate_depth` of the run's config; else (older traces) the operation's ``top_k``."""
+    if "max_top_k" in op:
+        return int(op["max_top_k"])
+    if "max_top_k" in run_memory:
+        return candidate_depth(int(run_memory["top_k"]), run_memory.get("static_top_k"), run_memory["max_top_k"])
+    return int(op["top_k"])
 
 
 def _texts(ticks: list[dict]) -> dict[str, str]:

@@ -33,6 +33,10 @@ def test_the_runs_own_weights_reproduce_every_recorded_retrieval(tmp_path, rater
     report = rescore_run(sim.run_dir, m.a_rec, m.a_imp, m.a_rel)
     assert report["retrievals"] > 30 and report["rescored"] == report["retrievals"]
     assert report["changed"] == 0
+    # candidates are recorded for max_top_k (default twice top_k): top_k can rise that far and no further
+    deeper = rescore_run(sim.run_dir, m.a_rec, m.a_imp, m.a_rel, top_k=2 * m.top_k)
+    assert deeper["rescored"] == report["retrievals"] and deeper["changed"] > 0
+    assert rescore_run(sim.run_dir, m.a_rec, m.a_imp, m.a_rel, top_k=2 * m.top_k + 1)["rescored"] == 0
 
 
 @pytest.mark.parametrize("mode", ["cascade", "merged"])

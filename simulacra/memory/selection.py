@@ -117,6 +117,13 @@ class RetrievalRule:
         return self.top_k + (self.static_top_k or 0)
 
 
+def candidate_depth(top_k: int, static_top_k: int | None = None, max_top_k: int | None = None) -> int:
+    """How deep a trace records each tier's candidates (``memory.max_top_k``; ``None``: twice ``top_k``), never
+    less than ``top_k`` or ``static_top_k``: re-ranking them serves any ``top_k`` and ``static_top_k`` up to it."""
+    wanted = 2 * top_k if max_top_k is None else max_top_k
+    return max(wanted, top_k, static_top_k or 0)
+
+
 @dataclass(frozen=True)
 class TierCandidates:
     """Scored memories of one tier: a superset of the tier's best ``n`` that :func:`select` asked for.

@@ -26,7 +26,7 @@ import numpy as np
 from simulacra.config import MemoryConfig
 from simulacra.memory.records import TIERS, MemoryRecord, RetrievedMemory
 from simulacra.memory.scoring import ScoringParams
-from simulacra.memory.selection import RetrievalRule, TierCandidates, select
+from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
 from simulacra.memory.store import MemoryTier
 
 log = logging.getLogger(__name__)
@@ -236,8 +236,7 @@ class AgentMemory:
         ``top_k``; never less than ``top_k`` or ``static_top_k``. ``simulacra rescore`` can re-rank a recorded
         retrieval for any ``top_k`` and ``static_top_k`` up to it."""
         m = self.config
-        wanted = m.max_top_k if m.max_top_k is not None else 2 * m.top_k
-        return max(wanted, m.top_k, m.static_top_k or 0)
+        return candidate_depth(m.top_k, m.static_top_k, m.max_top_k)
 
     def retrieve(
         self,
