@@ -14,6 +14,16 @@ from simulacra.errors import SimulacraError
 DEFAULT_WORLD = "worlds/fernhollow.yaml"
 
 
+def _preset(name: str) -> str:
+    """``--preset NAME``: the path of ``presets/NAME.yaml`` (argparse reports an unknown name with the known ones)."""
+    from simulacra.presets import preset_path
+
+    try:
+        return str(preset_path(name))
+    except SimulacraError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--world", default=DEFAULT_WORLD, help="world file (YAML) [%(default)s]")
     p.add_argument("--personas-dir", default=None,
@@ -28,7 +38,11 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rater-url", default=None,
                    help="importance rater endpoint [config rater.url, http://127.0.0.1:5000/rate]")
     p.add_argument("--agents", default=None, help="comma-separated resident ids to simulate [all residents]")
-    p.add_argument("--config", default=None, help="YAML config file (sections memory, embedding, rater, simulation)")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--config", default=None,
+                        help="YAML config file (sections memory, embedding, rater, simulation)")
+    source.add_argument("--preset", dest="config", type=_preset, metavar="NAME",
+                        help="a config file of presets/, e.g. seed003 (seed 003's retrieval exactly)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                    help="override one config value, e.g. --set memory.a_rec=0.3 (repeatable)")
     p.add_argument("--llm", choices=["local"], default=None,
@@ -99,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     rescore.add_argument("--gamma", type=float, default=None, help="recency factor per game hour [the run's]")
     rescore.add_argument("--threshold", type=float, default=None, help="minimum score [the run's]")
     rescore.add_argument("--mode", choices=["cascade", "merged"], default=None, help="retrieval rule [the run's]")
+    rescore.add_argument("--top-k", type=int, default=None,
+                         help="memories per retrieval, up to the max_top_k the trace recorded [the run's]")
     rescore.add_argument("--limit", type=int, default=20, help="changed retrievals listed [%(default)s]")
     rescore.add_argument("--json", action="store_true", help="print the full report as JSON")
     _add_tune_parser(sub)
@@ -422,7 +438,10 @@ def cmd_rescore(args: argparse.Namespace) -> int:
                              f"got {args.weights!r}")
     if args.gamma is not None and not 0 < args.gamma <= 1:
         raise SimulacraError(f"--gamma must be in (0, 1], got {args.gamma}")
-    report = rescore_run(args.run, *weights, gamma=args.gamma, threshold=args.threshold, mode=args.mode)
+    if args.top_k is not None and args.top_k < 1:
+        raise SimulacraError(f"--top-k must be at least 1, got {args.top_k}")
+    report = rescore_run(args.run, *weights, gamma=args.gamma, threshold=args.threshold, mode=args.mode,
+                         top_k=args.top_k)
     print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else format_report(report, args.limit))
     return 0
 

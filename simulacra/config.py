@@ -2,9 +2,10 @@
 
 Defaults come from seed 003 (weights 0.25 / 0.25 / 1, threshold 0.35, relevance ``1/(1+distance)``,
 short-term size > 3, promotion at importance > 0.5, rater at ``http://127.0.0.1:5000/rate``,
-all-MiniLM-L6-v2) and from the Generative Agents paper (recency decay 0.995 per game hour,
-reflection after 150 points of raw importance). Load from YAML with :func:`load_config`; override
-single values with ``section.field=value`` strings (the CLI's ``--set``).
+all-MiniLM-L6-v2) and from the Generative Agents paper (reflection after 150 points of raw importance),
+except retrieval, whose defaults are the setting measured best (``merged`` over all tiers, recency decay
+0.99 per game hour; ``docs/tuning.md``); ``presets/seed003.yaml`` is seed 003 exactly. Load from YAML with
+:func:`load_config`; override single values with ``section.field=value`` strings (the CLI's ``--set``).
 """
 
 from __future__ import annotations
@@ -24,12 +25,20 @@ class _Section(BaseModel):
 
 
 class MemoryConfig(_Section):
-    """Memory scoring, retrieval, consolidation and decay (seed 003; units in game minutes/hours)."""
+    """Memory scoring, retrieval, consolidation and decay (seed 003; units in game minutes/hours).
+
+    Retrieval defaults are the setting measured best by ``simulacra tune`` on the labelled queries
+    (``docs/tuning.md``): merged retrieval and ``gamma`` 0.99, the seed's weights, threshold and ``top_k``.
+    ``presets/seed003.yaml`` is seed 003 exactly (cascade, ``gamma`` 0.995).
+    """
 
     a_rec: float = Field(0.25, ge=0, description="weight of recency (seed 003)")
     a_imp: float = Field(0.25, ge=0, description="weight of importance (seed 003)")
     a_rel: float = Field(1.0, ge=0, description="weight of relevance (seed 003)")
-    gamma: float = Field(0.995, gt=0, le=1, description="recency factor per game hour (Generative Agents)")
+    gamma: float = Field(
+        0.99, gt=0, le=1,
+        description="recency factor per game hour (measured best, docs/tuning.md; Generative Agents, seed003: 0.995)",
+    )
     recency_window_minutes: float = Field(60, ge=0, description="memories younger than this have recency 1")
     recency_from: Literal["created", "last_access"] = Field(
         "created", description="age measured from creation (seed 003) or last access (Generative Agents)"
@@ -37,9 +46,23 @@ class MemoryConfig(_Section):
     threshold: float = Field(0.35, description="a memory scoring below this is not used (seed 003)")
     top_k: int = Field(5, ge=1, description="memories returned by one retrieval")
     retrieval: Literal["cascade", "merged"] = Field(
-        "cascade",
-        description="cascade: static, then short-term, then long-term (then shared), lower tiers only while fewer "
-        "than top_k passed the threshold (seed 003); merged: the top_k best of all tiers by score",
+        "merged",
+        description="merged: the top_k best of all tiers by score (measured best, docs/tuning.md); cascade: static, "
+        "then short-term, then long-term (then shared), lower tiers only while fewer than top_k passed the threshold "
+        "(seed 003, presets/seed003.yaml)",
+    )
+    static_top_k: int | None = Field(
+        None, ge=0,
+        description="static budget: at most this many static (persona, world) facts per retrieval, picked apart from "
+        "and listed after the top_k episodic memories; null = no budget, static is the cascade's first tier (seed 003)",
+    )
+    static_threshold: float | None = Field(
+        None, description="minimum score of a budgeted static fact (its score is a_rel * relevance); null = threshold"
+    )
+    max_top_k: int | None = Field(
+        None, ge=1,
+        description="the trace records candidates for this top_k, so simulacra rescore can raise top_k (and "
+        "static_top_k) up to it; null = 2 x top_k",
     )
     distance: Literal["l2", "cosine", "ip"] = Field("l2", description="Chroma space; l2 is squared Euclidean")
     short_term_min_entries: int = Field(3, ge=0, description="consolidate only when short-term holds more")

@@ -3,8 +3,10 @@
 Every ``retrieve`` operation of a trace (schema 2) records, per tier asked, the memories that *any*
 non-negative weights and any recency ``gamma`` could have returned (the k-skyband, see
 :meth:`simulacra.memory.index.MirrorIndex.skyband`) with their relevance, importance and age. Re-ranking
-those with the formula of :mod:`simulacra.memory.scoring` and the retrieval rule the run used (cascade or
-merged, ``top_k``, ``threshold``) gives exactly what the run would have retrieved under the other weights.
+those with the formula of :mod:`simulacra.memory.scoring` and the engine's own selection
+(:func:`simulacra.memory.selection.select`) under the rule the run recorded (cascade or merged, ``top_k``,
+``threshold``, static budget) gives exactly what the run would have retrieved under the other weights; the
+rule can be changed too, ``top_k`` up to the recorded ``max_top_k``.
 """
 
 from __future__ import annotations
@@ -18,71 +20,76 @@ import numpy as np
 
 from simulacra.errors import SimulacraError
 from simulacra.memory.scoring import ScoringParams, recency_importance, recency_of
+from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
 from simulacra.trace import read_trace
 
 
-def rerank(candidates: dict[str, list | None], tiers: Sequence[str], top_k: int, threshold: float, mode: str,
-           params: ScoringParams) -> list[tuple[str, str, float]]:
-    """The retrieval's result under ``params``: ``[(id, tier, score), ...]`` best first.
+def recorded_candidates(candidates: dict[str, list | None], params: ScoringParams) -> dict[str, TierCandidates]:
+    """Score a retrieve operation's recorded candidates under ``params``, per tier, in row order.
 
     Args:
-        candidates: per tier, ``[id, relevance, importance | None, age_minutes | None]`` rows in row order.
-        tiers: the tiers in the order the retrieval asked them.
-        top_k, threshold, mode: the retrieval's rule (:meth:`simulacra.memory.stream.AgentMemory.retrieve`).
-        params: the weights and ``gamma`` to re-rank with (the importance recorded already holds its decay).
+        candidates: per tier, ``[id, relevance, importance | None, age_minutes | None]`` rows in row order
+            (the importance recorded already holds its long-term decay).
     Raises:
         ValueError: a tier's candidates were not recorded (too large a tier).
     """
-    def best(tier: str, n: int) -> list[tuple[str, str, float]]:
-        rows = candidates.get(tier, [])
+    out = {}
+    for tier, rows in candidates.items():
         if rows is None:
             raise ValueError(f"tier {tier} was too large for its candidates to be recorded")
-        if not rows or n <= 0:
-            return []
         rel = np.array([r[1] for r in rows], dtype=np.float64)
         imp = np.array([np.nan if r[2] is None else r[2] for r in rows], dtype=np.float64)
         age = np.array([np.nan if r[3] is None else r[3] for r in rows], dtype=np.float64)
         rec = recency_of(age, params.gamma, params.recency_window_minutes)
         score = recency_importance(rec, imp, params) + params.a_rel * rel  # the engine's arithmetic, exactly
-        order = np.lexsort((np.arange(len(rows)), -score))[:n]  # ties: row order, as the engine
-        return [(rows[i][0], tier, float(score[i])) for i in order]
+        out[tier] = TierCandidates(tier, [r[0] for r in rows], score)
+    return out
 
-    found: list[tuple[str, str, float]] = []
-    if mode == "merged":
-        for tier in tiers:
-            found.extend(m for m in best(tier, top_k) if m[2] >= threshold)
-        found.sort(key=lambda m: -m[2])
-        return found[:top_k]
-    for tier in tiers:
-        need = top_k - len(found)
-        if need <= 0:
-            break
-        found.extend(m for m in best(tier, need) if m[2] >= threshold)
-    return found
+
+def rerank(candidates: dict[str, list | None], tiers: Sequence[str], rule: RetrievalRule,
+           params: ScoringParams) -> list[tuple[str, str, float]]:
+    """The retrieval's result under ``params`` and ``rule``: ``[(id, tier, score), ...]`` in result order.
+
+    Args:
+        candidates: the operation's recorded candidates (:func:`recorded_candidates`).
+        tiers: the tiers in the order the retrieval asked them.
+        rule: the rule to select with (:func:`simulacra.memory.selection.select`, the engine's own).
+        params: the weights and ``gamma`` to re-rank with.
+    Raises:
+        ValueError: a tier's candidates were not recorded (too large a tier).
+    """
+    scored = recorded_candidates({t: candidates.get(t, []) for t in tiers}, params)
+    return [(p.id, p.tier, p.score) for p in select(tiers, scored, rule)]
 
 
 def rescore_run(run: str | Path, a_rec: float, a_imp: float, a_rel: float, gamma: float | None = None,
-                threshold: float | None = None, mode: str | None = None) -> dict[str, Any]:
+                threshold: float | None = None, mode: str | None = None, top_k: int | None = None,
+                static_top_k: int | None = None, static_threshold: float | None = None) -> dict[str, Any]:
     """Re-rank every recorded retrieval of ``run`` under the given weights (and ``gamma``, ``threshold``,
-    retrieval ``mode``; each defaults to what the retrieval used). ``top_k`` cannot change: the candidates
-    recorded are those of the run's ``top_k``.
+    retrieval ``mode``, ``top_k``, ``static_top_k``, ``static_threshold``; each ``None`` keeps what the
+    retrieval used). ``top_k`` and ``static_top_k`` can rise up to the ``max_top_k`` each retrieval recorded
+    candidates for (its ``top_k`` in traces without one); a retrieval that cannot be re-ranked is counted as
+    not re-scorable.
 
     Returns:
-        ``{"retrievals", "rescored", "not_rescorable", "changed", "weights", "changes": [{tick, clock, agent,
-        purpose, query, before: [ids], after: [ids], dropped: [texts], added: [texts]}, ...]}``; a retrieval
-        is *changed* when its list of ids (in order) differs.
+        ``{"retrievals", "rescored", "not_rescorable", "changed", "weights", "run_weights", "changes": [{tick,
+        clock, agent, purpose, query, before: [ids], after: [ids], dropped: [texts], added: [texts]}, ...]}``;
+        a retrieval is *changed* when its list of ids (in order) differs.
     Raises:
         SimulacraError: the trace is missing, of another schema, or has no recorded candidates.
     """
     header, ticks = read_trace(run)
     memory = header["config"]["memory"]
-    base = ScoringParams(memory["a_rec"], memory["a_imp"], memory["a_rel"], memory["gamma"],
-                         memory["recency_window_minutes"], memory["long_term_decay_per_hour"])
-    params = replace(base, a_rec=a_rec, a_imp=a_imp, a_rel=a_rel, gamma=base.gamma if gamma is None else gamma)
+    base = ScoringParams.from_config(memory)
+    params = ScoringParams.from_config(memory, a_rec=a_rec, a_imp=a_imp, a_rel=a_rel, gamma=gamma)
+    changes = {"threshold": threshold, "mode": mode, "top_k": top_k, "static_top_k": static_top_k,
+               "static_threshold": static_threshold}
+    changes = {k: v for k, v in changes.items() if v is not None}
     texts = _texts(ticks)
     report: dict[str, Any] = {"retrievals": 0, "rescored": 0, "not_rescorable": 0, "changed": 0, "changes": [],
                               "weights": {"a_rec": a_rec, "a_imp": a_imp, "a_rel": a_rel, "gamma": params.gamma,
-                                          "threshold": threshold, "mode": mode},
+                                          "threshold": threshold, "mode": mode, "top_k": top_k,
+                                          "static_top_k": static_top_k, "static_threshold": static_threshold},
                               "run_weights": {"a_rec": base.a_rec, "a_imp": base.a_imp, "a_rel": base.a_rel,
                                               "gamma": base.gamma}}
     for t in ticks:
@@ -92,9 +99,13 @@ def rescore_run(run: str | Path, a_rec: float, a_imp: float, a_rel: float, gamma
             report["retrievals"] += 1
             if "candidates" not in op:
                 raise SimulacraError(f"{run}: retrievals carry no candidates (a trace of schema 1?)")
+            rule = replace(RetrievalRule.from_record(op, memory), **changes)
+            depth = recorded_depth(op, memory)
+            if any(rule.depth(tier) > depth for tier in op["tiers"]):  # deeper than the candidates recorded
+                report["not_rescorable"] += 1
+                continue
             try:
-                after = rerank(op["candidates"], op["tiers"], op["top_k"],
-                               op["threshold"] if threshold is None else threshold, mode or op["mode"], params)
+                after = rerank(op["candidates"], op["tiers"], rule, params)
             except ValueError:
                 report["not_rescorable"] += 1
                 continue
@@ -110,6 +121,17 @@ def rescore_run(run: str | Path, a_rec: float, a_imp: float, a_rel: float, gamma
                     "added": [texts.get(i, i) for i in after_ids if i not in before_ids],
                 })
     return report
+
+
+def recorded_depth(op: dict[str, Any], run_memory: dict[str, Any]) -> int:
+    """The ``top_k`` a retrieve operation's candidates serve: its ``max_top_k``; else, in a trace whose config
+    has ``memory.max_top_k`` (candidates recorded by :meth:`AgentMemory.candidates`, which defaults to that
+    depth), :func:`candidate_depth` of the run's config; else (older traces) the operation's ``top_k``."""
+    if "max_top_k" in op:
+        return int(op["max_top_k"])
+    if "max_top_k" in run_memory:
+        return candidate_depth(int(run_memory["top_k"]), run_memory.get("static_top_k"), run_memory["max_top_k"])
+    return int(op["top_k"])
 
 
 def _texts(ticks: list[dict]) -> dict[str, str]:
@@ -129,13 +151,15 @@ def _texts(ticks: list[dict]) -> dict[str, str]:
 def format_report(report: dict[str, Any], limit: int = 20) -> str:
     """Human-readable rescore report: totals, then up to ``limit`` changed retrievals."""
     w, r = report["weights"], report["run_weights"]
-    rule = "".join(f", {k}={w[k]}" for k in ("threshold", "mode") if w.get(k) is not None)
+    rule = "".join(f", {k}={w[k]}" for k in ("threshold", "mode", "top_k", "static_top_k", "static_threshold")
+                   if w.get(k) is not None)
     out = [f"re-scored {report['rescored']} of {report['retrievals']} retrievals with a_rec={w['a_rec']}, "
            f"a_imp={w['a_imp']}, a_rel={w['a_rel']}, gamma={w['gamma']}{rule} (the run used a_rec={r['a_rec']}, "
            f"a_imp={r['a_imp']}, a_rel={r['a_rel']}, gamma={r['gamma']})",
            f"changed: {report['changed']} ({report['changed'] / max(report['rescored'], 1):.1%})"]
     if report["not_rescorable"]:
-        out.append(f"not re-scorable (a tier too large for its candidates to be recorded): {report['not_rescorable']}")
+        out.append(f"not re-scorable (a tier too large for its candidates to be recorded, or top_k above the "
+                   f"recorded max_top_k): {report['not_rescorable']}")
     for c in report["changes"][:limit]:
         out.append(f"\ntick {c['tick']} {c['clock']} {c['agent']} ({c['purpose']}): {c['query']}")
         out += [f"  - {text}" for text in c["dropped"]]

@@ -9,7 +9,10 @@ Schema 2 (this version) added to each ``retrieve`` its rule (``top_k``, ``thresh
 and ``candidates``: per tier, every memory other weights could have returned, ``[id, relevance,
 importance, age_minutes]``, with floats written exactly (shortest round-trip form), so that
 ``simulacra rescore`` reproduces the engine's ranking bit for bit. Returned memories' terms are rounded to
-6 digits for reading.
+6 digits for reading. Operations built by :meth:`simulacra.memory.stream.AgentMemory.retrieval_record` also
+carry ``static_top_k``, ``static_threshold`` and ``max_top_k`` (the depth of the candidates); readers treat
+them as absent in older schema-2 traces (no static budget; candidates for the header's ``memory.max_top_k``
+rule, else for ``top_k``).
 """
 
 from __future__ import annotations

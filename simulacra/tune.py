@@ -1,15 +1,19 @@
 """``simulacra tune``: search the retrieval parameters on labelled queries against a finished run.
 
 A labelled query names an agent, a game time, a query text and the memories that should come back (by id or
-by text). Each query text is embedded once; for each query and tier the raw scoring columns (distance to the
-query, rating, timestamps) are read once from the tier's in-process mirror, and every setting is then scored
-with the pure :func:`~simulacra.memory.scoring.score_memories` and the retrieval rule of
-:meth:`AgentMemory.retrieve <simulacra.memory.stream.AgentMemory.retrieve>` (cascade or merged, threshold,
-``top_k``), replicated here and checked against it in ``tests/test_tune.py``. Stores are only read.
+by text), and belongs to the ``train`` or the ``heldout`` split. Each query text is embedded once; for each
+query and tier the raw scoring inputs (distance to the query, rating, timestamps) are read once
+(:meth:`MemoryTier.scoring_inputs <simulacra.memory.store.MemoryTier.scoring_inputs>`), and every setting is
+then scored with the pure :func:`~simulacra.memory.scoring.score_memories` and selected with the engine's own
+retrieval rule, :func:`simulacra.memory.selection.select` (cascade or merged, threshold, ``top_k``, static
+budget). Stores are only read.
 
-Searched: ``a_rec``, ``a_imp``, ``gamma``, ``threshold``, ``top_k`` and ``retrieval``; ``a_rel`` stays 1 (the
-score is linear in the three weights, so fixing one only fixes the scale, and ``threshold`` is searched on that
-scale). Metrics (binary relevance, averaged over the queries): recall@k, MRR and nDCG@k. See ``docs/tuning.md``.
+Searched: ``a_rec``, ``a_imp``, ``gamma``, ``threshold``, ``top_k``, ``retrieval``, ``static_top_k`` and
+``static_threshold``; ``a_rel`` stays 1 (the score is linear in the three weights, so fixing one only fixes the
+scale, and the thresholds are searched on that scale). The search ranks settings on the train queries; the best
+and the baselines (the shipped defaults, ``presets/seed003.yaml``, the run's config) are also scored on the
+held-out queries. Metrics (binary relevance, averaged over the queries): recall@k, MRR and nDCG@k, with ``k``
+the most memories the setting returns. See ``docs/tuning.md``.
 """
 
 from __future__ import annotations
@@ -27,14 +31,17 @@ import numpy as np
 import yaml
 
 from simulacra.clock import MINUTES_PER_DAY, format_hhmm, parse_hhmm
-from simulacra.config import MemoryConfig, config_from_dict
+from simulacra.config import MemoryConfig, config_from_dict, load_config
 from simulacra.errors import InputError, SimulacraError, read_yaml
-from simulacra.memory.scoring import ScoringParams, score_memories
+from simulacra.memory.scoring import ScoringInputs, ScoringParams
+from simulacra.memory.selection import MODES, RetrievalRule, TierCandidates, rank, select
 
 #: ``a_rel`` during the search (the weights' scale; the threshold is searched on it)
 A_REL = 1.0
 METRICS = ("ndcg", "mrr", "recall")
-MODES = ("cascade", "merged")
+SPLITS = ("train", "heldout")
+#: searched parameters, in the order of :class:`Setting`
+KEYS = ("a_rec", "a_imp", "gamma", "threshold", "top_k", "retrieval", "static_top_k", "static_threshold")
 
 GRIDS: dict[str, dict[str, list]] = {
     "default": {
@@ -44,6 +51,8 @@ GRIDS: dict[str, dict[str, list]] = {
         "threshold": [0.35, 0.5, 0.65, 0.8, 1.0],
         "top_k": [3, 5, 8],
         "retrieval": list(MODES),
+        "static_top_k": [None, 0, 3],
+        "static_threshold": [None, 0.5],
     },
     "fine": {
         "a_rec": [0.0, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0],
@@ -52,11 +61,13 @@ GRIDS: dict[str, dict[str, list]] = {
         "threshold": [0.3, 0.35, 0.45, 0.55, 0.65, 0.8, 1.0, 1.2],
         "top_k": [1, 3, 5, 8],
         "retrieval": list(MODES),
+        "static_top_k": [None, 0, 2, 4],
+        "static_threshold": [None, 0.5],
     },
 }
 #: ranges of the random search (uniform; top_k an integer; floats rounded to 3 decimals)
 RANDOM_SPACE = {"a_rec": (0.0, 3.0), "a_imp": (0.0, 3.0), "gamma": (0.8, 1.0), "threshold": (0.2, 1.5),
-                "top_k": (1, 10)}
+                "top_k": (1, 10), "static_top_k": (0, 5), "static_threshold": (0.35, 0.8)}
 
 
 class TuneError(SimulacraError):
@@ -66,7 +77,8 @@ class TuneError(SimulacraError):
 # --------------------------------------------------------------------------------------------- settings
 @dataclass(frozen=True)
 class Setting:
-    """One point of the search space (``a_rel`` is :data:`A_REL`)."""
+    """One point of the search space (``a_rel`` is :data:`A_REL`). ``static_threshold`` is ``None`` unless a
+    static budget is set (it does nothing otherwise)."""
 
     a_rec: float
     a_imp: float
@@ -74,42 +86,74 @@ class Setting:
     threshold: float
     top_k: int
     retrieval: str
+    static_top_k: int | None = None
+    static_threshold: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.static_top_k and self.static_threshold is not None:  # no budget, or an empty one
+            object.__setattr__(self, "static_threshold", None)
 
     @classmethod
     def from_config(cls, m: MemoryConfig) -> Setting:
         """The searched parameters of a memory config, rescaled so that ``a_rel`` is :data:`A_REL`."""
         s = A_REL / m.a_rel if m.a_rel > 0 else 1.0
-        return cls(m.a_rec * s, m.a_imp * s, m.gamma, m.threshold * s, m.top_k, m.retrieval)
+        return cls(m.a_rec * s, m.a_imp * s, m.gamma, m.threshold * s, m.top_k, m.retrieval, m.static_top_k,
+                   None if m.static_threshold is None else m.static_threshold * s)
 
     def memory_dict(self) -> dict[str, Any]:
         """The ``memory:`` section of a config that retrieves like this setting."""
         return {"a_rec": float(self.a_rec), "a_imp": float(self.a_imp), "a_rel": A_REL, "gamma": float(self.gamma),
-                "threshold": float(self.threshold), "top_k": int(self.top_k), "retrieval": self.retrieval}
+                "threshold": float(self.threshold), "top_k": int(self.top_k), "retrieval": self.retrieval,
+                "static_top_k": self.static_top_k,
+                "static_threshold": None if self.static_threshold is None else float(self.static_threshold)}
+
+    def config(self, run_memory: MemoryConfig) -> MemoryConfig:
+        """``run_memory`` retrieving like this setting (the fields not searched stay the run's)."""
+        return run_memory.model_copy(update=self.memory_dict())
+
+    def params(self, run_memory: MemoryConfig) -> ScoringParams:
+        """The scoring parameters of this setting on ``run_memory`` (:meth:`ScoringParams.from_config`)."""
+        return ScoringParams.from_config(self.config(run_memory))
+
+    def rule(self) -> RetrievalRule:
+        """The retrieval rule of this setting (:class:`RetrievalRule`)."""
+        return RetrievalRule(self.retrieval, self.top_k, self.threshold, self.static_top_k, self.static_threshold)
 
     def label(self) -> str:
+        static = "no static budget" if self.static_top_k is None else f"static_top_k {self.static_top_k}"
+        if self.static_threshold is not None:
+            static += f", static_threshold {self.static_threshold:g}"
         return (f"a_rec {self.a_rec:g}, a_imp {self.a_imp:g}, gamma {self.gamma:g}, threshold {self.threshold:g}, "
-                f"top_k {self.top_k}, {self.retrieval}")
+                f"top_k {self.top_k}, {self.retrieval}, {static}")
 
 
 def grid_settings(grid: str | dict[str, list] = "default") -> list[Setting]:
-    """Every combination of a grid (a name of :data:`GRIDS` or a dict of the same keys), in a fixed order."""
-    g = GRIDS[grid] if isinstance(grid, str) else grid
-    keys = ("a_rec", "a_imp", "gamma", "threshold", "top_k", "retrieval")
-    missing = [k for k in keys if not g.get(k)]
+    """Every distinct combination of a grid (a name of :data:`GRIDS` or a dict of the keys :data:`KEYS`; the
+    static keys may be left out: no budget), in a fixed order."""
+    g = dict(GRIDS[grid] if isinstance(grid, str) else grid)
+    g.setdefault("static_top_k", [None])
+    g.setdefault("static_threshold", [None])
+    missing = [k for k in KEYS if not g.get(k)]
     if missing:
         raise ValueError(f"grid lacks values for {', '.join(missing)}")
-    return [Setting(*vals) for vals in itertools.product(*(g[k] for k in keys))]
+    return list(dict.fromkeys(Setting(*vals) for vals in itertools.product(*(g[k] for k in KEYS))))
 
 
 def random_settings(n: int, seed: int = 0) -> list[Setting]:
-    """``n`` settings drawn uniformly from :data:`RANDOM_SPACE` with a seeded generator (deterministic)."""
+    """``n`` settings drawn uniformly from :data:`RANDOM_SPACE` with a seeded generator (deterministic); a
+    third of them without a static budget."""
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
-        u = {k: round(float(rng.uniform(*RANDOM_SPACE[k])), 3) for k in ("a_rec", "a_imp", "threshold")}
+        u = {k: round(float(rng.uniform(*RANDOM_SPACE[k])), 3) for k in ("a_rec", "a_imp", "threshold",
+                                                                        "static_threshold")}
         gamma = min(1.0, max(round(float(rng.uniform(*RANDOM_SPACE["gamma"])), 4), 1e-4))
         top_k = int(rng.integers(RANDOM_SPACE["top_k"][0], RANDOM_SPACE["top_k"][1] + 1))
-        out.append(Setting(u["a_rec"], u["a_imp"], gamma, u["threshold"], top_k, MODES[int(rng.integers(2))]))
+        mode = MODES[int(rng.integers(2))]
+        budget = int(rng.integers(RANDOM_SPACE["static_top_k"][0], RANDOM_SPACE["static_top_k"][1] + 1))
+        static = None if rng.random() < 1 / 3 else budget
+        out.append(Setting(u["a_rec"], u["a_imp"], gamma, u["threshold"], top_k, mode, static,
+                           u["static_threshold"]))
     return out
 
 
@@ -160,6 +204,7 @@ class LabelledQuery:
     time: float | None
     expected: tuple[Expected, ...]
     note: str | None = None
+    split: str = "train"
 
 
 _HEX_ID = re.compile(r"[0-9a-f]{24}")
@@ -189,7 +234,8 @@ def load_queries(path: str | Path, start_minute: int | None = None) -> list[Labe
 
     Each query: ``agent``, ``query`` (text), optional ``time`` (game minutes, or ``"HH:MM"`` on the run's first
     day, given by ``start_minute``), ``expected`` (a non-empty list of ``{id: ...}``, ``{text: ...}`` or plain
-    strings: a 24-hex id, else a text), optional ``note``.
+    strings: a 24-hex id, else a text), optional ``note``, optional ``split`` (``train``, the default, or
+    ``heldout``: not searched on, only scored).
 
     Raises:
         InputError: naming the file and ``queries.<index>.<field>`` of the first problem.
@@ -204,10 +250,13 @@ def load_queries(path: str | Path, start_minute: int | None = None) -> list[Labe
         where = f"queries.{i}"
         if not isinstance(item, dict):
             raise InputError(file, where, f"expected a mapping, got {type(item).__name__}")
-        unknown = set(item) - {"agent", "query", "time", "expected", "note"}
+        unknown = set(item) - {"agent", "query", "time", "expected", "note", "split"}
         if unknown:
             raise InputError(file, f"{where}.{sorted(unknown)[0]}",
-                             "unknown field (known: agent, query, time, expected, note)")
+                             "unknown field (known: agent, query, time, expected, note, split)")
+        split = item.get("split", "train")
+        if split not in SPLITS:
+            raise InputError(file, f"{where}.split", f"expected one of {', '.join(SPLITS)}, got {split!r}")
         for key in ("agent", "query"):
             if not isinstance(item.get(key), str) or not item[key].strip():
                 raise InputError(file, f"{where}.{key}", "required, a non-empty string")
@@ -227,30 +276,27 @@ def load_queries(path: str | Path, start_minute: int | None = None) -> list[Labe
             expected.append(Expected(**{key: value.strip()}))
         out.append(LabelledQuery(i, item["agent"].strip(), item["query"].strip(),
                                  _parse_time(item.get("time"), file, f"{where}.time", start_minute),
-                                 tuple(expected), item.get("note")))
+                                 tuple(expected), item.get("note"), split))
     return out
 
 
-# --------------------------------------------------------------------------------------------- prepared columns
+# --------------------------------------------------------------------------------------------- prepared inputs
 @dataclass
-class TierColumns:
-    """Raw scoring columns of one tier for one query (rows visible at the query's time, in mirror order)."""
+class TierInputs:
+    """Raw scoring inputs of one tier for one query (the rows visible at the query's time, in row order)."""
 
     name: str
     ids: list[str]
-    distance: np.ndarray
-    rating: np.ndarray
-    reference: np.ndarray
-    long_term_since: np.ndarray
+    inputs: ScoringInputs
 
 
 @dataclass
 class PreparedQuery:
-    """A labelled query with its columns and the ids of the expected memories that are in the store."""
+    """A labelled query with its inputs and the ids of the expected memories that are in the store."""
 
     query: LabelledQuery
     now: float
-    tiers: list[TierColumns]
+    tiers: list[TierInputs]
     relevant: set[str]
     missing: list[tuple[str, str]] = field(default_factory=list)  # (expected, reason)
 
@@ -386,56 +432,27 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
         relevant, missing = _resolve(q, file, records, trace_ops, now, hide_future)
         tiers = []
         for name in names:
-            index = mem.tier(name).index
-            ids = [r.id for r in mem.tier(name).records]
-            ref = index.accessed if mem_cfg.recency_from == "last_access" else index.created
-            keep = np.ones(len(ids), dtype=bool)
-            if hide_future:
-                keep = ~(index.created > now)  # NaN (static) stays
+            tier = mem.tier(name)
+            tier_records = tier.records
+            created = np.array([np.nan if r.timestamp is None else r.timestamp for r in tier_records], dtype=float)
+            keep = ~(created > now) if hide_future else np.ones(len(created), dtype=bool)  # NaN (static) stays
             rows = np.flatnonzero(keep)
-            tiers.append(TierColumns(name, [ids[i] for i in rows], index.distances(vec_of[q.query])[rows],
-                                     index.rating[rows].copy(), ref[rows].copy(), index.long_term_since[rows].copy()))
+            inputs = tier.scoring_inputs(vec_of[q.query], mem_cfg.recency_from).take(rows)
+            tiers.append(TierInputs(name, [tier_records[i].id for i in rows], inputs))
         out.append(PreparedQuery(q, now, tiers, relevant, missing))
     return out
 
 
 # --------------------------------------------------------------------------------------------- retrieval (fast path)
-def _ranked(tier: TierColumns, now: float, params: ScoringParams) -> tuple[list[str], np.ndarray]:
-    """A tier's ids best first (ties: lower row first, as ``MirrorIndex.top``) and their scores."""
-    if not tier.ids:
-        return [], np.zeros(0)
-    score = score_memories(tier.distance, tier.rating, tier.reference, tier.long_term_since, now, params).score
-    order = np.lexsort((np.arange(len(score)), -score))
-    return [tier.ids[i] for i in order], score[order]
+def _scored(pq: PreparedQuery, params: ScoringParams) -> dict[str, TierCandidates]:
+    """Every visible memory of each tier, scored under ``params`` (row order; :func:`select` ranks them)."""
+    return {t.name: TierCandidates(t.name, t.ids, t.inputs.score(pq.now, params).score) for t in pq.tiers}
 
 
-def _select(ranked: list[tuple[list[str], np.ndarray]], threshold: float, k: int, mode: str) -> list[str]:
-    """Apply :meth:`AgentMemory.retrieve`'s rule to per-tier rankings (in tier priority order)."""
-    if mode == "merged":
-        found = []
-        for t, (ids, scores) in enumerate(ranked):
-            found += [(-scores[i], t, i, ids[i]) for i in range(min(k, len(ids))) if scores[i] >= threshold]
-        found.sort(key=lambda x: x[:3])
-        return [x[3] for x in found[:k]]
-    out: list[str] = []
-    for ids, scores in ranked:
-        need = k - len(out)
-        if need <= 0:
-            break
-        out += [ids[i] for i in range(min(need, len(ids))) if scores[i] >= threshold]
-    return out
-
-
-def base_params(mem_cfg: MemoryConfig) -> ScoringParams:
-    """Scoring constants of the run that are not searched (recency window, long-term decay)."""
-    return ScoringParams(a_rel=A_REL, recency_window_minutes=mem_cfg.recency_window_minutes,
-                         long_term_decay_per_hour=mem_cfg.long_term_decay_per_hour)
-
-
-def retrieve_ids(pq: PreparedQuery, s: Setting, base: ScoringParams) -> list[str]:
-    """Ids :meth:`AgentMemory.retrieve` returns for this query under setting ``s`` (from the prepared columns)."""
-    params = replace(base, a_rec=s.a_rec, a_imp=s.a_imp, a_rel=A_REL, gamma=s.gamma)
-    return _select([_ranked(t, pq.now, params) for t in pq.tiers], s.threshold, s.top_k, s.retrieval)
+def retrieve_ids(pq: PreparedQuery, s: Setting, run_memory: MemoryConfig) -> list[str]:
+    """Ids :meth:`AgentMemory.retrieve` returns for this query under setting ``s`` (from the prepared inputs;
+    the run's ``run_memory`` gives the parameters that are not searched)."""
+    return [p.id for p in select([t.name for t in pq.tiers], _scored(pq, s.params(run_memory)), s.rule())]
 
 
 # --------------------------------------------------------------------------------------------- evaluation
@@ -452,31 +469,48 @@ class Result:
         return getattr(self, name)
 
 
-def evaluate(prepared: Sequence[PreparedQuery], settings: Iterable[Setting], base: ScoringParams) -> list[Result]:
-    """Mean recall@k, MRR and nDCG@k of each setting over the queries with at least one findable memory.
+def evaluate(prepared: Sequence[PreparedQuery], settings: Iterable[Setting], run_memory: MemoryConfig) -> list[Result]:
+    """Mean recall@k, MRR and nDCG@k of each setting over the queries with at least one findable memory;
+    ``k`` is the most memories the setting returns (``top_k`` plus the static budget).
 
-    Rankings depend only on (a_rec, a_imp, gamma) and are computed once per such triple and query; threshold,
-    ``top_k`` and the retrieval mode only select from them.
+    Scores depend only on (a_rec, a_imp, gamma) and are computed once per such triple and query; the rule
+    (threshold, ``top_k``, mode, static budget) only selects from them.
+
+    Raises:
+        TuneError: no query has a findable expected memory.
     """
     scored = [pq for pq in prepared if pq.relevant]
     if not scored:
         raise TuneError("no query has an expected memory that is still in the stores")
-    cache_key, rankings = None, []
+    cache_key, tables = None, []
     out = []
     for s in settings:
         key = (s.a_rec, s.a_imp, s.gamma)
         if key != cache_key:
-            params = replace(base, a_rec=s.a_rec, a_imp=s.a_imp, a_rel=A_REL, gamma=s.gamma)
-            rankings = [[_ranked(t, pq.now, params) for t in pq.tiers] for pq in scored]
+            params = s.params(run_memory)
+            tables = [_sorted(_scored(pq, params)) for pq in scored]
             cache_key = key
+        rule = s.rule()
+        k = rule.max_results
         rec = rr = nd = 0.0
-        for pq, ranked in zip(scored, rankings):
-            got = _select(ranked, s.threshold, s.top_k, s.retrieval)
-            rec += recall_at_k(got, pq.relevant, s.top_k)
+        for pq, table in zip(scored, tables):
+            got = [p.id for p in select([t.name for t in pq.tiers], table, rule)]
+            rec += recall_at_k(got, pq.relevant, k)
             rr += reciprocal_rank(got, pq.relevant)
-            nd += ndcg_at_k(got, pq.relevant, s.top_k)
+            nd += ndcg_at_k(got, pq.relevant, k)
         n = len(scored)
         out.append(Result(s, rec / n, rr / n, nd / n))
+    return out
+
+
+def _sorted(table: dict[str, TierCandidates]) -> dict[str, TierCandidates]:
+    """The same candidates in rank order (rows kept), so that :func:`select` re-ranks sorted arrays (faster,
+    same result)."""
+    out = {}
+    for name, c in table.items():
+        order = rank(c.scores, c.rows)
+        rows = np.arange(len(order)) if c.rows is None else np.asarray(c.rows)
+        out[name] = TierCandidates(name, [c.ids[i] for i in order], c.scores[order], rows[order])
     return out
 
 
@@ -490,62 +524,96 @@ def _rank_key(metric: str) -> Callable[[tuple[int, Result]], tuple]:
     return key
 
 
+def baseline_settings(run_memory: MemoryConfig | None = None) -> dict[str, Setting]:
+    """The settings every report shows: ``defaults`` (the shipped :class:`MemoryConfig`), ``seed003``
+    (``presets/seed003.yaml``) and, when it differs from both, ``run config``."""
+    from simulacra.presets import preset_path
+
+    out = {"defaults": Setting.from_config(MemoryConfig()),
+           "seed003": Setting.from_config(load_config(preset_path("seed003")).memory)}
+    if run_memory is not None and Setting.from_config(run_memory) not in out.values():
+        out["run config"] = Setting.from_config(run_memory)
+    return out
+
+
 @dataclass
 class TuneReport:
-    """Results of a search, best first, with the seed defaults (and the run's own config when it differs)."""
+    """Results of a search on the train queries, best first; the baselines on the train queries; the best and
+    the baselines on the held-out queries (empty without held-out queries)."""
 
     metric: str
-    results: list[Result]  # sorted best first
-    baselines: dict[str, Result]
+    results: list[Result]  # sorted best first, train queries
+    baselines: dict[str, Result]  # train queries
+    heldout: dict[str, Result]  # "best" and the baselines' names -> held-out metrics
     prepared: list[PreparedQuery]
-    base: ScoringParams
+    run_memory: MemoryConfig
     searched: int
 
     @property
     def best(self) -> Result:
         return self.results[0]
 
+    @property
+    def train(self) -> list[PreparedQuery]:
+        return [pq for pq in self.prepared if pq.query.split == "train"]
+
 
 def tune(prepared: Sequence[PreparedQuery], settings: Sequence[Setting], run_memory: MemoryConfig,
          metric: str = "ndcg") -> TuneReport:
-    """Evaluate ``settings`` and the baselines; sort by ``metric`` (ties: the other two metrics, smaller
-    ``top_k``, search order)."""
+    """Evaluate ``settings`` and the baselines on the train queries and sort by ``metric`` (ties: the other two
+    metrics, smaller ``top_k``, search order); score the best and the baselines on the held-out queries.
+
+    Raises:
+        ValueError: an unknown metric.
+        TuneError: no train query has a findable expected memory.
+    """
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
-    base = base_params(run_memory)
-    results = evaluate(prepared, settings, base)
+    train = [pq for pq in prepared if pq.query.split == "train"]
+    heldout = [pq for pq in prepared if pq.query.split == "heldout" and pq.relevant]
+    results = evaluate(train, settings, run_memory)
     order = sorted(enumerate(results), key=_rank_key(metric))
-    baselines = {"seed defaults": Setting.from_config(MemoryConfig())}
-    if Setting.from_config(run_memory) != baselines["seed defaults"]:
-        baselines["run config"] = Setting.from_config(run_memory)
-    base_results = dict(zip(baselines, evaluate(prepared, baselines.values(), base)))
-    return TuneReport(metric, [r for _, r in order], base_results, list(prepared), base, len(results))
+    baselines = baseline_settings(run_memory)
+    base_results = dict(zip(baselines, evaluate(train, baselines.values(), run_memory)))
+    best = order[0][1]
+    held: dict[str, Result] = {}
+    if heldout:
+        named = {"best": best.setting, **baselines}
+        held = dict(zip(named, evaluate(heldout, named.values(), run_memory)))
+    return TuneReport(metric, [r for _, r in order], base_results, held, list(prepared), run_memory, len(results))
 
 
 # --------------------------------------------------------------------------------------------- output
 def format_report(report: TuneReport, top: int = 10) -> str:
-    """The table of the ``top`` settings and the baselines, the best against the seed defaults, and the
-    expected memories that cannot be found."""
-    head = (f"{'#':>3}  {'a_rec':>5} {'a_imp':>5} {'gamma':>6} {'thresh':>6} {'top_k':>5} {'retrieval':>9}  "
-            f"{'recall':>6} {'MRR':>6} {'nDCG':>6}")
+    """The table of the ``top`` settings and the baselines (train queries), the best and the baselines on the
+    train and held-out queries, and the expected memories that cannot be found."""
+    head = (f"{'#':>3}  {'a_rec':>5} {'a_imp':>5} {'gamma':>6} {'thresh':>6} {'top_k':>5} {'retrieval':>9} "
+            f"{'static':>6} {'s_thr':>5}  {'recall':>6} {'MRR':>6} {'nDCG':>6}")
     lines = [head, "-" * len(head)]
+
+    def opt(x: float | None, fmt: str) -> str:
+        return "-" if x is None else format(x, fmt)
 
     def row(tag: str, r: Result) -> str:
         s = r.setting
         return (f"{tag:>3}  {s.a_rec:5.3g} {s.a_imp:5.3g} {s.gamma:6.4g} {s.threshold:6.3g} {s.top_k:5d} "
-                f"{s.retrieval:>9}  {r.recall:6.3f} {r.mrr:6.3f} {r.ndcg:6.3f}")
+                f"{s.retrieval:>9} {opt(s.static_top_k, 'd'):>6} {opt(s.static_threshold, '.3g'):>5}  "
+                f"{r.recall:6.3f} {r.mrr:6.3f} {r.ndcg:6.3f}")
 
     lines += [row(str(i), r) for i, r in enumerate(report.results[:top], start=1)]
     for name, r in report.baselines.items():
         lines.append(row("", r) + f"  <- {name}")
-    n_scored = sum(1 for pq in report.prepared if pq.relevant)
-    best, seed = report.best, report.baselines["seed defaults"]
+    n_train = sum(1 for pq in report.train if pq.relevant)
+    n_held = sum(1 for pq in report.prepared if pq.query.split == "heldout" and pq.relevant)
     m = report.metric
-    lines += ["", f"{report.searched} settings on {n_scored} queries (a_rel fixed at {A_REL:g}); objective {m}",
-              f"best:          {best.setting.label()}",
-              f"               recall {best.recall:.3f}  MRR {best.mrr:.3f}  nDCG {best.ndcg:.3f}",
-              f"seed defaults: recall {seed.recall:.3f}  MRR {seed.mrr:.3f}  nDCG {seed.ndcg:.3f}  "
-              f"({m} {best.metric(m) - seed.metric(m):+.3f})"]
+    lines += ["", f"{report.searched} settings on {n_train} train queries (a_rel fixed at {A_REL:g}); objective {m}",
+              f"best: {report.best.setting.label()}", "",
+              f"{'':<12} {'train (' + str(n_train) + ')':>22}   {'held-out (' + str(n_held) + ')':>22}",
+              f"{'':<12} {'recall':>6} {'MRR':>6} {'nDCG':>8}   {'recall':>6} {'MRR':>6} {'nDCG':>8}"]
+    for name, r in {"best": report.best, **report.baselines}.items():
+        h = report.heldout.get(name)
+        held = f"{h.recall:6.3f} {h.mrr:6.3f} {h.ndcg:8.3f}" if h else f"{'-':>6} {'-':>6} {'-':>8}"
+        lines.append(f"{name:<12} {r.recall:6.3f} {r.mrr:6.3f} {r.ndcg:8.3f}   {held}")
     missing = [(pq.query, e, why) for pq in report.prepared for e, why in pq.missing]
     if missing:
         lines.append(f"\n{len(missing)} expected memories cannot be found (left out of the metrics):")
@@ -562,18 +630,24 @@ def write_snippet(report: TuneReport, path: str | Path, source: str = "") -> Pat
     best = report.best
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
+
+    def figures(r: Result) -> str:
+        return f"recall@k {r.recall:.3f}, MRR {r.mrr:.3f}, nDCG@k {r.ndcg:.3f}"
+
+    seed = report.baselines["seed003"]
     comment = (f"# simulacra tune{(' ' + source) if source else ''}: best of {report.searched} settings by "
-               f"{report.metric}\n# recall@k {best.recall:.3f}, MRR {best.mrr:.3f}, nDCG@k {best.ndcg:.3f} "
-               f"(seed defaults: {report.baselines['seed defaults'].recall:.3f}, "
-               f"{report.baselines['seed defaults'].mrr:.3f}, {report.baselines['seed defaults'].ndcg:.3f})\n")
+               f"{report.metric}\n# train: {figures(best)} (seed003: {figures(seed)})\n")
+    if "best" in report.heldout:
+        comment += (f"# held-out: {figures(report.heldout['best'])} "
+                    f"(seed003: {figures(report.heldout['seed003'])})\n")
     p.write_text(comment + yaml.safe_dump({"memory": best.setting.memory_dict()}, sort_keys=False), encoding="utf-8")
     return p
 
 
 def plot_heatmap(report: TuneReport, path: str | Path, a_rec: Sequence[float] | None = None,
                  a_imp: Sequence[float] | None = None) -> Path:
-    """PNG heatmap of the objective over (a_rec, a_imp) at the best setting's gamma, threshold, top_k and
-    retrieval mode (matplotlib, Agg canvas; no display needed)."""
+    """PNG heatmap of the objective on the train queries over (a_rec, a_imp) at the best setting's gamma,
+    threshold, top_k, retrieval mode and static budget (matplotlib, Agg canvas; no display needed)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -581,7 +655,7 @@ def plot_heatmap(report: TuneReport, path: str | Path, a_rec: Sequence[float] | 
     xs = sorted(set(a_rec if a_rec is not None else GRIDS["default"]["a_rec"]) | {best.a_rec})
     ys = sorted(set(a_imp if a_imp is not None else GRIDS["default"]["a_imp"]) | {best.a_imp})
     cells = [replace(best, a_rec=x, a_imp=y) for y in ys for x in xs]
-    values = np.array([r.metric(report.metric) for r in evaluate(report.prepared, cells, report.base)])
+    values = np.array([r.metric(report.metric) for r in evaluate(report.train, cells, report.run_memory)])
     grid = values.reshape(len(ys), len(xs))
     fig = Figure(figsize=(1.0 + 0.8 * len(xs), 1.0 + 0.65 * len(ys)), dpi=110)
     FigureCanvasAgg(fig)
@@ -595,12 +669,12 @@ def plot_heatmap(report: TuneReport, path: str | Path, a_rec: Sequence[float] | 
     ax.set_xlabel("a_rec (a_rel = 1)")
     ax.set_ylabel("a_imp")
     ax.plot(xs.index(best.a_rec), ys.index(best.a_imp), marker="*", ms=16, mfc="none", mec="red", mew=1.5)
-    seed = Setting.from_config(MemoryConfig())
+    seed = baseline_settings()["seed003"]
     if seed.a_rec in xs and seed.a_imp in ys:
         ax.plot(xs.index(seed.a_rec), ys.index(seed.a_imp), marker="s", ms=14, mfc="none", mec="white", mew=1.2)
     names = {"ndcg": "nDCG@k", "mrr": "MRR", "recall": "recall@k"}
     ax.set_title(f"{names[report.metric]}: gamma {best.gamma:g}, threshold {best.threshold:g}, top_k {best.top_k}, "
-                 f"{best.retrieval}\n(star: best; square: a_rec/a_imp of the seed defaults)", fontsize=8)
+                 f"{best.retrieval}\n(star: best; square: a_rec/a_imp of seed003)", fontsize=8)
     fig.colorbar(im, ax=ax, fraction=0.05)
     fig.tight_layout()
     p = Path(path)
@@ -610,10 +684,11 @@ def plot_heatmap(report: TuneReport, path: str | Path, a_rec: Sequence[float] | 
 
 
 def report_json(report: TuneReport, top: int = 10) -> str:
-    """The best ``top`` results and the baselines as JSON."""
+    """The best ``top`` results and the baselines (train queries), and the held-out figures, as JSON."""
     def d(r: Result) -> dict:
         return {**asdict(r.setting), "a_rel": A_REL, "recall": r.recall, "mrr": r.mrr, "ndcg": r.ndcg}
 
     return json.dumps({"metric": report.metric, "searched": report.searched,
                        "results": [d(r) for r in report.results[:top]],
-                       "baselines": {k: d(r) for k, r in report.baselines.items()}}, indent=2)
+                       "baselines": {k: d(r) for k, r in report.baselines.items()},
+                       "heldout": {k: d(r) for k, r in report.heldout.items()}}, indent=2)

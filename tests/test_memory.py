@@ -55,7 +55,7 @@ def test_mirror_distances_equal_chroma_distances(tmp_path):
 
 
 def test_cascade_stops_at_static_when_top_k_found(tmp_path):
-    mem = make(tmp_path, top_k=2)
+    mem = make(tmp_path, top_k=2, retrieval="cascade")
     statics = [MemoryRecord(id=f"s{i}", text=f"static {i}", kind="persona") for i in range(3)]
     mem.set_static(statics, np.stack([unit(1), unit(1, 0.1), unit(0, 1)]))
     mem.add([rec("ann", "short", 0, 10)], unit(1)[None])  # would score higher (recency + importance)
@@ -67,7 +67,7 @@ def test_cascade_stops_at_static_when_top_k_found(tmp_path):
 
 
 def test_cascade_falls_through_tiers_and_applies_threshold(tmp_path):
-    mem = make(tmp_path, top_k=3, threshold=0.6)
+    mem = make(tmp_path, top_k=3, threshold=0.6, retrieval="cascade")
     mem.set_static([MemoryRecord(id="s0", text="static", kind="persona")], unit(1)[None])
     mem.add([rec("ann", "near", 0, 10), rec("ann", "far", 0, 1)], np.stack([unit(0, 1), unit(0, 0, 1)]))
     q = unit(1, 1)
@@ -81,7 +81,7 @@ def test_cascade_falls_through_tiers_and_applies_threshold(tmp_path):
 
 
 def test_long_term_is_consulted_last(tmp_path):
-    mem = make(tmp_path, top_k=2, threshold=0.0)
+    mem = make(tmp_path, top_k=2, threshold=0.0, retrieval="cascade")
     mem.add([rec("ann", f"m{i}", i, 8) for i in range(5)], np.stack([unit(1, i) for i in range(5)]))
     mem.consolidate(now=200, force=True)  # all old enough -> long-term (importance 0.8 > 0.5)
     assert mem.counts() == {"static": 0, "short_term": 0, "long_term": 5}
@@ -138,7 +138,7 @@ def test_retrieval_does_not_write_and_access_marks_are_explicit(tmp_path):
     mem = make(tmp_path, recency_from="last_access", top_k=1, threshold=0.0)
     mem.add([rec("ann", "old", 0, 5)], unit(1)[None])
     first = mem.retrieve(unit(1), now=600)
-    assert first[0].recency == pytest.approx(0.995**10)
+    assert first[0].recency == pytest.approx(mem.config.gamma**10)
     again = mem.retrieve(unit(1), now=600)
     assert again[0].recency == first[0].recency  # reading changed nothing
     mem.mark_accessed([first[0].id], now=590)

@@ -95,7 +95,7 @@ def test_merged_retrieval_takes_the_best_of_all_tiers(tmp_path):
     mem.set_static([static], unit(0, 1)[None])
     mem.add([rec("ann", "close match", 0, 5)], unit(1)[None])
     q = unit(1)
-    cascade = mem.retrieve(q, now=10, top_k=1)
+    cascade = mem.retrieve(q, now=10, top_k=1, mode="cascade")
     merged = mem.retrieve(q, now=10, top_k=1, mode="merged")
     assert [m.tier for m in cascade] == ["static"]  # seed 003: static is asked first and fills top_k
     assert [m.text for m in merged] == ["close match"]
@@ -112,8 +112,8 @@ def test_shared_memory_is_one_store_read_by_all_after_their_own_tiers(tmp_path):
     ann.add([rec("ann", "my own memory", 0, 5)], unit(1)[None])
     assert ann.readable == ("static", "short_term", "long_term", "shared")
     # cascade: own tiers first; the shared tier is reached while top_k is not filled
-    assert [m.tier for m in ann.retrieve(unit(0, 0, 1), now=10, top_k=2)] == ["short_term", "shared"]
-    assert [m.tier for m in ann.retrieve(unit(0, 0, 1), now=10, top_k=1)] == ["short_term"]
+    assert [m.tier for m in ann.retrieve(unit(0, 0, 1), now=10, top_k=2, mode="cascade")] == ["short_term", "shared"]
+    assert [m.tier for m in ann.retrieve(unit(0, 0, 1), now=10, top_k=1, mode="cascade")] == ["short_term"]
     # merged: the notice wins on relevance; ben, who wrote nothing, reads it too
     assert ann.retrieve(unit(0, 0, 1), now=10, top_k=1, mode="merged")[0].text == "Festival on Saturday"
     assert [m.id for m in ben.retrieve(unit(0, 0, 1), now=10)] == [notice.id]

@@ -9,6 +9,7 @@ from simulacra.config import load_config
 from simulacra.errors import SimulacraError
 from simulacra.explain import explain_tick, format_explanation
 from simulacra.memory.scoring import ScoringParams
+from simulacra.memory.selection import RetrievalRule
 from simulacra.rescore import rerank, rescore_run
 from simulacra.simulation import Simulation
 from simulacra.trace import read_trace
@@ -32,6 +33,10 @@ def test_the_runs_own_weights_reproduce_every_recorded_retrieval(tmp_path, rater
     report = rescore_run(sim.run_dir, m.a_rec, m.a_imp, m.a_rel)
     assert report["retrievals"] > 30 and report["rescored"] == report["retrievals"]
     assert report["changed"] == 0
+    # candidates are recorded for max_top_k (default twice top_k): top_k can rise that far and no further
+    deeper = rescore_run(sim.run_dir, m.a_rec, m.a_imp, m.a_rel, top_k=2 * m.top_k)
+    assert deeper["rescored"] == report["retrievals"] and deeper["changed"] > 0
+    assert rescore_run(sim.run_dir, m.a_rec, m.a_imp, m.a_rel, top_k=2 * m.top_k + 1)["rescored"] == 0
 
 
 @pytest.mark.parametrize("mode", ["cascade", "merged"])
@@ -58,11 +63,51 @@ def test_rescoring_equals_retrieving_live_under_the_other_weights(tmp_path, rate
                 memory.config = memory.config.model_copy(update={"a_rec": a_rec, "a_imp": a_imp, "a_rel": a_rel,
                                                                   "gamma": gamma})
                 live = memory.retrieve(embedder.embed([op["query"]])[0], last["time"])
-                again = rerank(op["candidates"], op["tiers"], op["top_k"], op["threshold"], op["mode"], params)
+                again = rerank(op["candidates"], op["tiers"], RetrievalRule.from_record(op), params)
                 assert [x[0] for x in again] == [r.id for r in live]
                 assert [x[2] for x in again] == pytest.approx([r.score for r in live], abs=1e-6)  # float32 dots
                 changed += [x[0] for x in again] != [r["id"] for r in op["results"]]
         assert changed  # the other weights do change some results
+
+
+@pytest.mark.parametrize("mode", ["cascade", "merged"])
+def test_retrieval_record_lets_rescore_change_top_k_and_static_budget_up_to_max_top_k(tmp_path, rater_url,
+                                                                                      embedder, mode):
+    """AgentMemory.retrieval_record records the rule and candidates for max_top_k; re-ranking them under another
+    rule (top_k up to max_top_k, a static budget, the other mode) and other weights gives exactly what the
+    engine retrieves live under that rule and those weights."""
+    extra = [*FROZEN, f"memory.retrieval={mode}", "memory.top_k=3", "memory.max_top_k=6"]
+    with tiny_run(tmp_path, rater_url, embedder, f"deep-{mode}", extra) as sim:
+        sim.run(10)
+        _, ticks = read_trace(sim.run_dir)
+        last = ticks[-1]
+        ops = [op for op in last["memory"] if op["op"] == "retrieve"]
+        assert ops
+        other = "merged" if mode == "cascade" else "cascade"
+        rules = [RetrievalRule(mode, 6, 0.35), RetrievalRule(mode, 1, 0.0, static_top_k=2, static_threshold=0.5),
+                 RetrievalRule(other, 5, 0.6, static_top_k=6), RetrievalRule(other, 4, 0.35)]
+        changed = 0
+        for op in ops:
+            memory = sim.agents[op["agent"]].memory
+            run_config = memory.config
+            q = embedder.embed([op["query"]])[0]
+            found = memory.retrieve(q, last["time"])
+            record = memory.retrieval_record(op["query"], op["purpose"], found, q, last["time"])
+            assert record["results"] == op["results"] and record["candidates"] == op["candidates"]
+            assert (record["max_top_k"], record["top_k"], record["mode"], record["static_top_k"]) == (6, 3, mode, None)
+            assert record["tiers"] == op["tiers"] and record["agent"] == op["agent"]
+            for a_rec, a_imp, a_rel, gamma in [(0.25, 0.25, 1, 0.995), (1, 1, 1, 0.9), (0, 1, 0.05, 0.995)]:
+                params = ScoringParams(a_rec, a_imp, a_rel, gamma)
+                memory.config = run_config.model_copy(update={"a_rec": a_rec, "a_imp": a_imp, "a_rel": a_rel,
+                                                              "gamma": gamma})
+                for rule in rules:
+                    live = memory.retrieve(q, last["time"], rule=rule)
+                    again = rerank(record["candidates"], record["tiers"], rule, params)
+                    assert [x[0] for x in again] == [r.id for r in live], (rule, params)
+                    assert [x[2] for x in again] == pytest.approx([r.score for r in live], abs=1e-6)
+                    changed += [x[0] for x in again] != [r["id"] for r in op["results"]]
+            memory.config = run_config
+        assert changed  # the other rules and weights do change results
 
 
 def hand_made_trace(path):
@@ -115,15 +160,30 @@ def test_rescore_on_a_hand_made_trace(tmp_path):
     assert rescore_run(trace, 0.25, 0.25, 1, threshold=0.8)["changes"][0]["after"] == ["old"]
 
 
+def test_rescore_raises_top_k_only_up_to_the_recorded_maximum(tmp_path):
+    trace = hand_made_trace(tmp_path / "trace.jsonl")
+    # no max_top_k recorded: candidates are for top_k 2 only
+    report = rescore_run(trace, 0, 1, 1, top_k=3)
+    assert report["not_rescorable"] == 1 and report["rescored"] == 0
+    lines = trace.read_text().splitlines()
+    lines[1] = lines[1].replace('"top_k": 2,', '"top_k": 2, "max_top_k": 3,')
+    trace.write_text("\n".join(lines) + "\n")
+    # a_imp 1, a_rel 1, gamma 0.5: s1 0.5 passes, s2 0.3 does not; short-term: old 1.6, mid 0.95, new 0.6
+    assert rescore_run(trace, 0, 1, 1, top_k=3)["changes"][0]["after"] == ["s1", "old", "mid"]
+    # a static budget: episodic first (top_k 2), then at most one static fact
+    assert rescore_run(trace, 0, 1, 1, static_top_k=1)["changes"][0]["after"] == ["old", "mid", "s1"]
+    assert rescore_run(trace, 0, 1, 1, top_k=4)["not_rescorable"] == 1
+
+
 def test_rerank_by_hand():
     cands = {"short_term": [["a", 0.5, 0.9, 600.0], ["b", 0.9, 0.1, 0.0]]}
     p = ScoringParams(a_rec=1, a_imp=1, a_rel=1, gamma=0.5)
-    got = rerank(cands, ["short_term"], 2, 0.0, "cascade", p)
+    got = rerank(cands, ["short_term"], RetrievalRule("cascade", 2, 0.0), p)
     # a: 0.5**10 + 0.9 + 0.5 = 1.4009765625; b: 1 + 0.1 + 0.9 = 2.0
     assert [x[0] for x in got] == ["b", "a"] and got[1][2] == pytest.approx(1.4009765625)
-    assert rerank(cands, ["short_term"], 2, 1.5, "cascade", p) == [("b", "short_term", 2.0)]
+    assert rerank(cands, ["short_term"], RetrievalRule("cascade", 2, 1.5), p) == [("b", "short_term", 2.0)]
     with pytest.raises(ValueError, match="too large"):
-        rerank({"short_term": None}, ["short_term"], 2, 0.0, "cascade", p)
+        rerank({"short_term": None}, ["short_term"], RetrievalRule("cascade", 2, 0.0), p)
 
 
 def test_inspect_reconstructs_a_tick(tmp_path):

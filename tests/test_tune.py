@@ -128,7 +128,7 @@ def test_tune_recovers_known_best_weights(tmp_path):
     best = report.best
     assert best.ndcg == pytest.approx(1.0) and best.mrr == pytest.approx(1.0)
     assert best.setting.a_imp >= 0.5
-    seed = report.baselines["seed defaults"]
+    seed = report.baselines["seed003"]
     assert seed.ndcg < best.ndcg - 0.3  # defaults rank E third: nDCG 1/log2(4) = 0.5
     assert seed.mrr == pytest.approx(1 / 3)
     # exactly the settings of the known condition put every expected memory first
@@ -136,6 +136,29 @@ def test_tune_recovers_known_best_weights(tmp_path):
         s = r.setting
         margin = 0.9 * s.a_imp - (1 / 1.2 - 0.5) - s.a_rec * (1 - s.gamma ** 10)
         assert (r.mrr == pytest.approx(1.0)) == (margin > 0), (s, margin, r)
+
+
+def test_search_uses_the_train_queries_and_scores_the_held_out_ones_apart(tmp_path):
+    import yaml
+
+    run, qfile, embedder = important_but_far_store(tmp_path)
+    data = yaml.safe_load(qfile.read_text())
+    # the held-out query wants what the train queries do not: the recent, relevant trivial memories
+    data["queries"][3].update(split="heldout", expected=[{"text": "trivial thing 3.0"}, {"text": "trivial thing 3.1"}])
+    qfile.write_text(yaml.safe_dump(data), encoding="utf-8")
+    info = t.read_run(run)
+    queries = t.load_queries(qfile)
+    assert [q.split for q in queries] == ["train", "train", "train", "heldout"]
+    prepared = t.prepare(run, queries, embedder, qfile, run=info)
+    grid = {"a_rec": [0.0, 1.0], "a_imp": [0.0, 2.0], "gamma": [0.995], "threshold": [0.0], "top_k": [1],
+            "retrieval": ["merged"]}
+    report = t.tune(prepared, t.grid_settings(grid), info.config.memory, "mrr")
+    assert report.best.mrr == 1.0 and report.best.setting.a_imp == 2.0  # chosen on the train queries alone
+    assert set(report.heldout) == {"best", "defaults", "seed003"}
+    assert report.heldout["best"].mrr == 0.0  # top_k 1 returns E_3, not a trivial memory
+    assert report.heldout["seed003"].mrr == 1.0  # seed weights put the closer trivial memories first
+    text = t.format_report(report)
+    assert "on 3 train queries" in text and "held-out (1)" in text
 
 
 def test_fast_path_equals_agent_memory_retrieve(tmp_path):
@@ -160,15 +183,20 @@ def test_fast_path_equals_agent_memory_retrieve(tmp_path):
                                                  for q in qtexts])
     info = t.read_run(run)
     prepared = t.prepare(run, t.load_queries(qfile), DictEmbedder(qtexts), qfile, run=info)
-    base = t.base_params(info.config.memory)
     settings = [t.Setting(0.25, 0.25, 0.995, 0.35, 5, "cascade"), t.Setting(0.25, 0.25, 0.995, 0.35, 5, "merged"),
                 t.Setting(1.0, 0.5, 0.9, 0.9, 4, "cascade"), t.Setting(0.0, 2.0, 0.99, 1.2, 8, "cascade"),
-                t.Setting(0.5, 1.0, 0.95, 0.6, 3, "merged"), t.Setting(2.0, 0.0, 0.8, -1.0, 30, "merged")]
+                t.Setting(0.5, 1.0, 0.95, 0.6, 3, "merged"), t.Setting(2.0, 0.0, 0.8, -1.0, 30, "merged"),
+                t.Setting(0.25, 0.25, 0.995, 0.35, 5, "cascade", 2, 0.5), t.Setting(1.0, 0.5, 0.9, 0.9, 4, "merged", 3),
+                t.Setting(0.5, 1.0, 0.95, 0.6, 3, "cascade", 0)]
+    static_ids = {r.id for r in static}
     for s in settings:
         mem.config = MemoryConfig(**s.memory_dict())
         for pq in prepared:
             want = [m.id for m in mem.retrieve(qtexts[pq.query.query], pq.now)]
-            assert t.retrieve_ids(pq, s, base) == want, s
+            assert t.retrieve_ids(pq, s, info.config.memory) == want, s
+            if s.static_top_k is not None:  # budgeted static facts come last, at most static_top_k of them
+                n_static = sum(i in static_ids for i in want)
+                assert n_static <= s.static_top_k and all(i in static_ids for i in want[len(want) - n_static:])
 
 
 def test_snippet_loads_with_load_config_and_plot_is_png(tmp_path):
@@ -183,7 +211,7 @@ def test_snippet_loads_with_load_config_and_plot_is_png(tmp_path):
     png = t.plot_heatmap(report, tmp_path / "tune.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = t.format_report(report)
-    assert "seed defaults" in text and "best:" in text
+    assert "seed003" in text and "best:" in text
 
 
 def test_forgotten_and_future_memories_are_reported_not_scored(tmp_path):
@@ -232,6 +260,7 @@ def test_bad_expectations_name_the_file_and_the_query(tmp_path, queries, where, 
     ("queries: [{agent: a, query: q, expected: [{name: x}]}]\n", "queries.0.expected.0"),
     ("queries: [{agent: a, query: q, time: '25:00', expected: [x]}]\n", "queries.0.time"),
     ("queries: [{agent: a, query: q, expected: [x], colour: red}]\n", "queries.0.colour"),
+    ("queries: [{agent: a, query: q, expected: [x], split: test}]\n", "queries.0.split"),
     ("queries: [{agent: a, query: q, expected: [x]}\n", None),
 ])
 def test_malformed_query_files_are_clear_errors(tmp_path, body, where):
@@ -261,7 +290,7 @@ def test_cli_tune_end_to_end(tmp_path, monkeypatch, capsys):
     assert main(["tune", str(run), "--queries", str(qfile), "--random", "200", "--seed", "1",
                  "--out", str(out), "--plot", str(png)]) == 0
     printed = capsys.readouterr().out
-    assert "seed defaults" in printed and "200 settings on 2 queries" in printed
+    assert "seed003" in printed and "200 settings on 2 train queries" in printed
     assert load_config(out).memory.a_imp >= 0.37 and png.stat().st_size > 0
     assert main(["tune", str(tmp_path / "nowhere"), "--queries", str(qfile)]) == 2
 

@@ -32,13 +32,14 @@ import numpy as np
 
 from simulacra.memory.scoring import (
     ScoreTerms,
+    ScoringInputs,
     ScoringParams,
     decayed_importance,
     recency_importance,
     recency_of,
     relevance_from_distance,
-    score_memories,
 )
+from simulacra.memory.selection import rank
 
 #: tiers smaller than this are scanned exhaustively. Measured (per query, one OpenBLAS thread, 384-d MiniLM):
 #: scan vs bounded 0.09 vs 0.17 ms at 1k, 0.23 vs 0.23 ms at 5k, 0.42 vs 0.29 ms at 10k, 11.9 vs 1.7 ms at 100k
@@ -194,13 +195,16 @@ class MirrorIndex:
     def _reference(self, recency_from: str) -> np.ndarray:
         return self._cols[2 if recency_from == "last_access" else 1, : self._n]
 
+    def inputs(self, query: np.ndarray, recency_from: str = "created", rows: np.ndarray | None = None) -> ScoringInputs:
+        """The raw scoring inputs of every memory (or of ``rows``) for ``query``, in row order (copies)."""
+        sel = slice(None) if rows is None else rows
+        return ScoringInputs(self.distances(query, rows), self.rating[sel].copy(),
+                             self._reference(recency_from)[sel].copy(), self.long_term_since[sel].copy())
+
     def score(self, query: np.ndarray, now: float, params: ScoringParams, recency_from: str = "created",
               rows: np.ndarray | None = None) -> ScoreTerms:
         """Exact score terms of every memory (or of ``rows``) for ``query``; see :mod:`simulacra.memory.scoring`."""
-        dist = self.distances(query, rows)
-        sel = slice(None) if rows is None else rows
-        return score_memories(dist, self.rating[sel], self._reference(recency_from)[sel],
-                              self.long_term_since[sel], now, params)
+        return self.inputs(query, recency_from, rows).score(now, params)
 
     def top(self, query: np.ndarray, now: float, params: ScoringParams, k: int,
             recency_from: str = "created") -> tuple[np.ndarray, ScoreTerms]:
@@ -232,7 +236,7 @@ class MirrorIndex:
             part = np.flatnonzero(score >= kth)
         else:
             part = np.arange(len(index))
-        order = part[np.lexsort((index[part], -score[part]))][:k]
+        order = part[rank(score[part], index[part])][:k]  # the one tie-break (selection.rank)
         picked = index[order]
         # the terms of the picked rows; relevance and score are the very numbers that were ranked
         recency = recency_of(now - self._reference(recency_from)[picked], params.gamma, params.recency_window_minutes)

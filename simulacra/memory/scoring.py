@@ -17,7 +17,9 @@ applied here, at query time, so changing a weight rescales every old memory.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -34,10 +36,22 @@ class ScoringParams:
     long_term_decay_per_hour: float = 0.99
 
     @classmethod
-    def from_config(cls, memory_config) -> ScoringParams:
-        """Build from a :class:`simulacra.config.MemoryConfig`."""
+    def from_config(cls, memory_config: Any, **overrides: float | None) -> ScoringParams:
+        """The one way to build scoring parameters: from a :class:`simulacra.config.MemoryConfig`, or from its
+        JSON form (the ``memory`` section of a trace header; a missing field keeps the default above).
+        ``overrides`` (``a_rec``, ``gamma``, ...) that are not ``None`` replace single fields.
+
+        Raises:
+            TypeError: an unknown override.
+        """
         m = memory_config
-        return cls(m.a_rec, m.a_imp, m.a_rel, m.gamma, m.recency_window_minutes, m.long_term_decay_per_hour)
+        get = m.get if isinstance(m, Mapping) else lambda key, default: getattr(m, key, default)
+        values = {f.name: float(get(f.name, f.default)) for f in fields(cls)}
+        unknown = set(overrides) - set(values)
+        if unknown:
+            raise TypeError(f"unknown scoring parameter {sorted(unknown)[0]!r}")
+        values.update({k: float(v) for k, v in overrides.items() if v is not None})
+        return cls(**values)
 
     @property
     def max_recency_importance(self) -> float:
@@ -53,6 +67,31 @@ class ScoreTerms:
     importance: np.ndarray
     relevance: np.ndarray
     score: np.ndarray
+
+
+@dataclass(frozen=True)
+class ScoringInputs:
+    """The raw per-memory inputs of :func:`score_memories` for one query, each float64 ``(n,)``: distance to the
+    query, rating (1..10, NaN for static), the game minute recency is measured from (NaN for static) and the
+    game minute the memory entered long-term (NaN while short-term). Read once, scored under many settings
+    (``simulacra tune``)."""
+
+    distance: np.ndarray
+    rating: np.ndarray
+    reference_time: np.ndarray
+    long_term_since: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.distance)
+
+    def score(self, now: float, params: ScoringParams) -> ScoreTerms:
+        """:func:`score_memories` of these inputs at game minute ``now``."""
+        return score_memories(self.distance, self.rating, self.reference_time, self.long_term_since, now, params)
+
+    def take(self, rows: np.ndarray) -> ScoringInputs:
+        """The inputs of ``rows`` (an index or a boolean mask), copied."""
+        return ScoringInputs(self.distance[rows], self.rating[rows], self.reference_time[rows],
+                             self.long_term_since[rows])
 
 
 def relevance_from_distance(distance: np.ndarray) -> np.ndarray:

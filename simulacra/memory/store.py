@@ -17,7 +17,7 @@ import numpy as np
 
 from simulacra.memory.index import BOUND_MIN_ROWS, MirrorIndex
 from simulacra.memory.records import MemoryRecord, RetrievedMemory
-from simulacra.memory.scoring import ScoreTerms, ScoringParams, decayed_importance
+from simulacra.memory.scoring import ScoreTerms, ScoringInputs, ScoringParams, decayed_importance
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +109,10 @@ class MemoryTier:
     def distances(self, query: np.ndarray) -> np.ndarray:
         """Distance of every memory to ``query`` (shape ``(dim,)``) in the tier's Chroma space, ``(n,)``."""
         return self.index.distances(query)
+
+    def scoring_inputs(self, query: np.ndarray, recency_from: str = "created") -> ScoringInputs:
+        """The raw scoring inputs of every memory for ``query``, in the order of :attr:`records` (copies)."""
+        return self.index.inputs(query, recency_from)
 
     def score(self, query: np.ndarray, now: float, params: ScoringParams, recency_from: str = "created") -> ScoreTerms:
         """Score every memory of the tier for ``query`` (exact, row order); returns :class:`ScoreTerms`."""

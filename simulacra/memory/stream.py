@@ -1,9 +1,11 @@
 """An agent's memory stream: static, short-term and long-term tiers (seed 003), and the town's shared tier.
 
-Retrieval asks static, then short-term, then long-term (then the town's shared memory, when the world
-has one; StreamBench's shared multi-agent memory, seed 002) for the ``top_k`` best memories; a memory
-scoring under ``threshold`` is not used; once ``top_k`` memories at or above the threshold are found,
-lower tiers are not consulted (``retrieval: merged`` instead takes the best ``top_k`` of all tiers).
+Retrieval follows the one rule of :mod:`simulacra.memory.selection`: ``cascade`` asks static, then short-term,
+then long-term (then the town's shared memory, when the world has one; StreamBench's shared multi-agent memory,
+seed 002) for the ``top_k`` best memories; a memory scoring under ``threshold`` is not used; once ``top_k``
+memories at or above the threshold are found, lower tiers are not consulted (``retrieval: merged`` instead takes
+the best ``top_k`` of all tiers). With a static budget (``static_top_k``) static facts are picked apart, at most
+``static_top_k`` of them, and do not use up ``top_k``.
 Consolidation moves old short-term memories with importance above ``promote_threshold`` to long-term and
 forgets the rest; long-term importance decays with game time and a memory whose decayed importance falls
 under ``forget_floor`` is forgotten. Every write through :meth:`AgentMemory.add` adds its ratings to the
@@ -24,6 +26,7 @@ import numpy as np
 from simulacra.config import MemoryConfig
 from simulacra.memory.records import TIERS, MemoryRecord, RetrievedMemory
 from simulacra.memory.scoring import ScoringParams
+from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
 from simulacra.memory.store import MemoryTier
 
 log = logging.getLogger(__name__)
@@ -222,6 +225,19 @@ class AgentMemory:
             tier.update_metadata(recs)
 
     # ----------------------------------------------------------------- reads
+    def rule(self, top_k: int | None = None, threshold: float | None = None, mode: str | None = None) -> RetrievalRule:
+        """The retrieval rule of the config (:class:`~simulacra.memory.selection.RetrievalRule`), with the given
+        fields replaced."""
+        return RetrievalRule.from_config(self.config, top_k=top_k, threshold=threshold, mode=mode)
+
+    @property
+    def max_top_k(self) -> int:
+        """Depth of the candidates a trace records per tier (:meth:`candidates`): ``config.max_top_k``, else twice
+        ``top_k``; never less than ``top_k`` or ``static_top_k``. ``simulacra rescore`` can re-rank a recorded
+        retrieval for any ``top_k`` and ``static_top_k`` up to it."""
+        m = self.config
+        return candidate_depth(m.top_k, m.static_top_k, m.max_top_k)
+
     def retrieve(
         self,
         query_embedding: np.ndarray,
@@ -230,6 +246,7 @@ class AgentMemory:
         tiers: Sequence[str] | None = None,
         threshold: float | None = None,
         mode: str | None = None,
+        rule: RetrievalRule | None = None,
     ) -> list[RetrievedMemory]:
         """Retrieve the memories that matter for a query. Reads only; nothing is written (marking access
         is :meth:`mark_accessed`). Each result carries its tier, kind and score terms (the explanation).
@@ -237,47 +254,61 @@ class AgentMemory:
         Args:
             query_embedding: the query's embedding, shape ``(dim,)``.
             now: current game time (game minutes).
-            top_k: memories wanted (default ``config.top_k``).
+            top_k, threshold, mode: replace the config's ``top_k``, ``threshold`` and ``retrieval``.
             tiers: tiers to ask, in priority order (default :attr:`readable`).
-            threshold: minimum score (default ``config.threshold``).
-            mode: ``"cascade"`` (seed 003) or ``"merged"`` (default ``config.retrieval``).
+            rule: the whole rule instead (then ``top_k``, ``threshold`` and ``mode`` are ignored).
         Returns:
-            At most ``top_k`` memories, each scoring at least ``threshold``. Cascade: the best of the first
-            tier, then of the next tiers while fewer than ``top_k`` were found; within a tier best first.
-            Merged: the best ``top_k`` of all tiers, best first (ties: tier order, then row order).
+            What :func:`simulacra.memory.selection.select` picks (the one retrieval rule; see there): cascade or
+            merged over the tiers with ``top_k`` and ``threshold``, then, under a static budget, at most
+            ``static_top_k`` static facts. Within a tier exactly what scoring every memory would give.
         Raises:
             KeyError: an unknown tier.
+            ValueError: an unknown mode.
         """
-        k = self.config.top_k if top_k is None else top_k
-        thr = self.config.threshold if threshold is None else threshold
-        mode = mode or self.config.retrieval
+        rule = rule or self.rule(top_k, threshold, mode)
         names = self.readable if tiers is None else tuple(tiers)
         params = self.params
-        found: list[RetrievedMemory] = []
-        if mode == "merged":
-            for name in names:
-                found.extend(m for m in self.tier(name).top(query_embedding, now, params, k, self.config.recency_from)
-                             if m.score >= thr)
-            found.sort(key=lambda m: -m.score)  # stable: equal scores keep tier, then row order
-            return found[:k]
-        if mode != "cascade":
-            raise ValueError(f"unknown retrieval mode {mode!r}")
-        for name in names:
-            need = k - len(found)
-            if need <= 0:
-                break
-            best = self.tier(name).top(query_embedding, now, params, need, self.config.recency_from)
-            found.extend(m for m in best if m.score >= thr)
-        return found
+        fetched: dict[str, list[RetrievedMemory]] = {}
+
+        def fetch(name: str, n: int) -> TierCandidates:
+            best = self.tier(name).top(query_embedding, now, params, n, self.config.recency_from)
+            fetched[name] = best  # best first, ties in row order: positions are row order among equals
+            return TierCandidates(name, [m.id for m in best], np.array([m.score for m in best], dtype=np.float64))
+
+        return [fetched[p.tier][p.index] for p in select(names, fetch, rule)]
 
     def candidates(self, query_embedding: np.ndarray, now: float, top_k: int | None = None,
                    tiers: Sequence[str] | None = None) -> dict[str, list[list] | None]:
-        """Per tier, every memory that could be in this retrieval's result under other weights or ``gamma``
-        (:meth:`MemoryTier.candidates`), for the trace; ``None`` for a tier too large to check."""
-        k = self.config.top_k if top_k is None else top_k
+        """Per tier, every memory that could be among its best ``top_k`` (default :attr:`max_top_k`) under other
+        weights or ``gamma`` (:meth:`MemoryTier.candidates`), for the trace; ``None`` for a tier too large to
+        check."""
+        k = self.max_top_k if top_k is None else top_k
         names = self.readable if tiers is None else tuple(tiers)
         return {name: self.tier(name).candidates(query_embedding, now, self.params, k, self.config.recency_from)
                 for name in names}
+
+    def retrieval_record(self, query: str, purpose: str, results: Sequence[RetrievedMemory],
+                         query_embedding: np.ndarray, now: float, rule: RetrievalRule | None = None,
+                         tiers: Sequence[str] | None = None) -> dict[str, Any]:
+        """The trace's ``retrieve`` operation for a retrieval made with :meth:`retrieve`.
+
+        Args:
+            query: the query text; purpose: why it was asked (``focus``, ``conversation with <id>``).
+            results: what :meth:`retrieve` returned.
+            query_embedding, now: the ones given to :meth:`retrieve`.
+            rule, tiers: the ones given to :meth:`retrieve` (default: the config's rule, :attr:`readable`).
+        Returns:
+            ``{"op": "retrieve", "agent", "query", "purpose", "results": [RetrievedMemory.to_dict()], "mode",
+            "top_k", "threshold", "static_top_k", "static_threshold", "tiers", "max_top_k", "candidates"}``:
+            the rule (:meth:`RetrievalRule.to_record`), and per tier the candidates for :attr:`max_top_k`
+            (:meth:`candidates`), from which ``simulacra rescore`` re-ranks exactly.
+        """
+        rule = rule or self.rule()
+        names = list(self.readable if tiers is None else tiers)
+        depth = max(self.max_top_k, rule.top_k, rule.static_top_k or 0)
+        return {"op": "retrieve", "agent": self.agent, "query": query, "purpose": purpose,
+                "results": [r.to_dict() for r in results], **rule.to_record(), "tiers": names,
+                "max_top_k": depth, "candidates": self.candidates(query_embedding, now, depth, names)}
 
     def most_important(
         self, now: float, n: int, tiers: Sequence[str] = ("long_term",), since: float | None = None,
