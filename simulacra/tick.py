@@ -90,14 +90,9 @@ def current_activity(state: TownState, rt: Runtime, agent: str, now: int) -> str
 
 def retrieval_op(rt: Runtime, agent: str, query: str, purpose: str, found: Sequence[RetrievedMemory],
                  query_embedding: np.ndarray, now: int) -> dict[str, Any]:
-    """A ``retrieve`` trace operation: results with their score terms, the rule, and per tier every memory
-    other weights or ``gamma`` could have returned (``simulacra rescore``)."""
-    memory = rt.memories[agent]
-    m = memory.config
-    return {"op": "retrieve", "agent": agent, "query": query, "purpose": purpose,
-            "results": [r.to_dict() for r in found],
-            "top_k": m.top_k, "threshold": m.threshold, "mode": m.retrieval, "tiers": list(memory.readable),
-            "candidates": memory.candidates(query_embedding, now)}
+    """A ``retrieve`` trace operation (:meth:`AgentMemory.retrieval_record`: results with their score terms, the
+    rule, and per tier every memory other weights or ``gamma`` could have returned, for ``simulacra rescore``)."""
+    return rt.memories[agent].retrieval_record(query, purpose, found, query_embedding, now)
 
 
 def retrieve_many(rt: Runtime, asks: Sequence[tuple[str, str, str]], now: int

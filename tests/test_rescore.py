@@ -83,12 +83,16 @@ def test_retrieval_record_lets_rescore_change_top_k_and_static_budget_up_to_max_
         last = ticks[-1]
         ops = [op for op in last["memory"] if op["op"] == "retrieve"]
         assert ops
+        first = next(i for i, op in enumerate(last["memory"]) if op["op"] == "retrieve")
+        for op in last["memory"][first:]:  # the stores as the tick's retrievals saw them (see above)
+            if op["op"] == "add":
+                sim.memories[op["agent"]].tiers[op["tier"]].delete([op["id"]])
         other = "merged" if mode == "cascade" else "cascade"
         rules = [RetrievalRule(mode, 6, 0.35), RetrievalRule(mode, 1, 0.0, static_top_k=2, static_threshold=0.5),
                  RetrievalRule(other, 5, 0.6, static_top_k=6), RetrievalRule(other, 4, 0.35)]
         changed = 0
         for op in ops:
-            memory = sim.agents[op["agent"]].memory
+            memory = sim.memories[op["agent"]]
             run_config = memory.config
             q = embedder.embed([op["query"]])[0]
             found = memory.retrieve(q, last["time"])
