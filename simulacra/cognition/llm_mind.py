@@ -293,17 +293,22 @@ class LLMMind:
         window = [p for p in window if p.start < end]
         mems = self._prompt_memories(view)
         tick = self.tick_minutes
+        hours = max(1, (end - start) // 60)
+        most = min(8, 2 * hours)  # a small model lists many tiny steps: bound them (and the answer's length)
+        shortest = max(tick, 20)
+        longest = max(shortest, min(240, end - start))
         places = list(view.place_names)
         plan_text = "; ".join(p.describe(view.place_names.get(p.place, p.place)) for p in window)
         messages = [
             {"role": "system", "content": self.persona_text(view)},
             {"role": "user", "content": (
                 f"{self.memories_text(mems)}\n\n{self.places_text(view)}\nYour plan: {plan_text}.\n\n"
-                f"Break your plan from {format_hhmm(start)} to {format_hhmm(end)} into concrete actions in order, "
-                f"each lasting {tick} to 120 minutes, at the place where it happens (place id).")},
+                f"Break your plan from {format_hhmm(start)} to {format_hhmm(end)} into at most {most} concrete "
+                f"actions in order, each lasting {shortest} to {longest} minutes, at the place where it happens "
+                "(place id).")},
         ]
-        schema = _obj({"actions": {"type": "array", "minItems": 1, "maxItems": 16, "items": _obj(
-            {"minutes": {"type": "integer", "minimum": tick, "maximum": 240}, "activity": _text(60),
+        schema = _obj({"actions": {"type": "array", "minItems": 1, "maxItems": most, "items": _obj(
+            {"minutes": {"type": "integer", "minimum": shortest, "maximum": longest}, "activity": _text(60),
              "place": {"type": "string", "enum": places}}, "action")}}, "actions")
 
         def parse(data) -> list[PlanItem]:
@@ -317,13 +322,13 @@ class LLMMind:
                 minutes = max(tick, round(s.minutes / tick) * tick)
                 out.append(PlanItem(t, min(end, t + minutes), s.activity.strip(), s.place))
                 t += minutes
-            if t < end:  # the model stopped short: the last action lasts until the window's end
-                last = out[-1]
-                out[-1] = PlanItem(last.start, end, last.activity, last.place)
+            if t < end:  # the model stopped short: the plan's own items cover the rest of the window
+                out += [PlanItem(max(p.start, t), min(p.end, end), p.activity, p.place, p.routine_index)
+                        for p in window if p.end > t and p.start < end]
             return out
 
         return self.ask("next_actions", messages, schema, parse, lambda: scripted, view.memory_ids[: len(mems)],
-                        max_tokens=max(2 * self.cfg.max_tokens, 500))
+                        max_tokens=max(2 * self.cfg.max_tokens, 90 * most))
 
     # ------------------------------------------------------------------ react
     def react(self, view: AgentView, percept: str, about: Sequence[RetrievedMemory],
