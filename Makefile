@@ -32,8 +32,11 @@ run: $(STAMP)
 	$(BIN)/python run_sim.py --overwrite $(ARGS)
 
 # the same with the bundled local model (SmolLM2-135M-Instruct served by xllamacpp on 127.0.0.1)
+# the bundled SmolLM2 plans and speaks; it rates too weakly (measured at start), so the offline rater rates
+LLM_RUN ?= --hours 3 --agents greta_lund,samuel_adeyemi,hana_novak,tobias_novak,ezra_pike
 run-llm: $(STAMP)
-	$(BIN)/python run_sim.py --overwrite --llm local $(ARGS)
+	$(BIN)/python run_sim.py --overwrite --llm local --set rater.on_weak_model=offline \
+		--set cognition.chance_meetings=true --run-name fernhollow-local $(LLM_RUN) $(ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(ARGS)

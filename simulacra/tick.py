@@ -74,7 +74,7 @@ def notice(posted: set[str], rt: Runtime, text: str, author: str, place: str, no
 def view_of(state: TownState, rt: Runtime, agent: str, now: int, memories: Sequence[RetrievedMemory] = (),
             place: str | None = None) -> AgentView:
     return AgentView(agent, rt.persona(agent), now, place or state.agents[agent].place, tuple(memories), rt.names,
-                     rt.place_names)
+                     rt.place_names, current_activity(state, rt, agent, now))
 
 
 def current_activity(state: TownState, rt: Runtime, agent: str, now: int) -> str:

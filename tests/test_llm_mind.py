@@ -284,3 +284,13 @@ def test_interview_answers_from_retrieved_memories_with_every_backend(tmp_path, 
     e = explain_tick(sim.run_dir, "ann", 0)
     assert e["decisions"] and e["decisions"][0]["kind"] == "plan_day"
     assert "decided (plan_day, scripted)" in format_explanation(e)
+
+
+def test_a_looping_line_is_said_once():
+    from simulacra.cognition.llm_mind import BadAnswer, tidy_line
+
+    looped = "I'm not sure I know you well. I'm not sure I know you well.  I'm not sure  I know you well. Bye!"
+    assert tidy_line(looped) == "I'm not sure I know you well. Bye!"
+    assert tidy_line("One. Two. Three. Four.", most=2) == "One. Two."
+    with pytest.raises(BadAnswer):
+        tidy_line(" . ")

@@ -18,6 +18,7 @@ far as the configured history strategy presents it.
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
@@ -107,6 +108,28 @@ class _Summary(_Strict):
 class _Answer(_Strict):
     answer: str = Field(min_length=1)
     memories: list[int] = Field(default_factory=list)
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def tidy_line(text: str, most: int = 3) -> str:
+    """A spoken line as said: whitespace collapsed, a sentence said again in the same line dropped (small models
+    loop: "I'm not sure. I'm not sure. ..."), at most ``most`` sentences.
+
+    Raises:
+        BadAnswer: nothing is left.
+    """
+    seen: set[str] = set()
+    kept = []
+    for sentence in _SENTENCE.split(" ".join(text.split())):
+        key = sentence.lower().strip(" .!?")
+        if key and key not in seen:
+            seen.add(key)
+            kept.append(sentence)
+    if not kept:
+        raise BadAnswer("the line is empty")
+    return " ".join(kept[:most])
 
 
 def _obj(props: dict[str, Any], title: str) -> dict[str, Any]:
@@ -343,14 +366,15 @@ class LLMMind:
             {"role": "user", "content": (
                 f"You notice: {percept}\n\n{self.memories_text(mems, 'What you remember about it')}\n\n"
                 f"{self.places_text(view)}\nPeople here: {', '.join(people) or 'nobody'}.\n\n"
-                "Do you continue what you are doing, go somewhere (give the place id and what you will do there), "
-                "or talk to someone here (give the name)? Say why in a few words.")},
+                f"You are {self._doing(view)}. First say in a few words what this means to you; then decide: "
+                "continue what you are doing (the usual answer), go somewhere else (the place id and what you "
+                "will do there) because of it, or talk to someone here about it (their name).")},
         ]
-        schema = _obj({"decision": {"type": "string", "enum": ["continue", "go", "talk"]},
+        schema = _obj({"reason": {"type": "string", "maxLength": 120},  # first: the model reasons, then decides
+                       "decision": {"type": "string", "enum": ["continue", "go", "talk"]},
                        "place": {"type": "string", "enum": [*places, "none"]},
                        "person": {"type": "string", "enum": [*people, "none"]},
-                       "activity": {"type": "string", "maxLength": 60}, "reason": {"type": "string", "maxLength": 120}},
-                      "reaction")
+                       "activity": {"type": "string", "maxLength": 60}}, "reaction")
 
         def parse(data) -> Reaction:
             r = _Reaction.model_validate(data)
@@ -368,6 +392,10 @@ class LLMMind:
 
         return self.ask("react", messages, schema, parse,
                         lambda: self.scripted.react(view, percept, about, present), [m.id for m in mems])
+
+    @staticmethod
+    def _doing(view: AgentView) -> str:
+        return view.activity or "going about your day"
 
     # ------------------------------------------------------------------ dialogue
     def open_history(self):
@@ -405,7 +433,7 @@ class LLMMind:
             if not 0 <= ln.news <= len(news):
                 raise BadAnswer(f"news must be 0..{len(news)}, got {ln.news}")
             item = news[ln.news - 1] if ln.news else None
-            return Utterance(ln.line.strip(), item.topic if item else None, ln.end or c.turn >= c.max_turns - 1)
+            return Utterance(tidy_line(ln.line), item.topic if item else None, ln.end or c.turn >= c.max_turns - 1)
 
         d = self.ask("line", messages, schema, parse, lambda: self.scripted.next_line(view, c),
                      view.memory_ids[: len(mems)])
@@ -470,7 +498,7 @@ class LLMMind:
                 if not 0 <= ln.news <= len(pool):
                     raise BadAnswer(f"line {i + 1}: news must be 0..{len(pool)} for {ln.speaker}")
                 topic = pool[ln.news - 1].topic if ln.news else None
-                out.append((speaker, Utterance(ln.line.strip(), topic, i == len(ex.lines[: c.max_turns]) - 1)))
+                out.append((speaker, Utterance(tidy_line(ln.line), topic, i == len(ex.lines[: c.max_turns]) - 1)))
             return out, f"Conversation of {names[a]} and {names[b]} at {place}: {ex.summary.strip()}"
 
         def scripted():

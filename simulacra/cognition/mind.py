@@ -122,6 +122,7 @@ class AgentView:
         agent: the agent's id; persona: its persona; now: game minute; place: its place id.
         memories: what retrieval returned for the decision's query, best first (the prompt's memories).
         names: agent id -> full name for everyone in the town; place_names: place id -> name.
+        activity: what the agent is doing as it decides (``""``: unknown).
     """
 
     agent: str
@@ -131,6 +132,7 @@ class AgentView:
     memories: tuple[RetrievedMemory, ...]
     names: dict[str, str]
     place_names: dict[str, str]
+    activity: str = ""
 
     @property
     def memory_ids(self) -> tuple[str, ...]:
