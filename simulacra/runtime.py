@@ -166,7 +166,7 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
         elif llm is not None:
             log.warning("a rater already answers at %s, so the configured LLM (%s) does not rate this run's "
                         "memories; stop that rater or point rater.url elsewhere", r.url, llm.name)
-        mind = build_mind(config, llm, world.tick_minutes)
+        mind = build_mind(config, llm, world.tick_minutes, rater.reflect)
         memories, shared = open_stores(world, config, run_dir, embedder, ids)
     except BaseException:
         for c in reversed(closers):
@@ -190,7 +190,7 @@ def build_language_model(config: Config, run_dir: Path, closers: list[Callable[[
     return build_model(config.llm, run_dir)
 
 
-def build_mind(config: Config, llm, tick_minutes: int = 10):
+def build_mind(config: Config, llm, tick_minutes: int = 10, reflector=None):
     """The agents' mind: :class:`LLMMind` over ``llm`` when the language-model backend is chosen, else scripted.
 
     Raises:
@@ -199,13 +199,13 @@ def build_mind(config: Config, llm, tick_minutes: int = 10):
     from simulacra.cognition.scripted import ScriptedMind
 
     if not uses_language_model(config):
-        return ScriptedMind()
+        return ScriptedMind(reflector)
     if llm is None:
         raise SimulacraError("cognition.backend is llm but no model is configured: set llm.model (and llm.base_url), "
                              "or use --llm local for the bundled model")
     from simulacra.cognition.llm_mind import LLMMind
 
-    return LLMMind(llm, config, tick_minutes)
+    return LLMMind(llm, config, tick_minutes, reflector)
 
 
 def open_stores(world: World, config: Config, run_dir: Path, embedder, ids: Sequence[str]):

@@ -565,9 +565,15 @@ class Reflected:
     notable: list[str]
 
 
+def view_of_memory(rt: Runtime, agent: str, now: int) -> AgentView:
+    """A view of ``agent`` for decisions made from its memory alone (reflection)."""
+    persona = rt.persona(agent)
+    return AgentView(agent, persona, now, persona.home, (), rt.names, rt.place_names)
+
+
 def reflect_stage(rt: Runtime, now: int, tick: int) -> Reflected:
     """Reflection for every agent whose trigger is due (:mod:`simulacra.cognition.reflect`): focal points,
-    evidence, insights from the rater's ``/reflect`` (an LLM when one is configured), one rating request
+    evidence, insights from the mind (through the rater's ``/reflect``: its model when it has one), one rating request
     and one embedding batch for all insights, one long-term write per agent. A rater failure is logged and
     counted; the agent's trigger is reset so that it does not ask again every tick."""
     cfg = rt.config.reflection
@@ -586,7 +592,7 @@ def reflect_stage(rt: Runtime, now: int, tick: int) -> Reflected:
         if not req.evidence:
             continue
         try:
-            insights = rt.rater.reflect(req.payload(), agent=rt.names[pid], max_insights=cfg.max_insights)
+            insights = rt.mind.reflect(view_of_memory(rt, pid, now), req.payload(), cfg.max_insights).value
         except RaterError as err:
             failures += 1
             log.warning("reflection of %s at tick %d skipped: %s", pid, tick, err)

@@ -294,3 +294,14 @@ def test_a_looping_line_is_said_once():
     assert tidy_line("One. Two. Three. Four.", most=2) == "One. Two."
     with pytest.raises(BadAnswer):
         tidy_line(" . ")
+
+
+def test_a_spent_budget_stops_the_run_at_its_last_complete_tick(tmp_path, openai_double, rater_url, embedder):
+    """Three plans and three decompositions fit in the budget of 7 calls; the reactions of a later tick do not."""
+    openai_double.script([], then=SchemaAnswers(hooks={"reaction": lambda b, d: {**d, "decision": "continue"}}))
+    with llm_sim(tmp_path, openai_double, rater_url, embedder, "budget", ["llm.max_calls=7"]) as sim:
+        summary = sim.run(8)
+        _, ticks = read_trace(sim.run_dir)
+    assert summary["stopped"] and "llm.max_calls" in summary["stopped"]
+    assert 0 < summary["ticks"] < 8 and len(ticks) == summary["ticks"]
+    assert len(openai_double.requests) == 7

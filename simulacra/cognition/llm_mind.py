@@ -33,7 +33,9 @@ from simulacra.cognition.mind import (
     Decision,
     PlanItem,
     Reaction,
+    Reflector,
     Utterance,
+    reflect_with,
 )
 from simulacra.cognition.plan import is_asleep
 from simulacra.cognition.scripted import ScriptedMind
@@ -152,6 +154,8 @@ class LLMMind:
             answered from a cache (:class:`~simulacra.llm.CachingModel`).
         config: the run's config (``cognition``, ``llm.temperature``, ``simulation.seed``, ``memory``).
         tick_minutes: game minutes per tick of the world (the shortest action the model may plan).
+        reflector: where insights come from: the run's rater, which reflects with this model when it measured well
+            (one reflection prompt, in ``rater_server.llm_backend``), else offline.
     Attributes:
         fallbacks: Counter of fallbacks per decision kind; retries: Counter of second asks per kind.
         reactive: ``True``: the tick asks this mind to react to salient percepts.
@@ -159,8 +163,9 @@ class LLMMind:
 
     reactive = True
 
-    def __init__(self, model, config: Config, tick_minutes: int = 10):
+    def __init__(self, model, config: Config, tick_minutes: int = 10, reflector: Reflector | None = None):
         self.tick_minutes = int(tick_minutes)
+        self.reflector = reflector
         self.model = model if isinstance(model, CachingModel) else CachingModel(model)
         self.config = config
         self.cfg = config.cognition
@@ -535,6 +540,9 @@ class LLMMind:
             return f"Conversation of {a} and {b} at {place}: {s}"
 
         return self.ask("summary", messages, schema, parse, lambda: self.scripted.summarise_conversation(view, c), ())
+
+    def reflect(self, view: AgentView, evidence: Sequence[dict], max_insights: int) -> Decision[list[dict]]:
+        return reflect_with(self.reflector, view, evidence, max_insights, "llm")
 
     # ------------------------------------------------------------------ interview
     def interview(self, view: AgentView, question: str) -> Decision[Answer]:

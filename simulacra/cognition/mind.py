@@ -204,6 +204,38 @@ class Mind(Protocol):
         """Answer ``question`` from the memories in ``view`` (retrieved for it)."""
         ...
 
+    def reflect(self, view: AgentView, evidence: Sequence[dict], max_insights: int) -> Decision[list[dict]]:
+        """Insights about ``evidence`` (``{"id", "text", "rating"}`` each, the memories retrieved for the focal
+        points), each ``{"text", "evidence": [ids]}``.
+
+        Raises:
+            RaterError: the reflector (the rater's ``/reflect``) failed; the tick logs and counts it.
+        """
+        ...
+
+
+class Reflector(Protocol):
+    """Where insights come from: the rater's ``POST /reflect`` (:meth:`simulacra.rater.RaterClient.reflect`), which
+    answers with its language model when it has one that measured well, else with the offline reflector. Both
+    minds reflect through it, so the reflection prompt and its checks exist once."""
+
+    def __call__(self, memories: Sequence[dict], agent: str | None = None, max_insights: int = 3) -> list[dict]: ...
+
+
+def reflect_with(reflector: Reflector | None, view: AgentView, evidence: Sequence[dict], max_insights: int,
+                 source: Source) -> Decision[list[dict]]:
+    """A mind's reflection through ``reflector`` (see :class:`Reflector`).
+
+    Raises:
+        RaterError: no reflector was given, or it failed.
+    """
+    if reflector is None:
+        from simulacra.errors import RaterError
+
+        raise RaterError("this mind has no reflector (the run's rater)")
+    insights = reflector(list(evidence), agent=view.persona.name, max_insights=max_insights)
+    return Decision(insights, tuple(m["id"] for m in evidence), source)
+
 
 def plan_memory_text(persona: Persona, items: Sequence[PlanItem], place_names: dict[str, str], day: int) -> str:
     """The text of the ``plan`` memory that stores a day plan (one memory per day and agent)."""

@@ -19,7 +19,9 @@ from simulacra.cognition.mind import (
     NewsItem,
     PlanItem,
     Reaction,
+    Reflector,
     Utterance,
+    reflect_with,
 )
 from simulacra.memory.records import RetrievedMemory
 from simulacra.persona import Persona
@@ -82,9 +84,19 @@ def tell(item: NewsItem, names: dict[str, str]) -> str:
 
 
 class ScriptedMind:
-    """Routine plans, no reactions, template dialogue carrying retrieved news (the offline default)."""
+    """Routine plans, no reactions, template dialogue carrying retrieved news (the offline default).
+
+    Args:
+        reflector: where insights come from (the run's rater, :class:`~simulacra.cognition.mind.Reflector`).
+    """
 
     name = "scripted"
+
+    def __init__(self, reflector: Reflector | None = None):
+        self.reflector = reflector
+
+    def reflect(self, view: AgentView, evidence: Sequence[dict], max_insights: int) -> Decision[list[dict]]:
+        return reflect_with(self.reflector, view, evidence, max_insights, "scripted")
 
     def plan_day(self, view: AgentView, day_start: int, day_end: int) -> Decision[list[PlanItem]]:
         return Decision(routine_plan(view.persona, day_start), view.memory_ids)
