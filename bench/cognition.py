@@ -6,8 +6,9 @@ that answers a valid instance of every requested schema after ``--latency`` seco
 ``tests/``, threaded, so concurrent calls overlap as with a real server). The rater stays offline so that the
 figures are the mind's. Reported: calls and tokens per agent-game-hour (target: at most 5 calls; the Stanford
 town made about 55), calls per decision kind, cache hits, and tick wall time (median, p90, max; target: median
-under 3x one call's latency). A second, shorter run decomposes one hour per call instead of
-``plan_hours_per_call`` hours, to measure what that lever saves. With ``--local-agents N`` (and the local-llm
+under 3x one call's latency). Shorter runs measure two levers: decomposing one hour per call instead of
+``plan_hours_per_call`` hours, and writing each conversation in one call (``cognition.exchange: whole``).
+With ``--local-agents N`` (and the local-llm
 extra installed) the same town runs N agents for ``--local-hours`` with the bundled SmolLM2 model.
 
 Usage: ``python -m bench.cognition [--agents 25] [--hours 16] [--latency 0.5] [--local-agents 5]``.
@@ -161,6 +162,8 @@ def main() -> None:
             results["decompose_4h"] = run_town(world, Path(tmp) / "db", "h4", hours, common)
             results["decompose_1h"] = run_town(world, Path(tmp) / "db", "h1", hours,
                                                common + ["cognition.plan_hours_per_call=1"])
+            results["exchange_whole"] = run_town(world, Path(tmp) / "db", "whole", hours,
+                                                 common + ["cognition.exchange=whole"])
             if args.local_agents:
                 try:
                     local = town(Path(tmp) / "local", args.local_agents)
@@ -185,6 +188,12 @@ def main() -> None:
     h4, h1 = results["decompose_4h"], results["decompose_1h"]
     print(f"decomposition lever over {hours:g} h: {h4['calls_by_kind'].get('next_actions', 0)} calls at "
           f"{4} h per call vs {h1['calls_by_kind'].get('next_actions', 0)} at 1 h per call")
+    wh = results["exchange_whole"]
+    per_conv = (h4["calls_by_kind"].get("line", 0) + h4["calls_by_kind"].get("summary", 0)) / max(
+        1, h4["calls_by_kind"].get("summary", 0))
+    print(f"exchange lever over {hours:g} h: {per_conv:.1f} calls per conversation line by line vs 1 whole; "
+          f"calls per agent-hour {h4['calls_per_agent_hour']:.2f} vs {wh['calls_per_agent_hour']:.2f}, tick p90 "
+          f"{h4['tick_s']['p90']:.2f} s vs {wh['tick_s']['p90']:.2f} s")
     if "local" in results:
         loc = results["local"]
         print("bundled SmolLM2: " + (loc["skipped"] if "skipped" in loc else

@@ -305,3 +305,21 @@ def test_a_spent_budget_stops_the_run_at_its_last_complete_tick(tmp_path, openai
     assert summary["stopped"] and "llm.max_calls" in summary["stopped"]
     assert 0 < summary["ticks"] < 8 and len(ticks) == summary["ticks"]
     assert len(openai_double.requests) == 7
+
+
+def test_a_slow_answer_is_reported_while_it_is_awaited(caplog):
+    import logging
+    import time
+
+    from simulacra.cognition.llm_mind import waiting_report
+
+    with caplog.at_level(logging.WARNING, logger="simulacra.cognition.llm_mind"):
+        with waiting_report("the model (plan_day)", 0.05):
+            time.sleep(0.18)
+    reports = [r.getMessage() for r in caplog.records if "waiting for the model (plan_day)" in r.getMessage()]
+    assert len(reports) >= 2 and reports[0].endswith("s so far")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="simulacra.cognition.llm_mind"):
+        with waiting_report("the model (line)", 5):
+            pass
+    assert not caplog.records  # a quick answer is not reported

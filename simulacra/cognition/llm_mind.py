@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -112,6 +115,25 @@ class _Answer(_Strict):
     memories: list[int] = Field(default_factory=list)
 
 
+@contextmanager
+def waiting_report(what: str, every_s: float):
+    """Log (WARNING, which the command line shows) every ``every_s`` seconds while the block runs: a slow model
+    makes a slow run, and the user sees what it is waiting for and for how long (wall-clock seconds)."""
+    done = threading.Event()
+    start = time.monotonic()
+
+    def report():
+        while not done.wait(every_s):
+            log.warning("waiting for %s: %.0f s so far", what, time.monotonic() - start)
+
+    watcher = threading.Thread(target=report, name="wait-report", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -162,6 +184,7 @@ class LLMMind:
     """
 
     reactive = True
+    wait_report_s = 10.0  # a call still unanswered after this many seconds is reported, and again every as many
 
     def __init__(self, model, config: Config, tick_minutes: int = 10, reflector: Reflector | None = None):
         self.tick_minutes = int(tick_minutes)
@@ -197,8 +220,9 @@ class LLMMind:
                                    {"role": "user", "content": f"That answer cannot be used: {problem}. Answer "
                                                                "again with JSON that follows the schema."}]
             try:
-                answer = self.model.complete(msgs, max_tokens=tokens, temperature=self.config.llm.temperature,
-                                             seed=self.config.simulation.seed, json_schema=schema)
+                with waiting_report(f"{self.name} ({kind})", self.wait_report_s):
+                    answer = self.model.complete(msgs, max_tokens=tokens, temperature=self.config.llm.temperature,
+                                                 seed=self.config.simulation.seed, json_schema=schema)
             except BudgetExceeded:
                 raise
             except LLMError as err:
