@@ -294,6 +294,9 @@ def test_a_looping_line_is_said_once():
     assert tidy_line("One. Two. Three. Four.", most=2) == "One. Two."
     with pytest.raises(BadAnswer):
         tidy_line(" . ")
+    with pytest.raises(BadAnswer, match="repeats itself"):
+        tidy_line("Lena, Samuel Adeyemi, Lena, Samuel Adeyemi, Lena, Samuel Adeyemi, Samuel Adeyemi, Samuel Adeyemi")
+    assert tidy_line("Did you hear that the mill wheel stopped this morning? Bram is fixing it.")
 
 
 def test_a_spent_budget_stops_the_run_at_its_last_complete_tick(tmp_path, openai_double, rater_url, embedder):

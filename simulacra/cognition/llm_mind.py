@@ -137,6 +137,22 @@ def waiting_report(what: str, every_s: float):
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
+_WORD = re.compile(r"[\w']+")
+
+
+def check_not_looping(text: str, what: str = "the text") -> str:
+    """``text`` unchanged, unless it loops (a small model's failure: "Lena, Samuel, Lena, Samuel, ..."): more than
+    12 words of which under a third are distinct.
+
+    Raises:
+        BadAnswer: the text loops (it is asked again once, then the scripted decision is taken).
+    """
+    words = [w.lower() for w in _WORD.findall(text)]
+    if len(words) > 12 and len(set(words)) < len(words) / 3:
+        raise BadAnswer(f"{what} repeats itself ({len(set(words))} distinct words of {len(words)})")
+    return text
+
+
 def tidy_line(text: str, most: int = 3) -> str:
     """A spoken line as said: whitespace collapsed, a sentence said again in the same line dropped (small models
     loop: "I'm not sure. I'm not sure. ..."), at most ``most`` sentences.
@@ -153,7 +169,7 @@ def tidy_line(text: str, most: int = 3) -> str:
             kept.append(sentence)
     if not kept:
         raise BadAnswer("the line is empty")
-    return " ".join(kept[:most])
+    return check_not_looping(" ".join(kept[:most]), "the line")
 
 
 def _obj(props: dict[str, Any], title: str) -> dict[str, Any]:
@@ -528,7 +544,8 @@ class LLMMind:
                     raise BadAnswer(f"line {i + 1}: news must be 0..{len(pool)} for {ln.speaker}")
                 topic = pool[ln.news - 1].topic if ln.news else None
                 out.append((speaker, Utterance(tidy_line(ln.line), topic, i == len(ex.lines[: c.max_turns]) - 1)))
-            return out, f"Conversation of {names[a]} and {names[b]} at {place}: {ex.summary.strip()}"
+            summary = check_not_looping(ex.summary.strip(), "the summary")
+            return out, f"Conversation of {names[a]} and {names[b]} at {place}: {summary}"
 
         def scripted():
             lines: list[tuple[str, Utterance]] = []
@@ -560,7 +577,7 @@ class LLMMind:
         schema = _obj({"summary": _text(600)}, "summary")
 
         def parse(data) -> str:
-            s = _Summary.model_validate(data).summary.strip()
+            s = check_not_looping(_Summary.model_validate(data).summary.strip(), "the summary")
             return f"Conversation of {a} and {b} at {place}: {s}"
 
         return self.ask("summary", messages, schema, parse, lambda: self.scripted.summarise_conversation(view, c), ())
