@@ -26,7 +26,7 @@ from simulacra.cognition.mind import (
     Decision,
     PlanItem,
     Reaction,
-    Utterance,
+    converse_line_by_line,
     plan_memory_text,
     step_memory_text,
 )
@@ -493,22 +493,8 @@ def converse_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str
                 {"conversations": 1, "exchange_calls": 1, "exchange_prompt_tokens": whole.tokens[0],
                  "exchange_completion_tokens": whole.tokens[1]})
         history = rt.mind.open_history() if hasattr(rt.mind, "open_history") else None
-        lines: list[tuple[str, Utterance]] = []
-        decisions: list[Decision] = []
-        speaker, listener = a, b
-        for turn in range(sim.conversation_turns):
-            c = convs[speaker]
-            c.turn, c.lines, c.history = turn, list(lines), history
-            d = rt.mind.next_line(views[speaker], c)
-            lines.append((speaker, d.value))
-            decisions.append(d)
-            if history is not None:
-                history.add_line(rt.names[speaker], rt.names[listener], d.value.text)
-            if d.value.end and turn >= 1:
-                break
-            speaker, listener = listener, speaker
+        lines, decisions = converse_line_by_line(rt.mind.next_line, views, convs, a, b, history)
         c = convs[a]
-        c.lines = list(lines)
         summary = rt.mind.summarise_conversation(views[a], c)
         usage = history.usage() if history is not None else Counter()
         return lines, decisions, summary, usage

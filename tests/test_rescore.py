@@ -25,6 +25,15 @@ def tiny_run(tmp_path, rater_url, embedder, name, extra=()):
                              run_name=name, embedder=embedder)
 
 
+def take_back_writes_after_retrieval(sim, tick: dict) -> None:
+    """A tick retrieves between its two writes (percepts before; plans and speech after): delete the memories the
+    tick added after its first retrieval, so that the stores are as its retrievals saw them."""
+    first = next(i for i, op in enumerate(tick["memory"]) if op["op"] == "retrieve")
+    for op in tick["memory"][first:]:
+        if op["op"] == "add":
+            sim.memories[op["agent"]].tiers[op["tier"]].delete([op["id"]])
+
+
 @pytest.mark.parametrize("mode", ["cascade", "merged"])
 def test_the_runs_own_weights_reproduce_every_recorded_retrieval(tmp_path, rater_url, embedder, mode):
     with tiny_run(tmp_path, rater_url, embedder, mode, [f"memory.retrieval={mode}"]) as sim:
@@ -49,12 +58,7 @@ def test_rescoring_equals_retrieving_live_under_the_other_weights(tmp_path, rate
         last = ticks[-1]
         ops = [op for op in last["memory"] if op["op"] == "retrieve"]
         assert ops
-        # a tick retrieves between its two writes (percepts before; plans and speech after): take back the later
-        # writes so that the stores are as the retrievals saw them
-        first = next(i for i, op in enumerate(last["memory"]) if op["op"] == "retrieve")
-        for op in last["memory"][first:]:
-            if op["op"] == "add":
-                sim.memories[op["agent"]].tiers[op["tier"]].delete([op["id"]])
+        take_back_writes_after_retrieval(sim, last)
         changed = 0
         for a_rec, a_imp, a_rel, gamma in [(1, 1, 1, 0.995), (0, 1, 0.05, 0.995), (2, 0, 0.3, 0.5), (0, 0, 1, 1)]:
             params = ScoringParams(a_rec, a_imp, a_rel, gamma)
@@ -83,10 +87,7 @@ def test_retrieval_record_lets_rescore_change_top_k_and_static_budget_up_to_max_
         last = ticks[-1]
         ops = [op for op in last["memory"] if op["op"] == "retrieve"]
         assert ops
-        first = next(i for i, op in enumerate(last["memory"]) if op["op"] == "retrieve")
-        for op in last["memory"][first:]:  # the stores as the tick's retrievals saw them (see above)
-            if op["op"] == "add":
-                sim.memories[op["agent"]].tiers[op["tier"]].delete([op["id"]])
+        take_back_writes_after_retrieval(sim, last)
         other = "merged" if mode == "cascade" else "cascade"
         rules = [RetrievalRule(mode, 6, 0.35), RetrievalRule(mode, 1, 0.0, static_top_k=2, static_threshold=0.5),
                  RetrievalRule(other, 5, 0.6, static_top_k=6), RetrievalRule(other, 4, 0.35)]

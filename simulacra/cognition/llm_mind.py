@@ -38,6 +38,7 @@ from simulacra.cognition.mind import (
     Reaction,
     Reflector,
     Utterance,
+    converse_line_by_line,
     reflect_with,
 )
 from simulacra.cognition.plan import is_asleep
@@ -548,17 +549,7 @@ class LLMMind:
             return out, f"Conversation of {names[a]} and {names[b]} at {place}: {summary}"
 
         def scripted():
-            lines: list[tuple[str, Utterance]] = []
-            speaker, listener = a, b
-            for turn in range(c.max_turns):
-                cv = convs[speaker]
-                cv.turn, cv.lines = turn, list(lines)
-                u = self.scripted.next_line(views[speaker], cv).value
-                lines.append((speaker, u))
-                if u.end and turn >= 1:
-                    break
-                speaker, listener = listener, speaker
-            convs[a].lines = list(lines)
+            lines, _ = converse_line_by_line(self.scripted.next_line, views, convs, a, b)
             return Decision((lines, self.scripted.summarise_conversation(views[a], convs[a]).value))
 
         used = tuple(dict.fromkeys(m.id for pid in (a, b) for m in self._prompt_memories(views[pid])))

@@ -248,3 +248,28 @@ def step_memory_text(persona: Persona, item: PlanItem, place_names: dict[str, st
     place = place_names.get(item.place, item.place)
     return (f"{persona.name} plans to be {item.activity} at {place} from {format_hhmm(item.start)} "
             f"to {format_hhmm(item.end)}.")
+
+
+def converse_line_by_line(say, views: dict[str, AgentView], convs: dict[str, ConversationView], opener: str,
+                          other: str, history=None) -> tuple[list[tuple[str, Utterance]], list[Decision]]:
+    """Hold a conversation one line at a time: ``say(view, conversation) -> Decision[Utterance]`` for the speaker,
+    ``opener`` first, turns alternating, until a line after the opening one ends it or ``max_turns`` lines were
+    said. Each line is added to ``history`` (a conversation-history object, or ``None``); every view of ``convs``
+    ends holding all lines. Returns the lines ``(speaker id, Utterance)`` and the decisions behind them."""
+    lines: list[tuple[str, Utterance]] = []
+    decisions: list[Decision] = []
+    speaker, listener = opener, other
+    for turn in range(convs[opener].max_turns):
+        c = convs[speaker]
+        c.turn, c.lines, c.history = turn, list(lines), history
+        d = say(views[speaker], c)
+        lines.append((speaker, d.value))
+        decisions.append(d)
+        if history is not None:
+            history.add_line(views[speaker].names[speaker], views[speaker].names[listener], d.value.text)
+        if d.value.end and turn >= 1:
+            break
+        speaker, listener = listener, speaker
+    for c in convs.values():
+        c.lines = list(lines)
+    return lines, decisions
