@@ -25,6 +25,8 @@ import numpy as np
 from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import pdist
 
+from simulacra.text import STOP_WORDS
+
 #: average-linkage cut on cosine distance (1 - cos, in [0, 2]) between all-MiniLM-L6-v2 embeddings of topic
 #: views; best pairwise F1 against the labelled town scenes (docs/rater.md)
 DEFAULT_THRESHOLD = 0.65
@@ -47,20 +49,9 @@ _INSIGHT = re.compile(
 )
 # Function words, plus the fixed words of the simulation's templates ("X said to Y", "X plans to be ...",
 # "Did you hear?", "I heard from ...") and of this module's insights, which every memory of a kind shares.
-_STOP = frozenset("""
-a about above after again against all almost also am an and any are aren't around as at away back be because been
-before being below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't done
-down during each either else even ever every few for from further get gets getting go goes going gone got had hadn't
-has hasn't have haven't having he he'd he'll he's her here here's hers herself him himself his how how's i i'd i'll
-i'm i've if in into is isn't it it's its itself just let's like made make many may me might more most much must
-mustn't my myself near never no nor not now of off often on once one only onto or other ought our ours ourselves out
-over own quite rather really same say says shall shan't she she'd she'll she's should shouldn't since so some still
-such than that that's the their theirs them themselves then there there's these they they'd they'll they're they've
-this those though through to too toward towards under until up upon us very was wasn't we we'd we'll we're we've
-were weren't what what's when when's where where's whether which while who who's whom whose why why's will with
-within without won't would wouldn't yes yet you you'd you'll you're you've your yours yourself yourselves
-said say tells told tell asked asks plans plan hello hear heard hi goodbye okay ok oh well thing things lot
-memories share important rated matter
+_STOP = STOP_WORDS | frozenset("""
+asked asks back down important made make many matter may memories mustn't near never often one ought plan
+plans rated shan't share since still when's why's
 """.split())
 
 

@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from simulacra.errors import ConfigError
 from simulacra.llm.parsing import extract_json
+from simulacra.text import STOP_WORDS
 
 if TYPE_CHECKING:
     from simulacra.config import CognitionConfig
@@ -136,23 +137,11 @@ class Summariser(Protocol):
 # Function words and conversational filler: a sentence made of these only (and of the speakers' names) carries
 # no news. Written here rather than taken from scikit-learn, whose English list holds "mill", "fire", "bill",
 # "found" and "system": town news.
-_STOP = frozenset("""
-a about above after again against all almost also am an and any anyway are aren't around as at away be because
-been before being below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't
-done during each either else even ever every few for from further get gets getting go goes going gone got had hadn't
-has hasn't have haven't having he he'd he'll he's her here here's hers herself him himself his how how's i i'd i'll
-i'm i've if in into is isn't it it's its itself just let let's like me might mine more most much must my myself no
-nor not now of off oh ok okay on once only onto or other our ours ourselves out over own quite rather really same
-shall she she'd she'll she's should shouldn't so some such than that that's the their theirs them themselves then
-there there's these they they'd they'll they're they've this those though through to too toward towards under until
-up upon us very was wasn't we we'd we'll we're we've were weren't what what's when where where's whether which while
-who who's whom whose why will with within without won't would wouldn't yes yeah yet you you'd you'll you're you've
-your yours yourself yourselves
-hello hi hey bye goodbye farewell morning afternoon evening thanks thank please sorry pardon welcome glad nice
-pleasure great good fine well sure right indeed wow hmm um ah alright true agree see say said says tell told tells
-hear heard know knew think thought mean guess suppose feel doing things thing lot anything something nothing
-anybody anyone anywhere everybody everyone everything everywhere nobody none nowhere somebody someone somewhere
-enough goodness gosh anyway lovely weather today
+_STOP = STOP_WORDS | frozenset("""
+afternoon agree ah alright anybody anyone anything anyway anywhere bye enough evening everybody everyone
+everything everywhere farewell feel fine glad good goodness gosh great guess hey hmm indeed knew know let
+lovely mean mine morning nice nobody none nothing nowhere pardon please pleasure right see somebody someone
+something somewhere sorry suppose sure thank thanks think thought today true um weather welcome wow yeah
 """.split())
 #: content words a sentence needs to be kept: one-word reactions ("Just home.", "Really, Hilda?") carry no news
 MIN_CONTENT_WORDS = 2

@@ -1,0 +1,17 @@
+"""English function words, the one list that text heuristics (the extractive summariser, the offline reflector)
+start from; each adds the words of its own domain."""
+
+STOP_WORDS = frozenset("""
+a about above after again against all almost also am an and any are aren't around as at away be because been
+before being below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't
+done during each either else even ever every few for from further get gets getting go goes going gone goodbye
+got had hadn't has hasn't have haven't having he he'd he'll he's hear heard hello her here here's hers herself
+hi him himself his how how's i i'd i'll i'm i've if in into is isn't it it's its itself just let's like lot me
+might more most much must my myself no nor not now of off oh ok okay on once only onto or other our ours
+ourselves out over own quite rather really said same say says shall she she'd she'll she's should shouldn't so
+some such tell tells than that that's the their theirs them themselves then there there's these they they'd
+they'll they're they've thing things this those though through to told too toward towards under until up upon
+us very was wasn't we we'd we'll we're we've well were weren't what what's when where where's whether which
+while who who's whom whose why will with within without won't would wouldn't yes yet you you'd you'll you're
+you've your yours yourself yourselves
+""".split())
