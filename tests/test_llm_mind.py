@@ -326,3 +326,25 @@ def test_a_slow_answer_is_reported_while_it_is_awaited(caplog):
         with waiting_report("the model (line)", 5):
             pass
     assert not caplog.records  # a quick answer is not reported
+
+
+def test_a_line_said_again_or_a_bare_name_is_not_used(openai_double):
+    """Small models repeat the last line or answer a name: asked again, then the scripted line."""
+    from simulacra.cognition.llm_mind import LLMMind
+    from simulacra.cognition.mind import AgentView, ConversationView, Utterance
+    from simulacra.config import Config
+    from simulacra.llm import OpenAIChatModel
+    from simulacra.world.model import load_world
+
+    world = load_world(DATA / "tiny.yaml", DATA / "personas")
+    names = {pid: p.name for pid, p in world.personas.items()}
+    places = {pid: p.name for pid, p in world.places.items()}
+    view = AgentView("ann", world.personas["ann"], 500, "shop", (), names, places)
+    mind = LLMMind(OpenAIChatModel("double-model", base_url=openai_double.url), Config())
+    for answer in ("The rope snapped at the well.", "Ben Brook"):
+        openai_double.script([], then=SchemaAnswers(hooks={"line": lambda b, d, a=answer: {"line": a, "news": 0,
+                                                                                           "end": False}}))
+        said = [("ben", Utterance("The rope snapped at the well."))]
+        d = mind.next_line(view, ConversationView("ann", "ben", "shop", 1, 4, said, [], set(), True, "shopping"))
+        assert d.source == "fallback" and d.value.text != answer
+        assert d.reason and ("said already" in d.reason or "not a name" in d.reason)

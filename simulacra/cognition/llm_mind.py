@@ -479,7 +479,12 @@ class LLMMind:
             if not 0 <= ln.news <= len(news):
                 raise BadAnswer(f"news must be 0..{len(news)}, got {ln.news}")
             item = news[ln.news - 1] if ln.news else None
-            return Utterance(tidy_line(ln.line), item.topic if item else None, ln.end or c.turn >= c.max_turns - 1)
+            text = tidy_line(ln.line)
+            if text.casefold() in {u.text.casefold() for _, u in c.lines}:
+                raise BadAnswer("that line was said already in this conversation; say something new")
+            if text.casefold() in {view.names[c.listener].casefold(), view.persona.name.casefold()}:
+                raise BadAnswer("a line is a sentence said aloud, not a name")
+            return Utterance(text, item.topic if item else None, ln.end or c.turn >= c.max_turns - 1)
 
         d = self.ask("line", messages, schema, parse, lambda: self.scripted.next_line(view, c),
                      view.memory_ids[: len(mems)])
