@@ -534,6 +534,8 @@ def converse_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str
             trace_lines.append(line)
             if d.source == "fallback":
                 records.append(decision_record(speaker, "line", d, u.text))
+        if summary.source == "fallback":
+            records.append(decision_record(a, "summary", summary, summary.value))
         for me in (a, b):
             pending.append(Pending(me, new_record(me, summary.value, "conversation", now, tick)))
         topics = [u.topic for _, u in lines if u.topic]
