@@ -90,7 +90,7 @@ def test_a_reaction_changes_the_route(tmp_path, openai_double, rater_url, embedd
 def test_conversation_lines_come_from_the_model_and_both_remember_them(tmp_path, openai_double, rater_url, embedder):
     def line(body, default):
         speaker = prompt_text(body).split(",", 1)[0].removeprefix("You are ")
-        return {"line": f"{MARK} {speaker} speaks", "news": 0, "end": False}
+        return {"line": f"{MARK} {speaker} speaks ({len(prompt_text(body))})", "news": 0, "end": False}
 
     hooks = {"reaction": lambda b, d: {**d, "decision": "talk", "person": next(
         (p for p in d and b["response_format"]["json_schema"]["schema"]["properties"]["person"]["enum"]
