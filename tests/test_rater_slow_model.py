@@ -226,3 +226,20 @@ def test_a_town_runs_to_its_end_behind_a_slow_truncating_model(openai_double, em
     assert summary["ticks"] == 2 and not summary["stopped"]
     assert report["truncations"] >= 1 and report["model_fallbacks"] == 0
     assert set(double.rated.values()) == {1}  # no memory rated twice
+
+
+def test_a_town_behind_a_model_that_answers_after_45_seconds_finishes(openai_double, embedder, tmp_path):
+    """The case of the issue, unscaled: every model call takes 45 s (more than the rater client's 30 s default) and
+    batch answers are cut at max_tokens; the run finishes its tick, with the truncations counted."""
+    double = RatingModel(own_rating, fits=lambda n, max_tokens: max(1, (n + 1) // 2), latency_s=45.0)
+    openai_double.script([], then=double)
+    config = load_config(None, [f"rater.url={free_url()}", "llm.model=double-model",
+                                f"llm.base_url={openai_double.url}", "llm.timeout_s=60", "llm.attempts=1",
+                                "rater.check_sample=0", "cognition.backend=scripted"])
+    with Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
+                           run_name="slow45", embedder=embedder, agents=["ann"]) as sim:
+        summary = sim.run(1)
+    assert summary["ticks"] == 1 and not summary["stopped"]
+    assert summary["rater"]["truncations"] >= 1 and summary["rater"]["model_fallbacks"] == 0
+    assert summary["rater"]["waited_s"] >= 45
+    assert set(double.rated.values()) == {1}  # every memory rated once, none asked again whole
