@@ -235,7 +235,7 @@ def validation_problem(err, model: type) -> tuple[str | None, str]:
         if known:
             msg = unknown_name("field", str(loc[-1]), known)
     elif kind == "missing":
-        msg = "required field is missing"
+        msg = "too few items: this one is missing" if isinstance(loc[-1], int) else "required field is missing"
     else:
         msg = first["msg"].removeprefix("Value error, ")
         value = first.get("input")
