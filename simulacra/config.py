@@ -17,7 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from simulacra.errors import ConfigError, read_yaml
+from simulacra.errors import ConfigError, read_yaml, validation_problem
 
 
 class _Section(BaseModel):
@@ -259,12 +259,6 @@ class Config(_Section):
         return self.model_dump(mode="json")
 
 
-def _format_pydantic(err: ValidationError) -> tuple[str, str]:
-    first = err.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "(root)"
-    return field, first["msg"]
-
-
 def config_from_dict(data: dict[str, Any], source: str | Path = "<config>") -> Config:
     """Build a :class:`Config` from nested dicts.
 
@@ -276,7 +270,7 @@ def config_from_dict(data: dict[str, Any], source: str | Path = "<config>") -> C
     try:
         return Config.model_validate(data)
     except ValidationError as err:
-        field, msg = _format_pydantic(err)
+        field, msg = validation_problem(err, Config)
         raise ConfigError(source, field, msg) from None
 
 
@@ -298,7 +292,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         source = Path(path)
         data = read_yaml(path, ConfigError) or {}
         if not isinstance(data, dict):
-            raise ConfigError(path, None, "expected a mapping of sections")
+            raise ConfigError(path, None, f"expected a mapping of sections (memory: ..., simulation: ...), got "
+                                          f"{type(data).__name__}")
     data = apply_overrides(data, overrides or [], source)
     return config_from_dict(data, source if not overrides else f"{source} with --set {' '.join(overrides)}")
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 
 from simulacra.clock import parse_hhmm
-from simulacra.errors import PersonaError
+from simulacra.errors import PersonaError, read_text, validation_problem
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 
@@ -45,6 +45,7 @@ class Persona(BaseModel):
     """A resident's identity, routine and relationships (seed 003's static memory)."""
 
     model_config = ConfigDict(extra="forbid")
+    internal_fields: ClassVar[frozenset[str]] = frozenset({"id"})  # set from the file name, not written by users
 
     id: str = ""
     name: NonEmpty
@@ -105,19 +106,67 @@ def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+class _Pairs(list):
+    """A JSON object's (key, value) pairs in file order, before duplicate keys are checked."""
+
+
+def _duplicate_key(node: Any, path: list[str]) -> list[str] | None:
+    """Dotted path (as parts) of the first key given twice in one JSON object under ``node``, else None."""
+    if isinstance(node, _Pairs):
+        seen = set()
+        for key, value in node:
+            if key in seen:
+                return path + [key]
+            seen.add(key)
+            found = _duplicate_key(value, path + [key])
+            if found:
+                return found
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            found = _duplicate_key(item, path + [str(i)])
+            if found:
+                return found
+    return None
+
+
+def _as_dicts(node: Any) -> Any:
+    if isinstance(node, _Pairs):
+        return {key: _as_dicts(value) for key, value in node}
+    if isinstance(node, list):
+        return [_as_dicts(item) for item in node]
+    return node
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
 def load_persona(path: str | Path) -> Persona:
-    """Load and validate one persona file.
+    """Load and validate one persona file (UTF-8 JSON; a leading byte-order mark is accepted).
 
     Raises:
-        PersonaError: naming the file and the dotted field (``routine.3.start``) on any problem.
+        PersonaError: naming the file and the dotted field (``routine.3.start``) on any problem: unreadable,
+            not UTF-8, empty, not JSON (line and column given), a key given twice in one object, a missing,
+            unknown (closest valid name suggested) or invalid field.
     """
     path = Path(path)
+    text = read_text(path, PersonaError)
+    if not text.strip():
+        raise PersonaError(path, None, "the file is empty; expected a JSON object with name, age, occupation, "
+                                       "traits, background, home and routine")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise PersonaError(path, None, f"cannot read: {err.strerror}") from None
+        raw = json.loads(text, object_pairs_hook=_Pairs, parse_constant=_no_constant)
     except json.JSONDecodeError as err:
         raise PersonaError(path, None, f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+    except ValueError as err:
+        raise PersonaError(path, None, f"not valid JSON: {err}") from None
+    except RecursionError:
+        raise PersonaError(path, None, "not valid JSON: nested too deeply") from None
+    duplicate = _duplicate_key(raw, [])
+    if duplicate:
+        raise PersonaError(path, ".".join(duplicate), f"key '{duplicate[-1]}' given twice in one object; "
+                                                      "expected each key once")
+    data = _as_dicts(raw)
     if not isinstance(data, dict):
         raise PersonaError(path, None, f"expected a JSON object, got {type(data).__name__}")
     if "id" in data:
@@ -125,9 +174,7 @@ def load_persona(path: str | Path) -> Persona:
     try:
         persona = Persona.model_validate(data)
     except ValidationError as err:
-        first = err.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or None
-        msg = first["msg"].removeprefix("Value error, ")
+        field, msg = validation_problem(err, Persona)
         raise PersonaError(path, field, msg) from None
     persona.id = path.stem
     return persona

@@ -6,14 +6,15 @@ both files.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 
 from simulacra.clock import parse_hhmm
-from simulacra.errors import WorldError, read_yaml
+from simulacra.errors import WorldError, read_yaml, unknown_name, validation_problem
 from simulacra.persona import Persona, load_persona
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
@@ -69,6 +70,7 @@ class World(_Strict):
     """A parsed world file. ``graph`` (networkx) and ``path``/``personas`` are set by :func:`load_world`."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    internal_fields: ClassVar[frozenset[str]] = frozenset({"source"})  # set by load_world
 
     name: NonEmpty
     description: NonEmpty
@@ -151,10 +153,7 @@ class World(_Strict):
         return out
 
 
-def _pydantic_field(err: ValidationError) -> tuple[str | None, str]:
-    first = err.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or None
-    return field, first["msg"].removeprefix("Value error, ")
+_RESIDENT_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
 def load_world(path: str | Path, personas_dir: str | Path | None = None) -> World:
@@ -173,41 +172,63 @@ def load_world(path: str | Path, personas_dir: str | Path | None = None) -> Worl
     """
     path = Path(path)
     data = read_yaml(path, WorldError)
+    if data is None:
+        raise WorldError(path, None, "the file is empty; expected a mapping with name, description, places and "
+                                     "residents")
     if not isinstance(data, dict):
-        raise WorldError(path, None, "expected a mapping at the top level")
+        raise WorldError(path, None, f"expected a mapping (name: ..., places: ...) at the top level, got "
+                                     f"{type(data).__name__}")
     try:
         world = World.model_validate(data)
     except ValidationError as err:
-        field, msg = _pydantic_field(err)
+        field, msg = validation_problem(err, World)
         raise WorldError(path, field, msg) from None
     world.source = str(path)
 
     places = world.places
+    first_path: dict[frozenset[str], int] = {}
     for i, (a, b) in enumerate(world.paths):
         for j, end in enumerate((a, b)):
             if end not in places:
-                raise WorldError(path, f"paths.{i}.{j}", f"unknown place '{end}'")
+                raise WorldError(path, f"paths.{i}.{j}", unknown_name("place", end, list(places)))
         if a == b:
             raise WorldError(path, f"paths.{i}", f"a path from '{a}' to itself")
+        if frozenset((a, b)) in first_path:
+            raise WorldError(path, f"paths.{i}", f"the path between '{a}' and '{b}' is already paths."
+                                                 f"{first_path[frozenset((a, b))]}; expected each path once")
+        first_path[frozenset((a, b))] = i
     if len(places) > 1 and not nx.is_connected(world.graph):
         parts = sorted(sorted(c) for c in nx.connected_components(world.graph))
         raise WorldError(path, "paths", f"places are not all connected: {parts}")
     ids = [o.id for o in world.objects]
+    objects = {o.id: o for o in world.objects}
     for i, obj in enumerate(world.objects):
         if obj.place not in places:
-            raise WorldError(path, f"objects.{i}.place", f"unknown place '{obj.place}'")
-        if ids.count(obj.id) > 1:
-            raise WorldError(path, f"objects.{i}.id", f"duplicate object id '{obj.id}'")
+            raise WorldError(path, f"objects.{i}.place", unknown_name("place", obj.place, list(places)))
+        if ids.index(obj.id) != i:
+            raise WorldError(path, f"objects.{i}.id", f"duplicate object id '{obj.id}' (also objects."
+                                                      f"{ids.index(obj.id)}); expected each id once")
     for i, ev in enumerate(world.events):
         if ev.place not in places:
-            raise WorldError(path, f"events.{i}.place", f"unknown place '{ev.place}'")
+            raise WorldError(path, f"events.{i}.place", unknown_name("place", ev.place, list(places)))
         for oid in ev.object_states:
-            if oid not in ids:
-                raise WorldError(path, f"events.{i}.object_states.{oid}", f"unknown object '{oid}'")
-    if len(set(world.residents)) != len(world.residents):
-        raise WorldError(path, "residents", "a resident is listed twice")
+            if oid not in objects:
+                raise WorldError(path, f"events.{i}.object_states.{oid}", unknown_name("object", oid, ids))
+            if objects[oid].place != ev.place:
+                raise WorldError(path, f"events.{i}.object_states.{oid}",
+                                 f"object '{oid}' is at '{objects[oid].place}', not at the event's place '{ev.place}'")
+    for i, rid in enumerate(world.residents):
+        if not _RESIDENT_ID.fullmatch(rid):
+            raise WorldError(path, f"residents.{i}", f"'{rid}' is not a resident id: expected the stem of a persona "
+                                                     "file name (letters, digits, _ . -), e.g. mei_lin")
+        if world.residents.index(rid) != i:
+            raise WorldError(path, f"residents.{i}", f"'{rid}' is listed twice (also residents."
+                                                     f"{world.residents.index(rid)}); expected each resident once")
 
     pdir = Path(personas_dir) if personas_dir is not None else path.parent.parent / "agent_personalities"
+    if not pdir.is_dir():
+        raise WorldError(path, "residents", f"the personas folder {pdir} does not exist"
+                                            + (" (pass --personas-dir)" if personas_dir is None else ""))
     personas: dict[str, Persona] = {}
     for i, rid in enumerate(world.residents):
         ppath = pdir / f"{rid}.json"
@@ -217,21 +238,23 @@ def load_world(path: str | Path, personas_dir: str | Path | None = None) -> Worl
     for rid, persona in personas.items():
         ppath = pdir / f"{rid}.json"
         if persona.home not in places:
-            raise WorldError(ppath, "home", f"unknown place '{persona.home}'", other_file=path)
+            raise WorldError(ppath, "home", unknown_name("place", persona.home, list(places)), other_file=path)
         for j, entry in enumerate(persona.routine):
             if entry.place not in places:
-                raise WorldError(ppath, f"routine.{j}.place", f"unknown place '{entry.place}'", other_file=path)
+                raise WorldError(ppath, f"routine.{j}.place", unknown_name("place", entry.place, list(places)),
+                                 other_file=path)
             for oid in entry.object_state:
-                obj = next((o for o in world.objects if o.id == oid), None)
+                obj = objects.get(oid)
                 if obj is None:
-                    raise WorldError(ppath, f"routine.{j}.object_state.{oid}", f"unknown object '{oid}'",
+                    raise WorldError(ppath, f"routine.{j}.object_state.{oid}", unknown_name("object", oid, ids),
                                      other_file=path)
                 if obj.place != entry.place:
                     raise WorldError(ppath, f"routine.{j}.object_state.{oid}",
                                      f"object '{oid}' is at '{obj.place}', not at '{entry.place}'", other_file=path)
         for other in persona.relationships:
             if other not in personas:
-                raise WorldError(ppath, f"relationships.{other}", f"'{other}' is not a resident", other_file=path)
+                raise WorldError(ppath, f"relationships.{other}", unknown_name("resident", other, world.residents),
+                                 other_file=path)
             if other == rid:
                 raise WorldError(ppath, f"relationships.{other}", "a relationship with oneself")
     world._personas = personas
