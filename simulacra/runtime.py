@@ -127,7 +127,7 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
         RunExistsError: the run folder exists and ``overwrite`` is false.
         RaterError: no rater answers and none can be started.
         LLMError: the configured model cannot be set up (missing key, bundled model not installed).
-        ValueError: ``agents`` names someone who is not a resident.
+        SimulacraError: ``agents`` names someone who is not a resident.
     """
     from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
     from simulacra.rater import connect_rater
@@ -136,7 +136,8 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
     ids = agents if agents is not None else list(world.personas)
     unknown = [a for a in ids if a not in world.personas]
     if unknown:
-        raise ValueError(f"not residents of {world.source}: {unknown}")
+        raise SimulacraError(f"--agents: not residents of {world.source}: {', '.join(unknown)} (residents: "
+                             f"{', '.join(world.personas)})")
     run_name = run_name or f"{Path(world_path).stem}-seed{config.simulation.seed}"
     run_dir = Path(db_dir) / run_name
     if run_dir.exists():
