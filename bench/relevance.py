@@ -87,7 +87,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "relevance.json"))
-    args = ap.parse_args()
+    args, _ = ap.parse_known_args()  # `make bench ARGS=...` passes the memory bench's options too
     sizes = [int(s) for s in args.sizes.split(",")]
 
     from simulacra.embeddings import SentenceTransformerEmbedder
