@@ -65,7 +65,14 @@ def measure(model, stores, query_texts, query_vectors, repeats: int) -> dict:
                 def ask(j, mem=mem):
                     mem.retrieve(query_vectors[j], NOW, tiers=("short_term",), query_text=query_texts[j])
 
-                lat = per_query_fastest(ask, len(query_texts), repeats)
+                scored = []
+
+                def ask_counted(j, ask=ask, scored=scored, tier=tier):
+                    ask(j)
+                    scored.append(tier.index.last_scored)
+
+                lat = per_query_fastest(ask_counted, len(query_texts), repeats)
+                row["scored_fraction"] = float(np.median(scored)) / n
                 row["p50_ms"], row["p95_ms"] = (float(np.percentile(lat, p)) for p in (50, 95))
                 if relevance != "dense":
                     after = []
@@ -97,12 +104,13 @@ def main() -> None:
     res = measure(model, stores, query_texts, query_vectors, args.repeats)
     print(f"retrieval latency by relevance, ms (top_k 5, one tier, without the query embedding; per query fastest "
           f"of {args.repeats}, p50/p95 over {args.queries} queries)")
-    print(f"{'mode':<11} {'memories':>9} | {'p50':>7} {'p95':>7} | {'BM25 build s':>12} {'after a write':>13}")
+    print(f"{'mode':<11} {'memories':>9} | {'p50':>7} {'p95':>7} {'scored':>7} | {'BM25 build s':>12} "
+          f"{'after a write':>13}")
     for label, by_n in res.items():
         for n, r in by_n.items():
             extra = (f"{r['build_s']:12.3f} {r['after_write_ms']:11.1f}ms" if "build_s" in r
                      else f"{'-':>12} {'-':>13}")
-            print(f"{label:<11} {n:>9} | {r['p50_ms']:7.3f} {r['p95_ms']:7.3f} | {extra}")
+            print(f"{label:<11} {n:>9} | {r['p50_ms']:7.3f} {r['p95_ms']:7.3f} {r['scored_fraction']:7.1%} | {extra}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     result = {"machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",

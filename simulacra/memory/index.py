@@ -259,29 +259,45 @@ class MirrorIndex:
 
     def _top_lexical(self, query: np.ndarray, now: float, params: ScoringParams, k: int, recency_from: str,
                      lexical: np.ndarray | None) -> tuple[np.ndarray, ScoreTerms]:
-        """:meth:`top` under lexical or hybrid relevance: every row scored, the same sum as ``score_memories``."""
+        """:meth:`top` under lexical or hybrid relevance, the same sum as ``score_memories``. Lexical: every row
+        scored (no distance needed). Hybrid: the lexical part ``a_rel * w * lexical`` is exact for every row, so
+        in large tiers the dense bounds of the module docstring (scaled by ``a_rel * (1 - w)``) leave out the
+        rows that cannot make the top ``k``, as under dense relevance."""
         n = self._n
         if lexical is None or len(lexical) != n:
             raise ValueError(f"{params.relevance} relevance needs the lexical relevance of all {n} rows")
         lex = np.asarray(lexical, dtype=np.float64)
-        dense = None if params.relevance == "lexical" else relevance_from_distance(self.distances(query))
-        relevance = fuse_relevance(dense, lex, params)
-        score = self._cheap(now, params, recency_from)[0] + params.a_rel * relevance
-        self.last_scored = n
-        if k < n:
-            kth = np.partition(score, n - k)[n - k]
+        hybrid = params.relevance == "hybrid" and params.hybrid_weight < 1.0
+        rows = None
+        if hybrid and self.bound_min_rows is not None and n >= self.bound_min_rows and k < n:
+            w = params.hybrid_weight
+            rows = self._candidates(query, now, params, k, recency_from, lexical=lex,
+                                    rel_scale=params.a_rel * (1.0 - w), extra=params.a_rel * w * lex)
+        if rows is None:
+            index = np.arange(n)
+            dense = relevance_from_distance(self.distances(query)) if hybrid else None
+            relevance = fuse_relevance(dense, lex, params)
+            score = self._cheap(now, params, recency_from)[0] + params.a_rel * relevance
+        else:
+            index = rows
+            scored = self.score(query, now, params, recency_from, rows, lex)
+            dense, relevance, score = scored.dense, scored.relevance, scored.score
+        self.last_scored = len(index)
+        if k < len(index):
+            kth = np.partition(score, len(index) - k)[len(index) - k]
             part = np.flatnonzero(score >= kth)
         else:
-            part = np.arange(n)
-        picked = part[rank(score[part], part)][:k]
+            part = np.arange(len(index))
+        order = part[rank(score[part], index[part])][:k]
+        picked = index[order]
         if dense is None:
             dense_picked = relevance_from_distance(self.distances(query, picked))
         else:
-            dense_picked = dense[picked]
+            dense_picked = dense[order]
         recency = recency_of(now - self._reference(recency_from)[picked], params.gamma, params.recency_window_minutes)
         importance = decayed_importance(self.rating[picked], self.long_term_since[picked], now,
                                         params.long_term_decay_per_hour)
-        return picked, ScoreTerms(recency, importance, relevance[picked], score[picked], dense_picked, lex[picked])
+        return picked, ScoreTerms(recency, importance, relevance[order], score[order], dense_picked, lex[picked])
 
     def skyband(self, query: np.ndarray, now: float, params: ScoringParams, k: int, recency_from: str = "created",
                 limit: int | None = None, lexical: np.ndarray | None = None
@@ -365,12 +381,15 @@ class MirrorIndex:
         return self._cheap_cache
 
     def _candidates(self, query: np.ndarray, now: float, params: ScoringParams, k: int,
-                    recency_from: str) -> np.ndarray | None:
+                    recency_from: str, lexical: np.ndarray | None = None, rel_scale: float | None = None,
+                    extra: np.ndarray | None = None) -> np.ndarray | None:
         """Rows that may be in the top ``k`` (a superset of it), or ``None`` when scanning all is cheaper.
 
         Upper bounds are computed in float32 in place (a dozen passes over ``n`` floats); the bar ``L`` is
         the k-th best exact score among the ``4k`` rows with the highest upper bounds, so every row whose
-        upper bound is under ``L`` is out.
+        upper bound is under ``L`` is out. Hybrid relevance: the dense bound is scaled by ``rel_scale``
+        (``a_rel * (1 - w)``) instead of ``a_rel`` and the exact lexical part ``extra`` (``(n,)``) is added;
+        ``lexical`` is passed on to the exact scoring.
         """
         n = self._n
         if self._basis is None or n >= 2 * self._fitted_n:
@@ -398,11 +417,13 @@ class MirrorIndex:
         np.maximum(upper, np.float32(0.0), out=upper)
         upper += np.float32(1.0)
         np.reciprocal(upper, out=upper)  # upper bound of the relevance
-        upper *= np.float32(params.a_rel)
+        upper *= np.float32(params.a_rel if rel_scale is None else rel_scale)
         upper += self._cheap(now, params, recency_from)[1]  # upper bound of the score
+        if extra is not None:  # hybrid: the lexical part, exact (float32 rounding is covered by the bar's slack)
+            upper += extra.astype(np.float32)
         m = min(n, max(4 * k, 64))
         probe = np.argpartition(upper, n - m)[n - m:]
-        probe_scores = self.score(query, now, params, recency_from, probe).score
+        probe_scores = self.score(query, now, params, recency_from, probe, lexical).score
         bar = np.partition(probe_scores, m - k)[m - k] - 1e-6 * (1.0 + params.a_rel + params.max_recency_importance)
         cand = np.flatnonzero(upper >= bar)
         return None if len(cand) > n // 2 else cand

@@ -19,6 +19,7 @@ therefore always those of a fresh index over the tier's current texts.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 
@@ -98,6 +99,7 @@ class LexicalIndex:
             return self._bm25
         import bm25s
 
+        logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every build at DEBUG
         t = time.perf_counter()
         todo = [i for i, tok in enumerate(self._tokens) if tok is None]
         for i, tok in zip(todo, tokenize([self._texts[i] for i in todo])):
