@@ -72,7 +72,7 @@ def measure(model, stores, query_texts, query_vectors, repeats: int) -> dict:
                     scored.append(tier.index.last_scored)
 
                 lat = per_query_fastest(ask_counted, len(query_texts), repeats)
-                row["scored_fraction"] = float(np.median(scored)) / n
+                row["scored_fraction"] = float(np.median(scored)) / len(tier)
                 row["p50_ms"], row["p95_ms"] = (float(np.percentile(lat, p)) for p in (50, 95))
                 if relevance != "dense":
                     after = []
