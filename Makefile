@@ -43,6 +43,7 @@ test: $(STAMP)
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench $(ARGS)
+	$(BIN)/python -m bench.relevance $(ARGS)
 	$(BIN)/python -m bench.rater_load $(RATER_ARGS)
 	$(BIN)/python -m bench.rater_slow_model
 	$(BIN)/python -m bench.cognition $(COGNITION_ARGS)

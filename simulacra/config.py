@@ -65,6 +65,16 @@ class MemoryConfig(_Section):
         "static_top_k) up to it; null = 2 x top_k",
     )
     distance: Literal["l2", "cosine", "ip"] = Field("l2", description="Chroma space; l2 is squared Euclidean")
+    relevance: Literal["dense", "lexical", "hybrid"] = Field(
+        "dense",
+        description="relevance term: dense = 1/(1+distance) of the embeddings (seed 003); lexical = BM25 of the query "
+        "words over the tier's memory texts, divided by the tier's best BM25 for the query; hybrid = their weighted "
+        "sum (hybrid_weight)",
+    )
+    hybrid_weight: float = Field(
+        0.5, ge=0, le=1,
+        description="hybrid relevance = (1 - hybrid_weight) * dense + hybrid_weight * lexical (0: dense, 1: lexical)",
+    )
     short_term_min_entries: int = Field(3, ge=0, description="consolidate only when short-term holds more")
     consolidation_interval_minutes: int = Field(60, gt=0, description="game minutes between consolidations")
     consolidation_age_minutes: int = Field(60, ge=0, description="short-term entries older than this leave")

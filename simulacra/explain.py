@@ -17,7 +17,8 @@ def explain_tick(run: str | Path, agent: str, tick: int) -> dict[str, Any]:
     Returns:
         ``{"agent", "name", "tick", "clock", "place", "action", "perceived": [texts], "remembered": [{text,
         kind, rating, tier}], "said": [texts], "heard": [texts], "retrieved": [{purpose, query, results: [{id,
-        text, tier, kind, recency, importance, relevance, score}]}], "reflections": [...], "moved": [...],
+        text, tier, kind, recency, importance, relevance, score, and under lexical or hybrid relevance dense
+        and lexical}]}], "reflections": [...], "moved": [...],
         "forgotten": [...], "posted": [...], "decisions": [{kind, source, memory_ids, memories: [texts], value}],
         "lines": [{text, source, memories: [texts]}], "plan_step"}``.
     Raises:
@@ -106,9 +107,12 @@ def format_explanation(e: dict[str, Any]) -> str:
                 for m in e["remembered"]]
     for r in e["retrieved"]:
         out.append(f"retrieved for {r['purpose']}: \"{r['query']}\"")
-        out.append("    score  recency  importance  relevance  tier        memory")
+        parts = any("lexical" in m for m in r["results"])  # lexical or hybrid relevance: show its two parts
+        out.append("    score  recency  importance  relevance  " + ("dense  lexical  " if parts else "")
+                   + "tier        memory")
         out += [f"    {num(m['score'])}  {num(m['recency'])}    {num(m['importance'])}      {num(m['relevance'])}  "
-                f"{m['tier']:<11} {m['text']}" for m in r["results"]]
+                + (f"{num(m.get('dense'))}  {num(m.get('lexical'))}    " if parts else "")
+                + f"{m['tier']:<11} {m['text']}" for m in r["results"]]
         if not r["results"]:
             out.append("    (nothing scored above the threshold)")
     for ins in e["reflections"]:

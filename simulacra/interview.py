@@ -83,7 +83,7 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
             mind = build_mind(config, llm, int(header["tick_minutes"]))
         k = max(config.memory.top_k, config.cognition.memories_in_prompt)
         qv = embedder.embed([question])[0]
-        found = [m for m in memory.retrieve(qv, now, top_k=4 * k)
+        found = [m for m in memory.retrieve(qv, now, top_k=4 * k, query_text=question)
                  if m.record is None or m.record.timestamp is None or m.record.timestamp < now][:k]
         place = ticks[n]["positions"][agent]
         view = AgentView(agent, personas[agent], now, place, tuple(found), names, place_names)

@@ -104,7 +104,7 @@ def retrieve_many(rt: Runtime, asks: Sequence[tuple[str, str, str]], now: int
     vectors = rt.embedder.embed([q for _, q, _ in asks])
     found, ops = [], []
     for (agent, query, purpose), qv in zip(asks, vectors):
-        got = rt.memories[agent].retrieve(qv, now)
+        got = rt.memories[agent].retrieve(qv, now, query_text=query)
         found.append(got)
         ops.append(retrieval_op(rt, agent, query, purpose, got, qv, now))
     return found, ops

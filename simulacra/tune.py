@@ -8,12 +8,14 @@ then scored with the pure :func:`~simulacra.memory.scoring.score_memories` and s
 retrieval rule, :func:`simulacra.memory.selection.select` (cascade or merged, threshold, ``top_k``, static
 budget). Stores are only read.
 
-Searched: ``a_rec``, ``a_imp``, ``gamma``, ``threshold``, ``top_k``, ``retrieval``, ``static_top_k`` and
-``static_threshold``; ``a_rel`` stays 1 (the score is linear in the three weights, so fixing one only fixes the
-scale, and the thresholds are searched on that scale). The search ranks settings on the train queries; the best
-and the baselines (the shipped defaults, ``presets/seed003.yaml``, the run's config) are also scored on the
-held-out queries. Metrics (binary relevance, averaged over the queries): recall@k, MRR and nDCG@k, with ``k``
-the most memories the setting returns. See ``docs/tuning.md``.
+Searched: ``a_rec``, ``a_imp``, ``gamma``, ``threshold``, ``top_k``, ``retrieval``, ``static_top_k``,
+``static_threshold``, ``relevance`` (dense, lexical, hybrid) and ``hybrid_weight``; ``a_rel`` stays 1 (the score is
+linear in the three weights, so fixing one only fixes the scale, and the thresholds are searched on that scale).
+The search ranks settings on the train queries; the best and the baselines (the shipped defaults,
+``presets/seed003.yaml``, the run's config) are also scored on the held-out queries. Metrics (binary relevance,
+averaged over the queries): recall@k, MRR and nDCG@k, with ``k`` the most memories the setting returns. Lexical
+relevance (BM25) is computed per query over the memories of a tier visible at the query's time, as the engine's
+index holds them then. See ``docs/tuning.md``.
 """
 
 from __future__ import annotations
@@ -41,7 +43,10 @@ A_REL = 1.0
 METRICS = ("ndcg", "mrr", "recall")
 SPLITS = ("train", "heldout")
 #: searched parameters, in the order of :class:`Setting`
-KEYS = ("a_rec", "a_imp", "gamma", "threshold", "top_k", "retrieval", "static_top_k", "static_threshold")
+KEYS = ("a_rec", "a_imp", "gamma", "threshold", "top_k", "retrieval", "static_top_k", "static_threshold",
+        "relevance", "hybrid_weight")
+#: relevance variants of the grids: dense, lexical, and hybrid at these weights
+RELEVANCE_GRID = {"relevance": ["dense", "lexical", "hybrid"], "hybrid_weight": [0.25, 0.5, 0.75]}
 
 GRIDS: dict[str, dict[str, list]] = {
     "default": {
@@ -53,6 +58,7 @@ GRIDS: dict[str, dict[str, list]] = {
         "retrieval": list(MODES),
         "static_top_k": [None, 0, 3],
         "static_threshold": [None, 0.5],
+        **RELEVANCE_GRID,
     },
     "fine": {
         "a_rec": [0.0, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0],
@@ -63,6 +69,8 @@ GRIDS: dict[str, dict[str, list]] = {
         "retrieval": list(MODES),
         "static_top_k": [None, 0, 2, 4],
         "static_threshold": [None, 0.5],
+        "relevance": ["dense", "lexical", "hybrid"],
+        "hybrid_weight": [0.1, 0.25, 0.4, 0.5, 0.6, 0.75, 0.9],
     },
 }
 #: ranges of the random search (uniform; top_k an integer; floats rounded to 3 decimals)
@@ -78,7 +86,7 @@ class TuneError(SimulacraError):
 @dataclass(frozen=True)
 class Setting:
     """One point of the search space (``a_rel`` is :data:`A_REL`). ``static_threshold`` is ``None`` unless a
-    static budget is set (it does nothing otherwise)."""
+    static budget is set, ``hybrid_weight`` unless ``relevance`` is ``hybrid`` (they do nothing otherwise)."""
 
     a_rec: float
     a_imp: float
@@ -88,24 +96,32 @@ class Setting:
     retrieval: str
     static_top_k: int | None = None
     static_threshold: float | None = None
+    relevance: str = "dense"
+    hybrid_weight: float | None = None
 
     def __post_init__(self) -> None:
         if not self.static_top_k and self.static_threshold is not None:  # no budget, or an empty one
             object.__setattr__(self, "static_threshold", None)
+        if self.relevance != "hybrid":
+            object.__setattr__(self, "hybrid_weight", None)
+        elif self.hybrid_weight is None:
+            object.__setattr__(self, "hybrid_weight", MemoryConfig().hybrid_weight)
 
     @classmethod
     def from_config(cls, m: MemoryConfig) -> Setting:
         """The searched parameters of a memory config, rescaled so that ``a_rel`` is :data:`A_REL`."""
         s = A_REL / m.a_rel if m.a_rel > 0 else 1.0
         return cls(m.a_rec * s, m.a_imp * s, m.gamma, m.threshold * s, m.top_k, m.retrieval, m.static_top_k,
-                   None if m.static_threshold is None else m.static_threshold * s)
+                   None if m.static_threshold is None else m.static_threshold * s, m.relevance, m.hybrid_weight)
 
     def memory_dict(self) -> dict[str, Any]:
         """The ``memory:`` section of a config that retrieves like this setting."""
         return {"a_rec": float(self.a_rec), "a_imp": float(self.a_imp), "a_rel": A_REL, "gamma": float(self.gamma),
                 "threshold": float(self.threshold), "top_k": int(self.top_k), "retrieval": self.retrieval,
                 "static_top_k": self.static_top_k,
-                "static_threshold": None if self.static_threshold is None else float(self.static_threshold)}
+                "static_threshold": None if self.static_threshold is None else float(self.static_threshold),
+                "relevance": self.relevance,
+                **({} if self.hybrid_weight is None else {"hybrid_weight": float(self.hybrid_weight)})}
 
     def config(self, run_memory: MemoryConfig) -> MemoryConfig:
         """``run_memory`` retrieving like this setting (the fields not searched stay the run's)."""
@@ -124,7 +140,11 @@ class Setting:
         if self.static_threshold is not None:
             static += f", static_threshold {self.static_threshold:g}"
         return (f"a_rec {self.a_rec:g}, a_imp {self.a_imp:g}, gamma {self.gamma:g}, threshold {self.threshold:g}, "
-                f"top_k {self.top_k}, {self.retrieval}, {static}")
+                f"top_k {self.top_k}, {self.retrieval}, {static}, {self.relevance_label()} relevance")
+
+    def relevance_label(self) -> str:
+        """``dense``, ``lexical`` or ``hybrid 0.5`` (with the weight)."""
+        return self.relevance if self.hybrid_weight is None else f"{self.relevance} {self.hybrid_weight:g}"
 
 
 def grid_settings(grid: str | dict[str, list] = "default") -> list[Setting]:
@@ -133,6 +153,8 @@ def grid_settings(grid: str | dict[str, list] = "default") -> list[Setting]:
     g = dict(GRIDS[grid] if isinstance(grid, str) else grid)
     g.setdefault("static_top_k", [None])
     g.setdefault("static_threshold", [None])
+    g.setdefault("relevance", ["dense"])
+    g.setdefault("hybrid_weight", [None])
     missing = [k for k in KEYS if not g.get(k)]
     if missing:
         raise ValueError(f"grid lacks values for {', '.join(missing)}")
@@ -141,7 +163,8 @@ def grid_settings(grid: str | dict[str, list] = "default") -> list[Setting]:
 
 def random_settings(n: int, seed: int = 0) -> list[Setting]:
     """``n`` settings drawn uniformly from :data:`RANDOM_SPACE` with a seeded generator (deterministic); a
-    third of them without a static budget."""
+    third of them without a static budget; relevance dense, lexical or hybrid (weight uniform on [0, 1]) with
+    equal chances."""
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
@@ -152,8 +175,10 @@ def random_settings(n: int, seed: int = 0) -> list[Setting]:
         mode = MODES[int(rng.integers(2))]
         budget = int(rng.integers(RANDOM_SPACE["static_top_k"][0], RANDOM_SPACE["static_top_k"][1] + 1))
         static = None if rng.random() < 1 / 3 else budget
+        relevance = RELEVANCE_GRID["relevance"][int(rng.integers(3))]
+        weight = round(float(rng.uniform(0.0, 1.0)), 3)
         out.append(Setting(u["a_rec"], u["a_imp"], gamma, u["threshold"], top_k, mode, static,
-                           u["static_threshold"]))
+                           u["static_threshold"], relevance, weight))
     return out
 
 
@@ -400,6 +425,7 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
         InputError: an unknown agent or expected memory (naming ``queries_file`` and the query index).
         TuneError: a missing store.
     """
+    from simulacra.memory.lexical import LexicalIndex
     from simulacra.memory.store import MemoryTier
     from simulacra.memory.stream import AgentMemory, open_chroma
 
@@ -438,6 +464,9 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
             keep = ~(created > now) if hide_future else np.ones(len(created), dtype=bool)  # NaN (static) stays
             rows = np.flatnonzero(keep)
             inputs = tier.scoring_inputs(vec_of[q.query], mem_cfg.recency_from).take(rows)
+            lexical = LexicalIndex()  # BM25 over the memories of the tier at the query's time
+            lexical.append([tier_records[i].text for i in rows])
+            inputs = replace(inputs, lexical=np.array(lexical.relevance(q.query)))
             tiers.append(TierInputs(name, [tier_records[i].id for i in rows], inputs))
         out.append(PreparedQuery(q, now, tiers, relevant, missing))
     return out
@@ -473,7 +502,8 @@ def evaluate(prepared: Sequence[PreparedQuery], settings: Iterable[Setting], run
     """Mean recall@k, MRR and nDCG@k of each setting over the queries with at least one findable memory;
     ``k`` is the most memories the setting returns (``top_k`` plus the static budget).
 
-    Scores depend only on (a_rec, a_imp, gamma) and are computed once per such triple and query; the rule
+    Scores depend only on (a_rec, a_imp, gamma, relevance, hybrid_weight) and are computed once per such key and
+    query; the rule
     (threshold, ``top_k``, mode, static budget) only selects from them.
 
     Raises:
@@ -485,7 +515,7 @@ def evaluate(prepared: Sequence[PreparedQuery], settings: Iterable[Setting], run
     cache_key, tables = None, []
     out = []
     for s in settings:
-        key = (s.a_rec, s.a_imp, s.gamma)
+        key = (s.a_rec, s.a_imp, s.gamma, s.relevance, s.hybrid_weight)
         if key != cache_key:
             params = s.params(run_memory)
             tables = [_sorted(_scored(pq, params)) for pq in scored]
@@ -548,6 +578,9 @@ class TuneReport:
     prepared: list[PreparedQuery]
     run_memory: MemoryConfig
     searched: int
+    #: per relevance variant searched (``dense``, ``lexical``, ``hybrid 0.5`` ...): its best setting on the train
+    #: queries, and that setting on the held-out queries (``None`` without held-out queries)
+    by_relevance: dict[str, tuple[Result, Result | None]] = field(default_factory=dict)
 
     @property
     def best(self) -> Result:
@@ -577,10 +610,18 @@ def tune(prepared: Sequence[PreparedQuery], settings: Sequence[Setting], run_mem
     base_results = dict(zip(baselines, evaluate(train, baselines.values(), run_memory)))
     best = order[0][1]
     held: dict[str, Result] = {}
+    per_mode: dict[str, Result] = {}
+    for _, r in order:
+        per_mode.setdefault(r.setting.relevance_label(), r)
     if heldout:
         named = {"best": best.setting, **baselines}
         held = dict(zip(named, evaluate(heldout, named.values(), run_memory)))
-    return TuneReport(metric, [r for _, r in order], base_results, held, list(prepared), run_memory, len(results))
+        mode_held = evaluate(heldout, [r.setting for r in per_mode.values()], run_memory)
+    else:
+        mode_held = [None] * len(per_mode)
+    by_relevance = {label: (r, h) for (label, r), h in zip(per_mode.items(), mode_held)}
+    return TuneReport(metric, [r for _, r in order], base_results, held, list(prepared), run_memory, len(results),
+                      by_relevance)
 
 
 # --------------------------------------------------------------------------------------------- output
@@ -588,7 +629,7 @@ def format_report(report: TuneReport, top: int = 10) -> str:
     """The table of the ``top`` settings and the baselines (train queries), the best and the baselines on the
     train and held-out queries, and the expected memories that cannot be found."""
     head = (f"{'#':>3}  {'a_rec':>5} {'a_imp':>5} {'gamma':>6} {'thresh':>6} {'top_k':>5} {'retrieval':>9} "
-            f"{'static':>6} {'s_thr':>5}  {'recall':>6} {'MRR':>6} {'nDCG':>6}")
+            f"{'static':>6} {'s_thr':>5} {'relevance':>11}  {'recall':>6} {'MRR':>6} {'nDCG':>6}")
     lines = [head, "-" * len(head)]
 
     def opt(x: float | None, fmt: str) -> str:
@@ -597,7 +638,8 @@ def format_report(report: TuneReport, top: int = 10) -> str:
     def row(tag: str, r: Result) -> str:
         s = r.setting
         return (f"{tag:>3}  {s.a_rec:5.3g} {s.a_imp:5.3g} {s.gamma:6.4g} {s.threshold:6.3g} {s.top_k:5d} "
-                f"{s.retrieval:>9} {opt(s.static_top_k, 'd'):>6} {opt(s.static_threshold, '.3g'):>5}  "
+                f"{s.retrieval:>9} {opt(s.static_top_k, 'd'):>6} {opt(s.static_threshold, '.3g'):>5} "
+                f"{s.relevance_label():>11}  "
                 f"{r.recall:6.3f} {r.mrr:6.3f} {r.ndcg:6.3f}")
 
     lines += [row(str(i), r) for i, r in enumerate(report.results[:top], start=1)]
@@ -614,6 +656,11 @@ def format_report(report: TuneReport, top: int = 10) -> str:
         h = report.heldout.get(name)
         held = f"{h.recall:6.3f} {h.mrr:6.3f} {h.ndcg:8.3f}" if h else f"{'-':>6} {'-':>6} {'-':>8}"
         lines.append(f"{name:<12} {r.recall:6.3f} {r.mrr:6.3f} {r.ndcg:8.3f}   {held}")
+    if len(report.by_relevance) > 1:
+        lines.append("\nbest setting per relevance (searched on train):")
+        for label, (r, h) in report.by_relevance.items():
+            held = f"{h.recall:6.3f} {h.mrr:6.3f} {h.ndcg:8.3f}" if h else f"{'-':>6} {'-':>6} {'-':>8}"
+            lines.append(f"{label:<12} {r.recall:6.3f} {r.mrr:6.3f} {r.ndcg:8.3f}   {held}   {r.setting.label()}")
     missing = [(pq.query, e, why) for pq in report.prepared for e, why in pq.missing]
     if missing:
         lines.append(f"\n{len(missing)} expected memories cannot be found (left out of the metrics):")
@@ -691,4 +738,6 @@ def report_json(report: TuneReport, top: int = 10) -> str:
     return json.dumps({"metric": report.metric, "searched": report.searched,
                        "results": [d(r) for r in report.results[:top]],
                        "baselines": {k: d(r) for k, r in report.baselines.items()},
-                       "heldout": {k: d(r) for k, r in report.heldout.items()}}, indent=2)
+                       "heldout": {k: d(r) for k, r in report.heldout.items()},
+                       "by_relevance": {k: {"train": d(r), "heldout": None if h is None else d(h)}
+                                        for k, (r, h) in report.by_relevance.items()}}, indent=2)

@@ -159,3 +159,22 @@ def test_bounded_search_prunes_on_clustered_embeddings():
         bf = brute_force_scores(emb, rating, created, created, cols[:, 3], q, 6000.0, params, "l2", "created")
         assert_same_top(rows, terms.score, bf, 5, 1e-6)
     assert max(scored) < n // 10, scored
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stores(), st.sampled_from([0.0, 0.3, 0.7, 1.0]), st.sampled_from([0.0, 0.5, 0.9]))
+def test_hybrid_bounded_search_equals_brute_force(s, weight, zeros):
+    """Hybrid relevance: the dense bounds plus the exact lexical part give the brute-force top k."""
+    rng = np.random.default_rng(len(s["emb"]))
+    lexical = np.where(rng.random(len(s["emb"])) < zeros, 0.0, rng.random(len(s["emb"])))
+    p = s["params"]
+    hybrid = ScoringParams(p.a_rec, p.a_imp, p.a_rel, p.gamma, p.recency_window_minutes, p.long_term_decay_per_hour,
+                           relevance="hybrid", hybrid_weight=weight)
+    dense_only = ScoringParams(p.a_rec, p.a_imp, p.a_rel * (1.0 - weight), p.gamma, p.recency_window_minutes,
+                               p.long_term_decay_per_hour)
+    bf = brute_force_scores(s["emb"], s["rating"], s["created"], s["accessed"], s["lt_since"], s["q"], s["now"],
+                            dense_only, s["space"], s["recency_from"]) + p.a_rel * weight * lexical
+    for bound in (0, None):
+        rows, terms = build(s, bound).top(s["q"], s["now"], hybrid, s["k"], s["recency_from"], lexical)
+        assert_same_top(rows, terms.score, bf, s["k"], float32_tolerance(s["emb"], s["q"], p))
+        np.testing.assert_allclose(terms.lexical, lexical[rows])

@@ -172,12 +172,14 @@ def test_fast_path_equals_agent_memory_retrieve(tmp_path):
 
     static = [MemoryRecord(id=f"s{i}", text=f"static fact {i}", kind="persona") for i in range(6)]
     mem.set_static(static, vecs(6))
-    short = [rec("a", f"short {i}", int(rng.integers(1, 11)), NOW - float(rng.integers(0, 400))) for i in range(12)]
+    words = ["kettle", "market bread", "park dog", "kettle pond", "bread"]  # so that lexical relevance varies
+    short = [rec("a", f"short {i} {words[i % 5]}", int(rng.integers(1, 11)), NOW - float(rng.integers(0, 400)))
+             for i in range(12)]
     mem.short_term.upsert(short, vecs(12))
-    long_ = [rec("a", f"long {i}", int(rng.integers(1, 11)), NOW - float(rng.integers(200, 900)),
+    long_ = [rec("a", f"long {i} {words[(2 * i) % 5]}", int(rng.integers(1, 11)), NOW - float(rng.integers(200, 900)),
                  long_term_since=NOW - 120) for i in range(9)]
     mem.long_term.upsert(long_, vecs(9))
-    qtexts = {f"q{i}": v for i, v in enumerate(vecs(4))}
+    qtexts = dict(zip(["kettle market", "bread dog", "short kettle pond", "long park"], vecs(4)))
     write_run(run, ["a"], add_ops("a", short + long_))
     qfile = write_queries(tmp_path / "q.yaml", [{"agent": "a", "query": q, "expected": [{"id": short[0].id}]}
                                                  for q in qtexts])
@@ -187,12 +189,15 @@ def test_fast_path_equals_agent_memory_retrieve(tmp_path):
                 t.Setting(1.0, 0.5, 0.9, 0.9, 4, "cascade"), t.Setting(0.0, 2.0, 0.99, 1.2, 8, "cascade"),
                 t.Setting(0.5, 1.0, 0.95, 0.6, 3, "merged"), t.Setting(2.0, 0.0, 0.8, -1.0, 30, "merged"),
                 t.Setting(0.25, 0.25, 0.995, 0.35, 5, "cascade", 2, 0.5), t.Setting(1.0, 0.5, 0.9, 0.9, 4, "merged", 3),
-                t.Setting(0.5, 1.0, 0.95, 0.6, 3, "cascade", 0)]
+                t.Setting(0.5, 1.0, 0.95, 0.6, 3, "cascade", 0),
+                t.Setting(0.25, 0.25, 0.995, 0.35, 5, "merged", None, None, "lexical"),
+                t.Setting(1.0, 0.5, 0.9, 0.5, 4, "cascade", 2, 0.3, "hybrid", 0.3),
+                t.Setting(0.5, 1.0, 0.95, 0.6, 3, "merged", None, None, "hybrid", 0.8)]
     static_ids = {r.id for r in static}
     for s in settings:
         mem.config = MemoryConfig(**s.memory_dict())
         for pq in prepared:
-            want = [m.id for m in mem.retrieve(qtexts[pq.query.query], pq.now)]
+            want = [m.id for m in mem.retrieve(qtexts[pq.query.query], pq.now, query_text=pq.query.query)]
             assert t.retrieve_ids(pq, s, info.config.memory) == want, s
             if s.static_top_k is not None:  # budgeted static facts come last, at most static_top_k of them
                 n_static = sum(i in static_ids for i in want)

@@ -78,7 +78,8 @@ def gather_evidence(memory: AgentMemory, focal: Sequence[MemoryRecord], now: flo
         vec = embedding_of(memory, rec.id)
         if vec is None:
             continue
-        for m in memory.retrieve(vec, now, top_k=per_focal, tiers=EPISODIC, threshold=-np.inf, mode="merged"):
+        for m in memory.retrieve(vec, now, top_k=per_focal, tiers=EPISODIC, threshold=-np.inf, mode="merged",
+                                 query_text=rec.text):
             seen.setdefault(m.id, m)
     return list(seen.values())
 

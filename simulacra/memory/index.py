@@ -35,6 +35,7 @@ from simulacra.memory.scoring import (
     ScoringInputs,
     ScoringParams,
     decayed_importance,
+    fuse_relevance,
     recency_importance,
     recency_of,
     relevance_from_distance,
@@ -195,30 +196,41 @@ class MirrorIndex:
     def _reference(self, recency_from: str) -> np.ndarray:
         return self._cols[2 if recency_from == "last_access" else 1, : self._n]
 
-    def inputs(self, query: np.ndarray, recency_from: str = "created", rows: np.ndarray | None = None) -> ScoringInputs:
-        """The raw scoring inputs of every memory (or of ``rows``) for ``query``, in row order (copies)."""
+    def inputs(self, query: np.ndarray, recency_from: str = "created", rows: np.ndarray | None = None,
+               lexical: np.ndarray | None = None) -> ScoringInputs:
+        """The raw scoring inputs of every memory (or of ``rows``) for ``query``, in row order (copies);
+        ``lexical`` (``(n,)``, every row) is the lexical relevance for lexical or hybrid scoring."""
         sel = slice(None) if rows is None else rows
         return ScoringInputs(self.distances(query, rows), self.rating[sel].copy(),
-                             self._reference(recency_from)[sel].copy(), self.long_term_since[sel].copy())
+                             self._reference(recency_from)[sel].copy(), self.long_term_since[sel].copy(),
+                             None if lexical is None else np.array(lexical[sel], dtype=np.float64))
 
     def score(self, query: np.ndarray, now: float, params: ScoringParams, recency_from: str = "created",
-              rows: np.ndarray | None = None) -> ScoreTerms:
+              rows: np.ndarray | None = None, lexical: np.ndarray | None = None) -> ScoreTerms:
         """Exact score terms of every memory (or of ``rows``) for ``query``; see :mod:`simulacra.memory.scoring`."""
-        return self.inputs(query, recency_from, rows).score(now, params)
+        return self.inputs(query, recency_from, rows, lexical).score(now, params)
 
     def top(self, query: np.ndarray, now: float, params: ScoringParams, k: int,
-            recency_from: str = "created") -> tuple[np.ndarray, ScoreTerms]:
+            recency_from: str = "created", lexical: np.ndarray | None = None) -> tuple[np.ndarray, ScoreTerms]:
         """Rows of the ``k`` best-scoring memories, best first (ties: lower row first), and their terms.
 
-        Exactly the rows a brute-force scan of the whole tier returns; tiers of at least
-        ``bound_min_rows`` rows are searched with the bounds of the module docstring. The query-independent
-        part of the score is cached per game time (see :meth:`_cheap`).
+        Exactly the rows a brute-force scan of the whole tier returns. Dense relevance: tiers of at least
+        ``bound_min_rows`` rows are searched with the bounds of the module docstring. Lexical and hybrid
+        relevance (``lexical``: the lexical relevance of every row, ``(n,)``) score every row; lexical relevance
+        computes no distance except for the picked rows (their explanation). The query-independent part of the
+        score is cached per game time (see :meth:`_cheap`).
+
+        Raises:
+            ValueError: ``lexical`` missing under lexical or hybrid relevance.
         """
         n = self._n
         k = min(k, n)
         if k <= 0:
             empty = np.zeros(0)
-            return np.zeros(0, dtype=np.int64), ScoreTerms(empty, empty, empty, empty)
+            lex = empty if params.lexical else None
+            return np.zeros(0, dtype=np.int64), ScoreTerms(empty, empty, empty, empty, lex, lex)
+        if params.lexical:
+            return self._top_lexical(query, now, params, k, recency_from, lexical)
         rows = None
         if self.bound_min_rows is not None and n >= self.bound_min_rows and k < n:
             rows = self._candidates(query, now, params, k, recency_from)
@@ -245,8 +257,51 @@ class MirrorIndex:
         return picked, ScoreTerms(recency=recency, importance=importance, relevance=relevance[order],
                                   score=score[order])
 
+    def _top_lexical(self, query: np.ndarray, now: float, params: ScoringParams, k: int, recency_from: str,
+                     lexical: np.ndarray | None) -> tuple[np.ndarray, ScoreTerms]:
+        """:meth:`top` under lexical or hybrid relevance, the same sum as ``score_memories``. Lexical: every row
+        scored (no distance needed). Hybrid: the lexical part ``a_rel * w * lexical`` is exact for every row, so
+        in large tiers the dense bounds of the module docstring (scaled by ``a_rel * (1 - w)``) leave out the
+        rows that cannot make the top ``k``, as under dense relevance."""
+        n = self._n
+        if lexical is None or len(lexical) != n:
+            raise ValueError(f"{params.relevance} relevance needs the lexical relevance of all {n} rows")
+        lex = np.asarray(lexical, dtype=np.float64)
+        hybrid = params.relevance == "hybrid" and params.hybrid_weight < 1.0
+        rows = None
+        if hybrid and self.bound_min_rows is not None and n >= self.bound_min_rows and k < n:
+            w = params.hybrid_weight
+            rows = self._candidates(query, now, params, k, recency_from, lexical=lex,
+                                    rel_scale=params.a_rel * (1.0 - w), extra=params.a_rel * w * lex)
+        if rows is None:
+            index = np.arange(n)
+            dense = relevance_from_distance(self.distances(query)) if hybrid else None
+            relevance = fuse_relevance(dense, lex, params)
+            score = self._cheap(now, params, recency_from)[0] + params.a_rel * relevance
+        else:
+            index = rows
+            scored = self.score(query, now, params, recency_from, rows, lex)
+            dense, relevance, score = scored.dense, scored.relevance, scored.score
+        self.last_scored = len(index)
+        if k < len(index):
+            kth = np.partition(score, len(index) - k)[len(index) - k]
+            part = np.flatnonzero(score >= kth)
+        else:
+            part = np.arange(len(index))
+        order = part[rank(score[part], index[part])][:k]
+        picked = index[order]
+        if dense is None:
+            dense_picked = relevance_from_distance(self.distances(query, picked))
+        else:
+            dense_picked = dense[order]
+        recency = recency_of(now - self._reference(recency_from)[picked], params.gamma, params.recency_window_minutes)
+        importance = decayed_importance(self.rating[picked], self.long_term_since[picked], now,
+                                        params.long_term_decay_per_hour)
+        return picked, ScoreTerms(recency, importance, relevance[order], score[order], dense_picked, lex[picked])
+
     def skyband(self, query: np.ndarray, now: float, params: ScoringParams, k: int, recency_from: str = "created",
-                limit: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+                limit: int | None = None, lexical: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
         """The memories that can be in the top ``k`` under *some* non-negative weights and *some* recency
         ``gamma`` / window: the k-skyband of (relevance, recency order, importance). Recorded in the trace so
         that ``simulacra rescore`` re-ranks a retrieval exactly under other weights.
@@ -254,7 +309,9 @@ class MirrorIndex:
         Memory ``j`` surely ranks before ``i`` under every such setting iff it is at least as relevant, at
         least as recent and at least as important, and either comes first in row order (ties break by row)
         or is strictly better on all three. A memory that ``k`` others surely beat cannot be returned.
-        Relevance comes from the same full scan as :meth:`top`'s, so re-ranking reproduces its numbers.
+        Relevance comes from the same full scan as :meth:`top`'s, so re-ranking reproduces its numbers; under
+        lexical or hybrid relevance it is the fused relevance (``lexical``: the lexical relevance of every row),
+        which re-ranking under other weights keeps.
 
         Returns:
             ``(rows, relevance, importance, age_minutes)`` in row order (importance and age NaN where the
@@ -263,7 +320,11 @@ class MirrorIndex:
         n = self._n
         if limit is not None and n > limit:
             return None
-        rel = relevance_from_distance(self.distances(query))
+        if params.lexical:
+            dense = None if params.relevance == "lexical" else relevance_from_distance(self.distances(query))
+            rel = fuse_relevance(dense, lexical, params)
+        else:
+            rel = relevance_from_distance(self.distances(query))
         reference = self._reference(recency_from)
         age = np.maximum(now - reference, 0.0)
         imp = decayed_importance(self.rating, self.long_term_since, now, params.long_term_decay_per_hour)
@@ -320,12 +381,15 @@ class MirrorIndex:
         return self._cheap_cache
 
     def _candidates(self, query: np.ndarray, now: float, params: ScoringParams, k: int,
-                    recency_from: str) -> np.ndarray | None:
+                    recency_from: str, lexical: np.ndarray | None = None, rel_scale: float | None = None,
+                    extra: np.ndarray | None = None) -> np.ndarray | None:
         """Rows that may be in the top ``k`` (a superset of it), or ``None`` when scanning all is cheaper.
 
         Upper bounds are computed in float32 in place (a dozen passes over ``n`` floats); the bar ``L`` is
         the k-th best exact score among the ``4k`` rows with the highest upper bounds, so every row whose
-        upper bound is under ``L`` is out.
+        upper bound is under ``L`` is out. Hybrid relevance: the dense bound is scaled by ``rel_scale``
+        (``a_rel * (1 - w)``) instead of ``a_rel`` and the exact lexical part ``extra`` (``(n,)``) is added;
+        ``lexical`` is passed on to the exact scoring.
         """
         n = self._n
         if self._basis is None or n >= 2 * self._fitted_n:
@@ -353,11 +417,13 @@ class MirrorIndex:
         np.maximum(upper, np.float32(0.0), out=upper)
         upper += np.float32(1.0)
         np.reciprocal(upper, out=upper)  # upper bound of the relevance
-        upper *= np.float32(params.a_rel)
+        upper *= np.float32(params.a_rel if rel_scale is None else rel_scale)
         upper += self._cheap(now, params, recency_from)[1]  # upper bound of the score
+        if extra is not None:  # hybrid: the lexical part, exact (float32 rounding is covered by the bar's slack)
+            upper += extra.astype(np.float32)
         m = min(n, max(4 * k, 64))
         probe = np.argpartition(upper, n - m)[n - m:]
-        probe_scores = self.score(query, now, params, recency_from, probe).score
+        probe_scores = self.score(query, now, params, recency_from, probe, lexical).score
         bar = np.partition(probe_scores, m - k)[m - k] - 1e-6 * (1.0 + params.a_rel + params.max_recency_importance)
         cand = np.flatnonzero(upper >= bar)
         return None if len(cand) > n // 2 else cand

@@ -109,7 +109,11 @@ def _num(x: float | None) -> float:
 
 @dataclass(frozen=True)
 class RetrievedMemory:
-    """One memory returned by a retrieval, with the terms of its score (``None`` where not applicable)."""
+    """One memory returned by a retrieval, with the terms of its score (``None`` where not applicable).
+
+    ``relevance`` is the relevance in the score; under lexical or hybrid relevance (``memory.relevance``)
+    ``dense`` (``1 / (1 + distance)``) and ``lexical`` (normalised BM25) are its parts, ``None`` under dense.
+    """
 
     id: str
     text: str
@@ -120,6 +124,8 @@ class RetrievedMemory:
     relevance: float
     score: float
     record: MemoryRecord | None = None
+    dense: float | None = None
+    lexical: float | None = None
 
     def to_dict(self, digits: int = 6) -> dict[str, Any]:
         """JSON-able form with floats rounded to ``digits`` (the trace's form)."""
@@ -127,7 +133,7 @@ class RetrievedMemory:
         def r(x: float | None) -> float | None:
             return None if x is None or math.isnan(x) else round(float(x), digits)
 
-        return {
+        out = {
             "id": self.id,
             "text": self.text,
             "tier": self.tier,
@@ -137,3 +143,7 @@ class RetrievedMemory:
             "relevance": r(self.relevance),
             "score": r(self.score),
         }
+        if self.lexical is not None:  # lexical or hybrid relevance: its two parts (dense traces stay as they were)
+            out["dense"] = r(self.dense)
+            out["lexical"] = r(self.lexical)
+        return out

@@ -8,6 +8,13 @@ Formula (seed 003, after the Generative Agents paper, Park et al. 2023)::
     importance = rating / 10                    rating on 1..10 from the rater
                * decay ** (hours in long-term)  long-term memories only (seed 003: "decay mechanism")
     relevance  = 1 / (1 + distance)             distance as Chroma reports it (squared L2 by default)
+               = lexical                        ``memory.relevance: lexical`` (BM25, see below)
+               = (1 - w) * dense + w * lexical  ``memory.relevance: hybrid``, w = ``hybrid_weight``
+
+``dense`` is always seed 003's ``1 / (1 + distance)``. ``lexical`` is Okapi BM25 (Robertson et al. 1994, Lucene
+variant as in ``bm25s``) of the query's words over the memory texts of the memory's tier, divided by the best BM25
+of that tier for the query (so in [0, 1]; 0 for every memory when no query word occurs in the tier); see
+:mod:`simulacra.memory.lexical`. The hybrid is a normalised weighted sum (both terms in [0, 1]).
 
 A memory without a rating and timestamp (static memory) scores by relevance alone: its recency and
 importance terms are NaN and contribute nothing. Raw values are stored; weights, gamma and decay are
@@ -23,6 +30,9 @@ from typing import Any
 
 import numpy as np
 
+#: relevance modes (``memory.relevance``)
+RELEVANCE_MODES = ("dense", "lexical", "hybrid")
+
 
 @dataclass(frozen=True)
 class ScoringParams:
@@ -34,6 +44,19 @@ class ScoringParams:
     gamma: float = 0.995
     recency_window_minutes: float = 60.0
     long_term_decay_per_hour: float = 0.99
+    relevance: str = "dense"
+    hybrid_weight: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.relevance not in RELEVANCE_MODES:
+            raise ValueError(f"unknown relevance {self.relevance!r} (known: {', '.join(RELEVANCE_MODES)})")
+        if not 0.0 <= self.hybrid_weight <= 1.0:
+            raise ValueError(f"hybrid_weight must be in [0, 1], got {self.hybrid_weight}")
+
+    @property
+    def lexical(self) -> bool:
+        """Whether the relevance uses the lexical (BM25) term (``lexical`` or ``hybrid``)."""
+        return self.relevance != "dense"
 
     @classmethod
     def from_config(cls, memory_config: Any, **overrides: float | None) -> ScoringParams:
@@ -46,11 +69,11 @@ class ScoringParams:
         """
         m = memory_config
         get = m.get if isinstance(m, Mapping) else lambda key, default: getattr(m, key, default)
-        values = {f.name: float(get(f.name, f.default)) for f in fields(cls)}
+        values = {f.name: (str if f.name == "relevance" else float)(get(f.name, f.default)) for f in fields(cls)}
         unknown = set(overrides) - set(values)
         if unknown:
             raise TypeError(f"unknown scoring parameter {sorted(unknown)[0]!r}")
-        values.update({k: float(v) for k, v in overrides.items() if v is not None})
+        values.update({k: v if k == "relevance" else float(v) for k, v in overrides.items() if v is not None})
         return cls(**values)
 
     @property
@@ -61,43 +84,75 @@ class ScoringParams:
 
 @dataclass(frozen=True)
 class ScoreTerms:
-    """Per-memory score terms, each a float64 array of shape ``(n,)``; NaN where a term does not apply."""
+    """Per-memory score terms, each a float64 array of shape ``(n,)``; NaN where a term does not apply.
+    ``relevance`` is the one in the score (fused under hybrid); ``dense`` and ``lexical`` are its two parts,
+    ``None`` when the relevance is dense."""
 
     recency: np.ndarray
     importance: np.ndarray
     relevance: np.ndarray
     score: np.ndarray
+    dense: np.ndarray | None = None
+    lexical: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
 class ScoringInputs:
     """The raw per-memory inputs of :func:`score_memories` for one query, each float64 ``(n,)``: distance to the
     query, rating (1..10, NaN for static), the game minute recency is measured from (NaN for static) and the
-    game minute the memory entered long-term (NaN while short-term). Read once, scored under many settings
+    game minute the memory entered long-term (NaN while short-term), and optionally the lexical relevance in
+    [0, 1] (needed by ``lexical`` and ``hybrid`` relevance). Read once, scored under many settings
     (``simulacra tune``)."""
 
     distance: np.ndarray
     rating: np.ndarray
     reference_time: np.ndarray
     long_term_since: np.ndarray
+    lexical: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.distance)
 
     def score(self, now: float, params: ScoringParams) -> ScoreTerms:
         """:func:`score_memories` of these inputs at game minute ``now``."""
-        return score_memories(self.distance, self.rating, self.reference_time, self.long_term_since, now, params)
+        return score_memories(self.distance, self.rating, self.reference_time, self.long_term_since, now, params,
+                              self.lexical)
 
     def take(self, rows: np.ndarray) -> ScoringInputs:
         """The inputs of ``rows`` (an index or a boolean mask), copied."""
         return ScoringInputs(self.distance[rows], self.rating[rows], self.reference_time[rows],
-                             self.long_term_since[rows])
+                             self.long_term_since[rows], None if self.lexical is None else self.lexical[rows])
 
 
 def relevance_from_distance(distance: np.ndarray) -> np.ndarray:
     """``1 / (1 + distance)`` (seed 003). ``distance`` >= 0, shape ``(n,)``; result in (0, 1]."""
     d = np.asarray(distance, dtype=np.float64)
     return 1.0 / (1.0 + np.maximum(d, 0.0))
+
+
+def fuse_relevance(dense: np.ndarray | None, lexical: np.ndarray | None, params: ScoringParams) -> np.ndarray:
+    """The relevance term under ``params.relevance`` (module docstring), float64 ``(n,)`` in [0, 1].
+
+    Args:
+        dense: ``1 / (1 + distance)`` (:func:`relevance_from_distance`); may be ``None`` under ``lexical``.
+        lexical: normalised BM25 in [0, 1]; may be ``None`` under ``dense``.
+    Hybrid with weight 0 returns ``dense`` itself and weight 1 ``lexical`` itself (bit for bit).
+
+    Raises:
+        ValueError: a term the mode needs is missing.
+    """
+    mode, w = params.relevance, params.hybrid_weight
+    if mode == "dense" or (mode == "hybrid" and w == 0.0):
+        if dense is None:
+            raise ValueError("dense relevance needs the distances")
+        return np.asarray(dense, dtype=np.float64)
+    if lexical is None:
+        raise ValueError(f"{mode} relevance needs the lexical (BM25) relevance of the query text")
+    if mode == "lexical" or w == 1.0:
+        return np.asarray(lexical, dtype=np.float64)
+    if dense is None:
+        raise ValueError("hybrid relevance needs the distances")
+    return (1.0 - w) * np.asarray(dense, dtype=np.float64) + w * np.asarray(lexical, dtype=np.float64)
 
 
 def recency_of(age_minutes: np.ndarray, gamma: float, window_minutes: float = 60.0) -> np.ndarray:
@@ -139,6 +194,7 @@ def score_memories(
     long_term_since: np.ndarray,
     now: float,
     params: ScoringParams,
+    lexical: np.ndarray | None = None,
 ) -> ScoreTerms:
     """Score ``n`` memories for one query (see the module docstring for the formula and its source).
 
@@ -148,16 +204,23 @@ def score_memories(
         reference_time: game minute recency is measured from (creation, or last access), NaN for static.
         long_term_since: game minute each memory entered long-term, NaN if it has not.
         now: current game time in game minutes.
-        params: weights and time constants.
+        params: weights, time constants and the relevance mode.
+        lexical: normalised BM25 of each memory for the query, in [0, 1] (``lexical`` and ``hybrid`` only).
     Returns:
-        The three terms and the total, each shape ``(n,)``.
+        The three terms and the total, each shape ``(n,)`` (and the dense and lexical parts of the relevance
+        when it is not dense).
+    Raises:
+        ValueError: ``lexical`` missing under ``lexical`` or ``hybrid`` relevance.
     """
-    relevance = relevance_from_distance(distance)
+    dense = relevance_from_distance(distance)
+    relevance = fuse_relevance(dense, lexical, params)
     recency = recency_of(now - np.asarray(reference_time, dtype=np.float64), params.gamma,
                          params.recency_window_minutes)
     importance = decayed_importance(rating, long_term_since, now, params.long_term_decay_per_hour)
     score = recency_importance(recency, importance, params) + params.a_rel * relevance
-    return ScoreTerms(recency=recency, importance=importance, relevance=relevance, score=score)
+    if not params.lexical:
+        return ScoreTerms(recency=recency, importance=importance, relevance=relevance, score=score)
+    return ScoreTerms(recency, importance, relevance, score, dense, np.asarray(lexical, dtype=np.float64))
 
 
 def recency_importance(recency: np.ndarray, importance: np.ndarray, params: ScoringParams) -> np.ndarray:

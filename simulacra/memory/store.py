@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from simulacra.memory.index import BOUND_MIN_ROWS, MirrorIndex
+from simulacra.memory.lexical import LexicalIndex
 from simulacra.memory.records import MemoryRecord, RetrievedMemory
 from simulacra.memory.scoring import ScoreTerms, ScoringInputs, ScoringParams, decayed_importance
 
@@ -58,6 +59,7 @@ class MemoryTier:
         self._records: list[MemoryRecord] = []
         self._row: dict[str, int] = {}
         self.index = MirrorIndex(dim, space, bound_min_rows)
+        self.lexical = LexicalIndex()  # BM25 over the texts, row-aligned; built only when lexical relevance is asked
         self._load()
 
     def _load(self) -> None:
@@ -82,6 +84,7 @@ class MemoryTier:
         for i, rec in enumerate(records, start):
             self._row[rec.id] = i
         self.index.append(emb, np.array([_row_columns(r) for r in records], dtype=np.float64).reshape(-1, 4))
+        self.lexical.append([r.text for r in records])
 
     # ----------------------------------------------------------------- reads
     def __len__(self) -> int:
@@ -110,13 +113,33 @@ class MemoryTier:
         """Distance of every memory to ``query`` (shape ``(dim,)``) in the tier's Chroma space, ``(n,)``."""
         return self.index.distances(query)
 
-    def scoring_inputs(self, query: np.ndarray, recency_from: str = "created") -> ScoringInputs:
-        """The raw scoring inputs of every memory for ``query``, in the order of :attr:`records` (copies)."""
-        return self.index.inputs(query, recency_from)
+    def lexical_relevance(self, query_text: str) -> np.ndarray:
+        """Normalised BM25 of every memory for ``query_text`` (:meth:`LexicalIndex.relevance`), ``(n,)`` in
+        [0, 1], in the order of :attr:`records`."""
+        return self.lexical.relevance(query_text)
 
-    def score(self, query: np.ndarray, now: float, params: ScoringParams, recency_from: str = "created") -> ScoreTerms:
-        """Score every memory of the tier for ``query`` (exact, row order); returns :class:`ScoreTerms`."""
-        return self.index.score(query, now, params, recency_from)
+    def _lexical_for(self, params: ScoringParams, query_text: str | None) -> np.ndarray | None:
+        if not params.lexical:
+            return None
+        if query_text is None:
+            raise ValueError(f"{params.relevance} relevance needs the query text (tier {self.tier})")
+        return self.lexical_relevance(query_text)
+
+    def scoring_inputs(self, query: np.ndarray, recency_from: str = "created",
+                       query_text: str | None = None) -> ScoringInputs:
+        """The raw scoring inputs of every memory for ``query``, in the order of :attr:`records` (copies); with
+        ``query_text``, also the lexical relevance."""
+        lexical = None if query_text is None else self.lexical_relevance(query_text)
+        return self.index.inputs(query, recency_from, lexical=lexical)
+
+    def score(self, query: np.ndarray, now: float, params: ScoringParams, recency_from: str = "created",
+              query_text: str | None = None) -> ScoreTerms:
+        """Score every memory of the tier for ``query`` (exact, row order); returns :class:`ScoreTerms`.
+
+        Raises:
+            ValueError: lexical or hybrid ``params`` without ``query_text``.
+        """
+        return self.index.score(query, now, params, recency_from, lexical=self._lexical_for(params, query_text))
 
     def top(
         self,
@@ -125,14 +148,21 @@ class MemoryTier:
         params: ScoringParams,
         n: int,
         recency_from: str = "created",
+        query_text: str | None = None,
     ) -> list[RetrievedMemory]:
         """The ``n`` best-scoring memories, best first, exactly as scoring every memory would rank them;
-        ties are broken by row (insertion) order, so the result is deterministic."""
-        rows, terms = self.index.top(query, now, params, n, recency_from)
+        ties are broken by row (insertion) order, so the result is deterministic.
+
+        Raises:
+            ValueError: lexical or hybrid ``params`` without ``query_text``.
+        """
+        rows, terms = self.index.top(query, now, params, n, recency_from, self._lexical_for(params, query_text))
         out = []
         for j, i in enumerate(rows):
             rec = self._records[i]
             rec_term, imp_term = terms.recency[j], terms.importance[j]
+            parts = {} if terms.lexical is None else {"dense": float(terms.dense[j]),
+                                                      "lexical": float(terms.lexical[j])}
             out.append(
                 RetrievedMemory(
                     id=rec.id,
@@ -144,15 +174,20 @@ class MemoryTier:
                     relevance=float(terms.relevance[j]),
                     score=float(terms.score[j]),
                     record=rec,
+                    **parts,
                 )
             )
         return out
 
     def candidates(self, query: np.ndarray, now: float, params: ScoringParams, k: int,
-                   recency_from: str = "created", limit: int | None = 2000) -> list[list] | None:
+                   recency_from: str = "created", limit: int | None = 2000,
+                   query_text: str | None = None) -> list[list] | None:
         """The tier's k-skyband for ``query`` (:meth:`MirrorIndex.skyband`) as ``[id, relevance, importance,
-        age_minutes]`` rows in row order (``None`` for a missing term), or ``None`` above ``limit`` memories."""
-        band = self.index.skyband(query, now, params, k, recency_from, limit)
+        age_minutes]`` rows in row order (``None`` for a missing term), or ``None`` above ``limit`` memories.
+        Under lexical or hybrid relevance (``query_text`` required) the relevance is the fused one."""
+        if limit is not None and len(self) > limit:
+            return None
+        band = self.index.skyband(query, now, params, k, recency_from, limit, self._lexical_for(params, query_text))
         if band is None:
             return None
         rows, rel, imp, age = band
@@ -189,6 +224,7 @@ class MemoryTier:
             else:
                 self._records[row] = rec
                 self.index.set_row(row, emb[j], _row_columns(rec))
+                self.lexical.set_row(row, rec.text)
         if new:
             self._append([records[j] for j in new], emb[new])
 
@@ -203,6 +239,7 @@ class MemoryTier:
         self._records = [r for r, k in zip(self._records, keep) if k]
         self._row = {r.id: i for i, r in enumerate(self._records)}
         self.index.keep(keep)
+        self.lexical.keep(keep)
 
     def update_metadata(self, records: Sequence[MemoryRecord]) -> None:
         """Rewrite the metadata of existing records (one Chroma call), e.g. after marking access."""

@@ -247,6 +247,7 @@ class AgentMemory:
         threshold: float | None = None,
         mode: str | None = None,
         rule: RetrievalRule | None = None,
+        query_text: str | None = None,
     ) -> list[RetrievedMemory]:
         """Retrieve the memories that matter for a query. Reads only; nothing is written (marking access
         is :meth:`mark_accessed`). Each result carries its tier, kind and score terms (the explanation).
@@ -257,13 +258,16 @@ class AgentMemory:
             top_k, threshold, mode: replace the config's ``top_k``, ``threshold`` and ``retrieval``.
             tiers: tiers to ask, in priority order (default :attr:`readable`).
             rule: the whole rule instead (then ``top_k``, ``threshold`` and ``mode`` are ignored).
+            query_text: the query's text, for lexical and hybrid relevance (``memory.relevance``); ignored under
+                dense relevance.
         Returns:
             What :func:`simulacra.memory.selection.select` picks (the one retrieval rule; see there): cascade or
             merged over the tiers with ``top_k`` and ``threshold``, then, under a static budget, at most
-            ``static_top_k`` static facts. Within a tier exactly what scoring every memory would give.
+            ``static_top_k`` static facts. Within a tier exactly what scoring every memory would give. Under
+            lexical or hybrid relevance each result also carries its ``dense`` and ``lexical`` relevance.
         Raises:
             KeyError: an unknown tier.
-            ValueError: an unknown mode.
+            ValueError: an unknown mode; lexical or hybrid relevance without ``query_text``.
         """
         rule = rule or self.rule(top_k, threshold, mode)
         names = self.readable if tiers is None else tuple(tiers)
@@ -271,20 +275,22 @@ class AgentMemory:
         fetched: dict[str, list[RetrievedMemory]] = {}
 
         def fetch(name: str, n: int) -> TierCandidates:
-            best = self.tier(name).top(query_embedding, now, params, n, self.config.recency_from)
+            best = self.tier(name).top(query_embedding, now, params, n, self.config.recency_from, query_text)
             fetched[name] = best  # best first, ties in row order: positions are row order among equals
             return TierCandidates(name, [m.id for m in best], np.array([m.score for m in best], dtype=np.float64))
 
         return [fetched[p.tier][p.index] for p in select(names, fetch, rule)]
 
     def candidates(self, query_embedding: np.ndarray, now: float, top_k: int | None = None,
-                   tiers: Sequence[str] | None = None) -> dict[str, list[list] | None]:
+                   tiers: Sequence[str] | None = None, query_text: str | None = None) -> dict[str, list[list] | None]:
         """Per tier, every memory that could be among its best ``top_k`` (default :attr:`max_top_k`) under other
         weights or ``gamma`` (:meth:`MemoryTier.candidates`), for the trace; ``None`` for a tier too large to
-        check."""
+        check. Under lexical or hybrid relevance (``query_text`` required) a candidate's relevance is the fused
+        one, which re-ranking keeps."""
         k = self.max_top_k if top_k is None else top_k
         names = self.readable if tiers is None else tuple(tiers)
-        return {name: self.tier(name).candidates(query_embedding, now, self.params, k, self.config.recency_from)
+        return {name: self.tier(name).candidates(query_embedding, now, self.params, k, self.config.recency_from,
+                                                 query_text=query_text)
                 for name in names}
 
     def retrieval_record(self, query: str, purpose: str, results: Sequence[RetrievedMemory],
@@ -301,14 +307,18 @@ class AgentMemory:
             ``{"op": "retrieve", "agent", "query", "purpose", "results": [RetrievedMemory.to_dict()], "mode",
             "top_k", "threshold", "static_top_k", "static_threshold", "tiers", "max_top_k", "candidates"}``:
             the rule (:meth:`RetrievalRule.to_record`), and per tier the candidates for :attr:`max_top_k`
-            (:meth:`candidates`), from which ``simulacra rescore`` re-ranks exactly.
+            (:meth:`candidates`), from which ``simulacra rescore`` re-ranks exactly. Under lexical or hybrid
+            relevance also ``"relevance"`` and ``"hybrid_weight"``; the candidates' relevance is then the fused one
+            (``query`` is the text it was computed for).
         """
         rule = rule or self.rule()
         names = list(self.readable if tiers is None else tiers)
         depth = max(self.max_top_k, rule.top_k, rule.static_top_k or 0)
+        params = self.params
+        mode = {} if not params.lexical else {"relevance": params.relevance, "hybrid_weight": params.hybrid_weight}
         return {"op": "retrieve", "agent": self.agent, "query": query, "purpose": purpose,
-                "results": [r.to_dict() for r in results], **rule.to_record(), "tiers": names,
-                "max_top_k": depth, "candidates": self.candidates(query_embedding, now, depth, names)}
+                "results": [r.to_dict() for r in results], **rule.to_record(), **mode, "tiers": names,
+                "max_top_k": depth, "candidates": self.candidates(query_embedding, now, depth, names, query)}
 
     def most_important(
         self, now: float, n: int, tiers: Sequence[str] = ("long_term",), since: float | None = None,
