@@ -410,6 +410,9 @@ def cmd_view(args: argparse.Namespace) -> int:
     from simulacra.config import load_config
     from simulacra.viewer.state import ReplayState, TraceFollower
 
+    if args.resume is not None or args.allow_changed:
+        raise SimulacraError("view starts a new run; resume one with 'simulacra run --resume <dir>' and watch it with "
+                             "'simulacra replay <dir>'")
     try:
         width, height = (int(v) for v in args.size.lower().split("x"))
     except ValueError:
