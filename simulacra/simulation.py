@@ -366,7 +366,8 @@ class Simulation:
                 break
             if on_tick is not None:
                 on_tick(result)
-        if self._checkpointed != self.ticks_done:
+        # after a failed tick the stores hold part of it: the last checkpoint stays the one to resume from
+        if self.stopped is None and self._checkpointed != self.ticks_done:
             self.checkpoint()
         return self.summary()
 

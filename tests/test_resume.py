@@ -202,3 +202,48 @@ def test_trace_resume_checks_the_recorded_length(tmp_path):
     w.close()
     lines = (tmp_path / "t.jsonl").read_text().splitlines()
     assert [json.loads(x).get("tick") for x in lines] == [None, 0, 7]
+
+
+def test_restore_brings_back_deleted_memories_and_the_row_order(tmp_path):
+    from simulacra.config import MemoryConfig
+    from simulacra.memory.records import MemoryRecord
+    from simulacra.memory.stream import AgentMemory
+    from simulacra.runtime import forget_chroma_clients
+    from tests.conftest import unit
+
+    cfg = MemoryConfig(short_term_min_entries=0, consolidation_age_minutes=60, promote_threshold=0.5)
+    mem = AgentMemory("a", tmp_path / "a", cfg, 8)
+    # ids chosen so that (tick, id) order, which a reopened tier has, differs from the insertion order
+    recs = [MemoryRecord(id=i, text=f"memory {i}", kind="observation", rating=r, timestamp=0.0, tick=0)
+            for i, r in (("m3", 9), ("m1", 2), ("m2", 7))]
+    mem.add(recs, np.stack([unit(1, k) for k in range(3)]))
+    snap, before = mem.snapshot(), {r.id: r for r in mem.short_term.records}
+    assert snap["short_term"] == ["m3", "m1", "m2"]
+    ops = mem.consolidate(1000.0, force=True)  # m3, m2 move to long-term, m1 is forgotten
+    assert sorted(o["op"] for o in ops) == ["forget", "move", "move"] and len(mem.short_term) == 0
+    mem.add([MemoryRecord(id="m9", text="later", kind="observation", rating=5, timestamp=1000.0, tick=6)],
+            unit(0, 1)[None])
+    counts = mem.restore(snap, 12.0, None, None)
+    assert counts == {"restored": 3, "dropped": 3}  # m3, m1, m2 back; m9 and the long-term copies dropped
+    assert mem.snapshot() == snap and mem.importance_since_reflection == 12.0
+    assert {r.id: r for r in mem.short_term.records} == before  # long_term_since cleared, metadata as before
+    np.testing.assert_array_equal(mem.short_term.embeddings_of(["m1"])[0], unit(1, 1))
+
+    forget_chroma_clients()
+    again = AgentMemory("a", tmp_path / "a", cfg, 8)  # reopened: rows sorted by (tick, id)
+    assert again.short_term.ids == ["m1", "m2", "m3"]
+    again.restore(snap, 0.0, None, None)
+    assert again.short_term.ids == ["m3", "m1", "m2"]
+
+    again.consolidate(2000.0, force=True)
+    again.empty_trash()  # the forgotten m1 is now nowhere; m3 and m2 can come back from long-term
+    with pytest.raises(CheckpointError, match="memory m1 of a's short_term tier is in the checkpoint"):
+        again.restore(snap, 0.0, None, None)
+
+    b = AgentMemory("b", tmp_path / "b", cfg, 8)
+    b.add(recs[::2], np.stack([unit(1, 0), unit(1, 2)]))  # m3 and m2, both promoted by consolidation
+    snap, before = b.snapshot(), {r.id: r for r in b.short_term.records}
+    b.consolidate(1000.0, force=True)
+    b.empty_trash()  # only the long-term copies are left
+    assert b.restore(snap, 0.0, None, None) == {"restored": 2, "dropped": 2}
+    assert {r.id: r for r in b.short_term.records} == before and len(b.long_term) == 0
