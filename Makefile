@@ -29,7 +29,7 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 	touch $(BENCH_STAMP)
 
 run: $(STAMP)
-	$(BIN)/python run_sim.py --overwrite $(ARGS)
+	$(BIN)/python run_sim.py $(if $(findstring --resume,$(ARGS)),,--overwrite) $(ARGS)
 
 # the same with the bundled local model (SmolLM2-135M-Instruct served by xllamacpp on 127.0.0.1)
 # the bundled SmolLM2 plans and speaks; it rates too weakly (measured at start), so the offline rater rates

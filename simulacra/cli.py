@@ -50,6 +50,12 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                         "xllamacpp (pip install -e '.[local-llm]'); any OpenAI-compatible server: --set llm.model=... "
                         "--set llm.base_url=...")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run folder of the same name")
+    p.add_argument("--resume", default=None, metavar="RUN_DIR",
+                   help="continue a killed or stopped run (database/<run>) from its last checkpoint with its own "
+                        "config, world and personas; --ticks/--hours then count from the run's start "
+                        "[the length first asked]")
+    p.add_argument("--allow-changed", action="store_true",
+                   help="with --resume: resume although the world or a persona file changed since the run started")
     p.add_argument("--quiet", action="store_true", help="no progress bar or notable lines, only the summary")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
@@ -177,35 +183,58 @@ def _prepare_env() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def _resume_conflicts(args: argparse.Namespace) -> list[str]:
+    """Options ``--resume`` cannot take (the run's own config, world and agents are used)."""
+    given = [("--world", args.world != DEFAULT_WORLD), ("--personas-dir", args.personas_dir), ("--seed", args.seed),
+             ("--run-name", args.run_name), ("--agents", args.agents), ("--config/--preset", args.config),
+             ("--set", args.overrides), ("--llm", args.llm), ("--overwrite", args.overwrite)]
+    return [name for name, value in given if value]
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from simulacra.clock import format_hhmm
     from simulacra.config import load_config
     from simulacra.simulation import Simulation
 
-    overrides = list(args.overrides)
-    if args.seed is not None:
-        overrides.append(f"simulation.seed={args.seed}")
-    if args.rater_url is not None:
-        overrides.append(f"rater.url={args.rater_url}")
-    if args.llm == "local":
-        overrides.append("llm.provider=local")
-    config = load_config(args.config, overrides)
-    agents = [a.strip() for a in args.agents.split(",") if a.strip()] if args.agents else None
-    print(f"simulacra: loading {args.world} and the embedding model ...", file=sys.stderr)
-    sim = Simulation.create(args.world, config, personas_dir=args.personas_dir, db_dir=args.db_dir,
-                            run_name=args.run_name, overwrite=args.overwrite, agents=agents)
+    if args.resume is not None:
+        conflicts = _resume_conflicts(args)
+        if conflicts:
+            raise SimulacraError(f"--resume continues a run with its own config, world and agents; drop "
+                                 f"{', '.join(conflicts)} (only --ticks, --hours, --rater-url, --allow-changed apply)")
+        print(f"simulacra: resuming {args.resume}; loading the embedding model ...", file=sys.stderr)
+        sim = Simulation.resume(args.resume, allow_changed=args.allow_changed, rater_url=args.rater_url)
+    else:
+        if args.allow_changed:
+            raise SimulacraError("--allow-changed only applies with --resume")
+        overrides = list(args.overrides)
+        if args.seed is not None:
+            overrides.append(f"simulation.seed={args.seed}")
+        if args.rater_url is not None:
+            overrides.append(f"rater.url={args.rater_url}")
+        if args.llm == "local":
+            overrides.append("llm.provider=local")
+        config = load_config(args.config, overrides)
+        agents = [a.strip() for a in args.agents.split(",") if a.strip()] if args.agents else None
+        print(f"simulacra: loading {args.world} and the embedding model ...", file=sys.stderr)
+        sim = Simulation.create(args.world, config, personas_dir=args.personas_dir, db_dir=args.db_dir,
+                                run_name=args.run_name, overwrite=args.overwrite, agents=agents)
     with sim:
         w = sim.world
         if args.ticks is not None:
             ticks = args.ticks
+        elif args.hours is None and sim.target_ticks is not None:
+            ticks = sim.target_ticks
         else:
             minutes = args.hours * 60 if args.hours is not None else w.end_minute - w.start_minute
             ticks = max(1, int(round(minutes / w.tick_minutes)))
         if ticks < 0:
             raise SimulacraError("--ticks must be >= 0")
+        done = sim.ticks_done
+        ticks = max(0, ticks - done)  # a resumed run counts from its start
         print(f"simulacra: {len(sim.rt.agents)} agents in {w.name}, {ticks} ticks of {w.tick_minutes} game minutes "
-              f"from {w.start_time}; run folder {sim.run_dir}", file=sys.stderr)
+              f"from {format_hhmm(sim.state.now)}; run folder {sim.run_dir}", file=sys.stderr)
         bar = tqdm(total=ticks, unit="tick", disable=args.quiet, file=sys.stderr, dynamic_ncols=True)
 
         def on_tick(result):
@@ -215,7 +244,15 @@ def cmd_run(args: argparse.Namespace) -> int:
                 for line in result.notable:
                     bar.write(line, file=sys.stderr)
 
-        summary = sim.run(ticks, on_tick)
+        try:
+            summary = sim.run(ticks, on_tick)
+        except Exception as err:  # a stage failed: the last checkpoint stays resumable
+            bar.close()
+            logging.getLogger(__name__).debug("the run failed", exc_info=True)
+            print(f"simulacra: error: tick {sim.state.tick} failed: {type(err).__name__}: {err}\n"
+                  f"simulacra: the run is kept at its last checkpoint ({sim.ticks_done} ticks done); after fixing "
+                  f"the cause, continue it with: simulacra run --resume {sim.run_dir}", file=sys.stderr)
+            return 1
         bar.close()
     (sim.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
     if args.json:
@@ -223,7 +260,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         print(format_summary(summary))
     if summary.get("stopped"):
-        print(f"simulacra: run {summary['stopped']}", file=sys.stderr)
+        print(f"simulacra: run {summary['stopped']}\nsimulacra: continue it with: simulacra run --resume "
+              f"{sim.run_dir}", file=sys.stderr)
         return 3
     return 0
 
@@ -372,6 +410,9 @@ def cmd_view(args: argparse.Namespace) -> int:
     from simulacra.config import load_config
     from simulacra.viewer.state import ReplayState, TraceFollower
 
+    if args.resume is not None or args.allow_changed:
+        raise SimulacraError("view starts a new run; resume one with 'simulacra run --resume <dir>' and watch it with "
+                             "'simulacra replay <dir>'")
     try:
         width, height = (int(v) for v in args.size.lower().split("x"))
     except ValueError:

@@ -108,6 +108,9 @@ class EmbeddingConfig(_Section):
     model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers name or local path")
     device: str = "cpu"
     batch_size: int = Field(64, ge=1)
+    exact: bool = Field(True, description="embed each text alone, so that its vector never depends on the texts "
+                        "sharing its batch (a resumed run is then byte-identical); false batches, faster, and a resume "
+                        "may differ in the last digits of scores")
     cache_size: int = Field(50_000, ge=0, description="texts whose embeddings are kept in memory")
 
 
@@ -143,6 +146,8 @@ class SimulationConfig(_Section):
     conversation_turns: int = Field(4, ge=2, description="most utterances in one conversation")
     news_min_rating: int = Field(4, ge=1, le=10, description="memories rated at least this are worth telling")
     news_max_age_minutes: int = Field(24 * 60, gt=0, description="news older than this is not retold")
+    checkpoint_every: int = Field(1, ge=1, description="ticks between checkpoints (a resume redoes at most this "
+                                  "many minus one); the last tick of a run is always checkpointed")
 
 
 class LLMConfig(_Section):

@@ -273,3 +273,8 @@ class RaterError(SimulacraError):
 
 class RunExistsError(SimulacraError):
     """The run folder already exists and overwriting was not asked for."""
+
+
+class CheckpointError(SimulacraError):
+    """A run cannot be resumed from its checkpoint (missing, malformed, inconsistent with the stores or trace,
+    or its input files changed); the message says which file and why."""

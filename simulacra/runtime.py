@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from simulacra.config import Config
-from simulacra.errors import RunExistsError, SimulacraError
+from simulacra.errors import CheckpointError, RunExistsError, SimulacraError
 from simulacra.memory.records import MemoryRecord, memory_id
 from simulacra.memory.store import MemoryTier
 from simulacra.memory.stream import AgentMemory, open_chroma
@@ -115,8 +115,10 @@ class Runtime:
 
 def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Path | None = None,
                   db_dir: str | Path = "database", run_name: str | None = None, overwrite: bool = False,
-                  embedder=None, agents: list[str] | None = None) -> Runtime:
+                  embedder=None, agents: list[str] | None = None, resume: bool = False) -> Runtime:
     """Load the world, prepare ``<db_dir>/<run_name>/``, and build every part of a run.
+
+    With ``resume`` the run folder must exist and is kept as it is (its stores are reopened).
 
     Order: world and personas (validated), run folder, embedder, language model (a bundled local model is
     started here when ``llm.provider: local``), rater (connected, or started in-process with the model's
@@ -125,6 +127,7 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
     Raises:
         WorldError, PersonaError: invalid input files (naming file and field).
         RunExistsError: the run folder exists and ``overwrite`` is false.
+        CheckpointError: ``resume`` and the run folder does not exist.
         RaterError: no rater answers and none can be started.
         LLMError: the configured model cannot be set up (missing key, bundled model not installed).
         SimulacraError: ``agents`` names someone who is not a resident.
@@ -140,17 +143,23 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
                              f"{', '.join(world.personas)})")
     run_name = run_name or f"{Path(world_path).stem}-seed{config.simulation.seed}"
     run_dir = Path(db_dir) / run_name
-    if run_dir.exists():
-        if not overwrite:
-            raise RunExistsError(f"run folder {run_dir} exists; pass --overwrite or choose another --run-name")
-        forget_chroma_clients()
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True)
+    if resume:
+        if not run_dir.is_dir():
+            raise CheckpointError(f"{run_dir}: no such run folder to resume")
+    else:
+        if run_dir.exists():
+            if not overwrite:
+                raise RunExistsError(f"run folder {run_dir} exists; pass --overwrite or choose another --run-name, "
+                                     f"or continue it with: simulacra run --resume {run_dir}")
+            forget_chroma_clients()
+            shutil.rmtree(run_dir)
+        run_dir.mkdir(parents=True)
     closers: list[Callable[[], None]] = []
     try:
         if embedder is None:
             e = config.embedding
-            embedder = CachedEmbedder(SentenceTransformerEmbedder(e.model, e.device, e.batch_size), e.cache_size)
+            embedder = CachedEmbedder(SentenceTransformerEmbedder(e.model, e.device, e.batch_size, e.exact),
+                                      e.cache_size)
         llm = build_language_model(config, run_dir, closers)
         r = config.rater
         backend = None

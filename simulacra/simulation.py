@@ -20,10 +20,13 @@ from typing import Any
 import numpy as np
 
 from simulacra import __version__
+from simulacra.checkpoint import CHECKPOINT, changed_inputs, input_hashes, read_checkpoint, write_checkpoint
 from simulacra.clock import GameClock, format_hhmm
-from simulacra.config import Config
-from simulacra.errors import RaterError
+from simulacra.config import Config, config_from_dict
+from simulacra.errors import CheckpointError, RaterError
+from simulacra.killpoint import kill_point
 from simulacra.llm.base import BudgetExceeded
+from simulacra.memory.stream import roll_back
 from simulacra.runtime import Runtime, build_runtime
 from simulacra.runtime import static_records as static_records  # re-exported: the viewer and tests use it
 from simulacra.state import AgentState, TownState
@@ -39,7 +42,7 @@ from simulacra.tick import (
     retrieve_stage,
     world_events,
 )
-from simulacra.trace import TraceWriter
+from simulacra.trace import TraceWriter, read_header
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +64,15 @@ class Simulation:
         rt: the run's parts; state: the town between ticks; memories: agent id -> its memory stream.
     """
 
-    def __init__(self, rt: Runtime):
+    def __init__(self, rt: Runtime, checkpoint: dict[str, Any] | None = None):
         self.rt = rt
         world = rt.world
+        self.stopped: str | None = None
+        self.history_usage: Counter = Counter()
+        self.target_ticks: int | None = None
+        if checkpoint is not None:
+            self._restore(checkpoint)
+            return
         self.state = TownState(
             start_minute=world.start_minute, tick_minutes=world.tick_minutes,
             rng=np.random.default_rng(rt.config.simulation.seed),
@@ -74,8 +83,45 @@ class Simulation:
             self.state.posted_topics = {r.extra["topic"] for r in rt.shared.records if r.extra.get("topic")}
         self.trace = TraceWriter(rt.run_dir / "trace.jsonl", self._header())
         self.ticks_done = 0
-        self.stopped: str | None = None
-        self.history_usage: Counter = Counter()
+        self.checkpoint()
+
+    def _restore(self, ck: dict[str, Any]) -> None:
+        """Take up the run at checkpoint ``ck`` (:mod:`simulacra.checkpoint`): state, stores, trace."""
+        rt = self.rt
+        if sorted(ck["memory"]) != sorted(rt.agents):
+            raise CheckpointError(f"{rt.run_dir / CHECKPOINT}: agents {sorted(ck['memory'])} differ from the run's "
+                                  f"{sorted(rt.agents)}")
+        self.state = TownState.from_dict(ck["state"])
+        self.ticks_done = int(ck["ticks_done"])
+        self.target_ticks = ck.get("target_ticks")
+        self.history_usage = Counter(ck.get("history_usage", {}))
+        restored = Counter()
+        for pid in rt.agents:
+            a = self.state.agents[pid]
+            restored.update(rt.memories[pid].restore(ck["memory"][pid], a.importance_since_reflection,
+                                                     a.last_reflection, a.last_consolidation))
+        if rt.shared is not None:
+            restored["dropped"] += roll_back(rt.shared, ck.get("shared") or [])
+        self.trace = TraceWriter(rt.run_dir / "trace.jsonl", resume_at=int(ck["trace_bytes"]))
+        self._checkpointed = self.ticks_done
+        log.info("resumed %s after tick %d: %d memories restored, %d written after the checkpoint dropped",
+                 rt.run_dir, self.ticks_done - 1, restored["restored"], restored["dropped"])
+
+    def checkpoint(self) -> None:
+        """Write ``checkpoint.json`` for the ticks done so far (:mod:`simulacra.checkpoint`), then empty the
+        stores' trash (memories deleted since the previous checkpoint)."""
+        rt = self.rt
+        self.trace.sync()
+        write_checkpoint(rt.run_dir, {
+            "ticks_done": self.ticks_done, "target_ticks": self.target_ticks, "trace_bytes": self.trace.size,
+            "config": rt.config.to_dict(), "state": self.state.to_dict(),
+            "memory": {pid: rt.memories[pid].snapshot() for pid in rt.agents},
+            "shared": None if rt.shared is None else rt.shared.ids,
+            "history_usage": dict(sorted(self.history_usage.items())),
+        })
+        self._checkpointed = self.ticks_done
+        for pid in rt.agents:
+            rt.memories[pid].empty_trash()
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -94,6 +140,49 @@ class Simulation:
                            agents)
         try:
             return cls(rt)
+        except BaseException:
+            rt.close()
+            raise
+
+    @classmethod
+    def resume(cls, run_dir: str | Path, embedder=None, allow_changed: bool = False,
+               rater_url: str | None = None) -> Simulation:
+        """Continue a run from its last checkpoint, with the run's own config, world and persona files (as the
+        trace header records them).
+
+        The trace is cut back to the checkpoint's length and the stores rolled back to its memories, so that the
+        ticks run next are exactly those an uninterrupted run would have run (scripted backend).
+
+        Args:
+            run_dir: the run folder (``database/<run>``).
+            allow_changed: resume although the world or a persona file changed since the run started.
+            rater_url: the rater to use instead of the run's ``rater.url`` (a rater restarted elsewhere).
+        Raises:
+            CheckpointError: no or a malformed checkpoint, a changed input file (naming it), or stores and trace
+                that cannot be brought back to the checkpoint.
+            TraceFormatError: the trace has no valid header.
+        """
+        run_dir = Path(run_dir)
+        ck = read_checkpoint(run_dir)
+        header = read_header(run_dir)
+        if "inputs" not in header:
+            raise CheckpointError(f"{run_dir / 'trace.jsonl'}: the header does not record its input files (a run of an "
+                                  f"older simulacra); it cannot be resumed")
+        changed = changed_inputs(header["inputs"])
+        if changed and not allow_changed:
+            raise CheckpointError(f"cannot resume {run_dir}: " + "; ".join(changed)
+                                  + ". Restore the file, or pass --allow-changed to resume with it as it is now")
+        for problem in changed:
+            log.warning("resuming %s although its %s", run_dir, problem)
+        data = header["config"]
+        if rater_url is not None:
+            data = {**data, "rater": {**data["rater"], "url": rater_url}}
+        config = config_from_dict(data, f"{run_dir / 'trace.jsonl'}: header config")
+        world_path = next(iter(header["inputs"]["world"]))
+        rt = build_runtime(world_path, config, header["personas_dir"], run_dir.parent, run_dir.name,
+                           embedder=embedder, agents=header["agents"], resume=True)
+        try:
+            return cls(rt, checkpoint=ck)
         except BaseException:
             rt.close()
             raise
@@ -145,6 +234,8 @@ class Simulation:
             "mind": self.rt.mind.name,
             "embedding_model": getattr(self.rt.embedder, "name", "?"),
             "world_file": Path(w.source).name,
+            "inputs": input_hashes(w),
+            "personas_dir": str(Path(next(iter(w.persona_files.values()))).resolve().parent),
             "world": w.model_dump(mode="json", exclude={"source"}),
             "personas": {pid: w.personas[pid].model_dump(mode="json") for pid in self.rt.agents},
             "agents": list(self.rt.agents),
@@ -163,6 +254,7 @@ class Simulation:
         """
         rt, state = self.rt, self.state
         now, tick = state.now, state.tick
+        kill_point("tick", tick)
         clock = format_hhmm(now)
         notable: list[str] = []
 
@@ -178,7 +270,7 @@ class Simulation:
                     notices.append(n)
 
         perception = perceive_stage(state, rt, events, objects, now, tick)
-        seen = remember_stage(rt, notices + perception.pending)
+        seen = remember_stage(rt, notices + perception.pending, "remember1")
         retrieval = retrieve_stage(state, rt, perception, seen.ratings, now)
         decided = decide_stage(state, rt, retrieval, now, tick)
         applied = apply_stage(rt, decided.actions)
@@ -188,7 +280,7 @@ class Simulation:
         for pid, place in applied.positions.items():
             state.agents[pid].place = place
         conversed = converse_stage(state, rt, decided.pairs, doing, now, tick)
-        said = remember_stage(rt, decided.pending + conversed.pending)
+        said = remember_stage(rt, decided.pending + conversed.pending, "remember2")
         reflected = reflect_stage(rt, now, tick)
         consolidated = consolidate_stage(rt, now)
 
@@ -249,6 +341,8 @@ class Simulation:
         self.trace.write(record)
         state.tick += 1
         self.ticks_done += 1
+        if self.ticks_done % rt.config.simulation.checkpoint_every == 0:
+            self.checkpoint()
         return TickResult(record, notable)
 
     # ----------------------------------------------------------------- runs
@@ -257,9 +351,12 @@ class Simulation:
 
         A rater that fails for good (unreachable after its retries, or its LLM budget spent) or a spent model
         budget stops the run cleanly: the trace ends at the last complete tick and the summary's ``stopped``
-        says why. (Memories of the unfinished tick may already be stored; their ids are deterministic, so
-        running that tick again overwrites them.)
+        says why. Any other exception propagates; in every case the last checkpoint (:meth:`checkpoint`, at
+        the latest after the last complete tick when ``simulation.checkpoint_every`` is 1) is where
+        :meth:`resume` takes up the run, undoing what the unfinished tick wrote. The last tick run is always
+        checkpointed; ``target_ticks`` (ticks done + ``ticks``) is recorded for ``simulacra run --resume``.
         """
+        self.target_ticks = self.ticks_done + ticks
         for _ in range(ticks):
             try:
                 result = self.step()
@@ -269,6 +366,9 @@ class Simulation:
                 break
             if on_tick is not None:
                 on_tick(result)
+        # after a failed tick the stores hold part of it: the last checkpoint stays the one to resume from
+        if self.stopped is None and self._checkpointed != self.ticks_done:
+            self.checkpoint()
         return self.summary()
 
     def summary(self) -> dict[str, Any]:

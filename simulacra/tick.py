@@ -34,6 +34,7 @@ from simulacra.cognition.plan import Action, action_for, is_asleep, is_free
 from simulacra.cognition.reflect import ReflectionRequest, focal_points, gather_evidence, insight_records
 from simulacra.cognition.scripted import news_candidates, wake_minute
 from simulacra.errors import RaterError
+from simulacra.killpoint import kill_point
 from simulacra.memory.records import MemoryRecord, RetrievedMemory, memory_id
 from simulacra.runtime import Runtime
 from simulacra.state import TownState
@@ -181,9 +182,10 @@ class Remembered:
     ratings: dict[str, int]
 
 
-def remember_stage(rt: Runtime, pending: Sequence[Pending]) -> Remembered:
+def remember_stage(rt: Runtime, pending: Sequence[Pending], phase: str = "remember") -> Remembered:
     """Rate (one rater request) and embed (one batch) the pending memories, then write each owner's in one
-    write. The same id twice in one tick is written once.
+    write. The same id twice in one tick is written once. ``phase`` names the batch for
+    :func:`~simulacra.killpoint.kill_point` (after the first owner's write).
 
     Raises:
         RaterError: the rater failed for good (the run then stops at the last complete tick).
@@ -209,6 +211,7 @@ def remember_stage(rt: Runtime, pending: Sequence[Pending]) -> Remembered:
                      "kind": r.kind, "rating": r.rating, "timestamp": r.timestamp} for r in recs]
         else:
             ops += rt.memories[owner].add(recs, emb)
+        kill_point(phase)
     return Remembered(ops, ratings)
 
 
@@ -606,6 +609,7 @@ def reflect_stage(rt: Runtime, now: int, tick: int) -> Reflected:
         if recs:
             emb = np.stack([vectors[r.text] for r in recs])
             ops += rt.memories[pid].add_long_term(recs, emb, now)
+            kill_point("reflect")
     return Reflected(ops, failures, notable)
 
 
@@ -614,4 +618,5 @@ def consolidate_stage(rt: Runtime, now: int) -> list[dict[str, Any]]:
     ops: list[dict[str, Any]] = []
     for pid in rt.agents:
         ops += rt.memories[pid].consolidate(now)
+        kill_point("consolidate")
     return ops

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from simulacra.errors import SimulacraError
+from simulacra.errors import CheckpointError, SimulacraError
+from simulacra.killpoint import kill_point
 
 SCHEMA_VERSION = 2
 
@@ -46,17 +48,59 @@ def dumps(record: dict[str, Any]) -> str:
 
 
 class TraceWriter:
-    """Appends records to a trace file, flushing each line (a killed run keeps every finished tick)."""
+    """Appends records to a trace file, flushing each line (a killed run keeps every finished tick).
 
-    def __init__(self, path: str | Path, header: dict[str, Any]):
+    Args:
+        path: the ``trace.jsonl`` to write; header: written as line 1 of a new file.
+        resume_at: instead of starting a new file, keep the first ``resume_at`` bytes of the existing one (a
+            checkpoint's trace length: a header and whole tick lines) and append after them.
+
+    Attributes:
+        size: bytes in the file after the last record written.
+    Raises:
+        CheckpointError: ``resume_at`` is longer than the file, or does not end a line.
+    """
+
+    def __init__(self, path: str | Path, header: dict[str, Any] | None = None, resume_at: int | None = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = self.path.open("w", encoding="utf-8")
-        self.write({"type": "header", "schema_version": SCHEMA_VERSION, **header})
+        if resume_at is None:
+            self._fh = self.path.open("wb")
+            self.size = 0
+            self.write({"type": "header", "schema_version": SCHEMA_VERSION, **(header or {})})
+            return
+        fh = self.path.open("r+b")
+        try:
+            length = fh.seek(0, 2)
+            if length < resume_at:
+                raise CheckpointError(f"{self.path}: {length} bytes, shorter than the {resume_at} bytes its checkpoint "
+                                      f"recorded; the trace was cut outside simulacra")
+            fh.seek(max(resume_at - 1, 0))
+            if resume_at and fh.read(1) != b"\n":
+                raise CheckpointError(f"{self.path}: byte {resume_at} of the checkpoint does not end a line")
+            fh.truncate(resume_at)
+        finally:
+            fh.close()
+        self._fh = self.path.open("ab")
+        self.size = resume_at
 
     def write(self, record: dict[str, Any]) -> None:
-        self._fh.write(dumps(record) + "\n")
+        data = (dumps(record) + "\n").encode("utf-8")
+
+        def half_line() -> None:  # what a kill in the middle of the write leaves behind
+            self._fh.write(data[: len(data) // 2])
+            self._fh.flush()
+
+        if record.get("type") == "tick":
+            kill_point("trace", before=half_line)
+        self._fh.write(data)
         self._fh.flush()
+        self.size += len(data)
+
+    def sync(self) -> None:
+        """Force the written lines to disk (``fsync``), before a checkpoint refers to them."""
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
 
     def close(self) -> None:
         if not self._fh.closed:
@@ -82,6 +126,17 @@ def read_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     if header is None:
         raise TraceFormatError(f"{path}: empty trace")
     return header, ticks
+
+
+def read_header(path: str | Path) -> dict[str, Any]:
+    """The header (line 1) of a trace, without reading the rest (which may end in a half-written line).
+
+    Raises:
+        TraceFormatError: no trace there, or line 1 is not a valid header.
+    """
+    for _, record in iter_trace(path):
+        return record
+    raise TraceFormatError(f"{path}: empty trace")
 
 
 def iter_trace(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:

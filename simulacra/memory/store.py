@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from simulacra.killpoint import kill_point
 from simulacra.memory.index import BOUND_MIN_ROWS, MirrorIndex
 from simulacra.memory.lexical import LexicalIndex
 from simulacra.memory.records import MemoryRecord, RetrievedMemory
@@ -92,6 +93,11 @@ class MemoryTier:
 
     def __contains__(self, memory_id: str) -> bool:
         return memory_id in self._row
+
+    @property
+    def ids(self) -> list[str]:
+        """The tier's ids in row order."""
+        return [r.id for r in self._records]
 
     @property
     def records(self) -> list[MemoryRecord]:
@@ -216,6 +222,7 @@ class MemoryTier:
         self.collection.upsert(
             ids=ids, embeddings=emb, documents=[r.text for r in records], metadatas=[r.to_metadata() for r in records]
         )
+        kill_point("chroma")
         new = []
         for j, rec in enumerate(records):
             row = self._row.get(rec.id)
@@ -240,6 +247,25 @@ class MemoryTier:
         self._row = {r.id: i for i, r in enumerate(self._records)}
         self.index.keep(keep)
         self.lexical.keep(keep)
+
+    def reorder(self, ids: Sequence[str]) -> None:
+        """Put the rows in the order of ``ids`` (exactly the tier's ids), as a checkpoint recorded them: ties in
+        retrieval and the order of trace candidates follow row order, and a reopened tier's rows are sorted by
+        (tick, id), not by insertion.
+
+        Raises:
+            ValueError: ``ids`` is not a permutation of the tier's ids.
+        """
+        ids = list(ids)
+        if len(ids) != len(self._records) or set(ids) != set(self._row):
+            raise ValueError(f"reorder of tier {self.tier}: the ids given are not the tier's ids")
+        if ids == self.ids:
+            return
+        rows = [self._row[i] for i in ids]
+        records, emb = [self._records[r] for r in rows], self.index.embeddings[rows].copy()
+        self._records, self._row = [], {}
+        self.index = MirrorIndex(self.dim, self.space, self.index.bound_min_rows)
+        self._append(records, emb)
 
     def update_metadata(self, records: Sequence[MemoryRecord]) -> None:
         """Rewrite the metadata of existing records (one Chroma call), e.g. after marking access."""

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from simulacra.config import MemoryConfig
+from simulacra.errors import CheckpointError
+from simulacra.killpoint import kill_point
 from simulacra.memory.records import TIERS, MemoryRecord, RetrievedMemory
 from simulacra.memory.scoring import ScoringParams
 from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
@@ -66,6 +68,8 @@ class AgentMemory:
         self.tiers: dict[str, MemoryTier] = {
             name: MemoryTier(self.client, name, dim, config.distance) for name in TIERS
         }
+        # memories deleted since the last checkpoint, kept until the next one so that a resume can restore them
+        self.trash = MemoryTier(self.client, "trash", dim, config.distance)
         self.shared = shared
         self.last_consolidation: float | None = None
         self.importance_since_reflection = 0.0
@@ -190,7 +194,7 @@ class AgentMemory:
             if promote:
                 moved = [replace(r, long_term_since=now) for r in promote]
                 self.long_term.upsert(moved, st.embeddings_of([r.id for r in promote]))
-            st.delete([r.id for r in old])
+            self._delete(st, old)
             for r in old:
                 if r.id in promoted_ids:
                     ops.append({"op": "move", "agent": self.agent, "id": r.id, "from": "short_term",
@@ -210,12 +214,57 @@ class AgentMemory:
             return []
         imp = lt.importance(now, self.config.long_term_decay_per_hour)
         gone = [(r, float(i)) for r, i in zip(lt.records, imp) if not math.isnan(i) and i < floor]
-        lt.delete([r.id for r, _ in gone])
+        self._delete(lt, [r for r, _ in gone])
         return [
             {"op": "forget", "agent": self.agent, "id": r.id, "tier": "long_term", "text": r.text,
              "importance": round(i, 6), "reason": f"decayed importance < {floor}"}
             for r, i in gone
         ]
+
+    def _delete(self, tier: MemoryTier, records: Sequence[MemoryRecord]) -> None:
+        """Delete ``records`` from ``tier``, keeping a copy in :attr:`trash` until :meth:`empty_trash` (after the
+        next checkpoint), so that rolling back to a checkpoint can bring them back."""
+        if not records:
+            return
+        ids = [r.id for r in records]
+        self.trash.upsert(list(records), tier.embeddings_of(ids))
+        kill_point("forget")
+        tier.delete(ids)
+
+    def empty_trash(self) -> None:
+        """Drop the copies of deleted memories (a checkpoint no longer needs them)."""
+        self.trash.delete(self.trash.ids)
+
+    def snapshot(self) -> dict[str, list[str]]:
+        """Per tier, its memory ids in row order (what a checkpoint records)."""
+        return {name: tier.ids for name, tier in self.tiers.items()}
+
+    def restore(self, snapshot: dict[str, Sequence[str]], importance_since_reflection: float,
+                last_reflection: float | None, last_consolidation: float | None) -> dict[str, int]:
+        """Roll the tiers back to ``snapshot`` (:meth:`snapshot` at a checkpoint) and set the reflection and
+        consolidation accumulators; returns how many memories were ``restored`` and ``dropped``.
+
+        A memory the checkpoint has and a tier lost is brought back from :attr:`trash` or from another tier
+        (consolidation writes long-term before deleting short-term), with its stored embedding; one written
+        after the checkpoint is deleted; rows are put back in the checkpoint's order.
+
+        Raises:
+            CheckpointError: a memory of the checkpoint is nowhere in the agent's store.
+        """
+        unknown = set(snapshot) - set(self.tiers)
+        if unknown:
+            raise CheckpointError(f"checkpoint of {self.agent}: unknown tiers {sorted(unknown)}")
+        counts = {"restored": 0, "dropped": 0}
+        for name, want in snapshot.items():
+            others = [self.trash] + [t for n, t in self.tiers.items() if n != name]
+            counts["restored"] += restore_missing(self.tiers[name], want, others, self.agent, name == "short_term")
+        for name, want in snapshot.items():
+            counts["dropped"] += roll_back(self.tiers[name], want)
+        self.empty_trash()
+        self.importance_since_reflection = importance_since_reflection
+        self.last_reflection = last_reflection
+        self.last_consolidation = last_consolidation
+        return counts
 
     def mark_accessed(self, ids: Iterable[str], now: float) -> None:
         """Set ``last_accessed = now`` on these memories (explicit: retrieval itself never writes)."""
@@ -342,3 +391,37 @@ class AgentMemory:
                 items.append((r, float(imp)))
         items.sort(key=lambda x: (-x[1], -(x[0].timestamp or 0), x[0].id))
         return items[:n]
+
+
+def restore_missing(tier: MemoryTier, want: Sequence[str], sources: Sequence[MemoryTier], owner: str,
+                    short_term: bool = False) -> int:
+    """Write back into ``tier`` the ids of ``want`` it lacks, copied (record and embedding) from the first of
+    ``sources`` that holds each (``long_term_since`` cleared when ``short_term``); returns how many.
+
+    Raises:
+        CheckpointError: an id is in none of the sources.
+    """
+    missing = [i for i in want if i not in tier]
+    if not missing:
+        return 0
+    recs, embs = [], []
+    for i in missing:
+        src = next((s for s in sources if i in s), None)
+        if src is None:
+            raise CheckpointError(f"memory {i} of {owner}'s {tier.tier} tier is in the checkpoint but no longer in the "
+                                  f"store; the run folder was changed outside simulacra and cannot be resumed")
+        rec = src.get(i)
+        recs.append(replace(rec, long_term_since=None) if short_term and src.tier != "trash" else rec)
+        embs.append(src.embeddings_of([i])[0])
+    tier.upsert(recs, np.stack(embs))
+    return len(recs)
+
+
+def roll_back(tier: MemoryTier, want: Sequence[str]) -> int:
+    """Delete from ``tier`` every id not in ``want`` (all present) and order its rows as ``want``; returns how
+    many were deleted."""
+    keep = set(want)
+    extra = [i for i in tier.ids if i not in keep]
+    tier.delete(extra)
+    tier.reorder(want)
+    return len(extra)

@@ -98,6 +98,7 @@ class World(_Strict):
     def model_post_init(self, __context) -> None:
         self._graph = None
         self._personas: dict[str, Persona] = {}
+        self._persona_files: dict[str, str] = {}
 
     @property
     def graph(self) -> nx.Graph:
@@ -113,6 +114,11 @@ class World(_Strict):
     def personas(self) -> dict[str, Persona]:
         """The residents' personas by id, in the world file's order."""
         return self._personas
+
+    @property
+    def persona_files(self) -> dict[str, str]:
+        """Resident id -> the path of the persona file it was loaded from."""
+        return self._persona_files
 
     @property
     def start_minute(self) -> int:
@@ -258,6 +264,7 @@ def load_world(path: str | Path, personas_dir: str | Path | None = None) -> Worl
             if other == rid:
                 raise WorldError(ppath, f"relationships.{other}", "a relationship with oneself")
     world._personas = personas
+    world._persona_files = {rid: str(pdir / f"{rid}.json") for rid in personas}
     return world
 
 

@@ -1,0 +1,249 @@
+"""Checkpoint and resume: a run killed with SIGKILL at chosen moments (real subprocesses) and resumed ends exactly as
+an uninterrupted run of the same seed, in its trace and in every memory store."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from simulacra.checkpoint import read_checkpoint
+from simulacra.config import load_config
+from simulacra.errors import CheckpointError
+from simulacra.simulation import Simulation
+from simulacra.trace import TraceWriter
+from tests.conftest import DATA, ROOT
+
+TICKS = 12
+SEED = 3
+#: a town where, within 12 ticks, agents talk, consolidation promotes and forgets, and reflections are made
+SETTINGS = ["simulation.conversation_probability=1.0", "reflection.threshold=40",
+            "memory.consolidation_interval_minutes=30", "memory.consolidation_age_minutes=20",
+            "memory.promote_threshold=0.3", f"simulation.seed={SEED}"]
+PERCEPT_KINDS = {"event", "observation"}
+
+
+def cli(db, rater_url, *args, kill_at=None):
+    env = {k: v for k, v in os.environ.items() if k != "SIMULACRA_KILL_AT"}
+    if kill_at is not None:
+        env["SIMULACRA_KILL_AT"] = kill_at
+    return subprocess.run([sys.executable, "-m", "simulacra.cli", "run", "--db-dir", str(db), "--rater-url", rater_url,
+                           "--quiet", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+
+def new_run_args(name):
+    args = ["--world", str(DATA / "tiny.yaml"), "--personas-dir", str(DATA / "personas"), "--ticks", str(TICKS),
+            "--run-name", name]
+    for s in SETTINGS:
+        args += ["--set", s]
+    return args
+
+
+def tick_lines(run_dir):
+    return (run_dir / "trace.jsonl").read_bytes().split(b"\n")[1:]
+
+
+def stores(run_dir):
+    """agent -> tier -> {id: (text, metadata, embedding bytes)}, read straight from Chroma."""
+    import chromadb
+    from chromadb.config import Settings
+
+    from simulacra.runtime import forget_chroma_clients
+
+    out = {}
+    for agent in ("ann", "ben", "cal"):
+        client = chromadb.PersistentClient(path=str(run_dir / agent), settings=Settings(anonymized_telemetry=False))
+        out[agent] = {}
+        for tier in ("static", "short_term", "long_term", "trash"):
+            got = client.get_collection(tier).get(include=["documents", "metadatas", "embeddings"])
+            out[agent][tier] = {i: (d, m, np.asarray(e, dtype=np.float32).tobytes())
+                                for i, d, m, e in zip(got["ids"], got["documents"], got["metadatas"],
+                                                      got["embeddings"])}
+    forget_chroma_clients()
+    return out
+
+
+def reachable(ticks):
+    """(tick, phase) pairs the reference run passes through, read from its trace."""
+    out = []
+    for t in ticks:
+        n, ops = t["tick"], t["memory"]
+        adds = [o for o in ops if o["op"] == "add"]
+        out += [(n, "tick"), (n, "trace"), (n, "checkpoint"), (n, "consolidate")]
+        if any(o["kind"] in PERCEPT_KINDS for o in adds):
+            out.append((n, "remember1"))
+        if any(o["kind"] not in PERCEPT_KINDS | {"reflection"} for o in adds):
+            out.append((n, "remember2"))
+        if adds or any(o["op"] == "move" for o in ops):
+            out.append((n, "chroma"))
+        if any(o["op"] in ("move", "forget") for o in ops):
+            out.append((n, "forget"))
+        if any(o["op"] == "reflect" and o["insights"] for o in ops):
+            out.append((n, "reflect"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, rater_url):
+    """An uninterrupted run of the CLI: its folder and its tick records."""
+    db = tmp_path_factory.mktemp("ref")
+    r = cli(db, rater_url, *new_run_args("ref"))
+    assert r.returncode == 0, r.stderr
+    run_dir = db / "ref"
+    return run_dir, [json.loads(x) for x in tick_lines(run_dir) if x]
+
+
+def test_sigkill_at_random_moments_then_resume_ends_byte_identical(tmp_path, rater_url, reference):
+    ref_dir, ref_ticks = reference
+    points = reachable(ref_ticks)
+    phases = {p for _, p in points}
+    # the run must exercise what the kills are meant to hit
+    assert {"remember1", "remember2", "chroma", "forget", "reflect", "trace"} <= phases
+    rng = random.Random(20261124)
+    kills = [rng.choice([x for x in points if x[1] == phase])
+             for phase in ("remember1", "remember2", "chroma", "forget", "reflect", "trace")]
+    kills += rng.sample(points, 3)
+    kills.sort()
+    run_dir = tmp_path / "k"
+    for i, (tick, phase) in enumerate(kills):
+        args = new_run_args("k") if i == 0 else ["--resume", str(run_dir)]
+        r = cli(tmp_path, rater_url, *args, kill_at=f"tick={tick}:phase={phase}")
+        assert r.returncode == -signal.SIGKILL, (tick, phase, r.returncode, r.stderr[-2000:])
+        if phase == "trace":  # killed in the middle of the tick's line
+            assert not (run_dir / "trace.jsonl").read_bytes().endswith(b"\n")
+        ck = read_checkpoint(run_dir)
+        assert ck["ticks_done"] == tick  # the killed tick is not in the checkpoint
+    r = cli(tmp_path, rater_url, "--resume", str(run_dir))
+    assert r.returncode == 0, r.stderr
+    assert tick_lines(run_dir) == tick_lines(ref_dir)
+    got, want = stores(run_dir), stores(ref_dir)
+    for agent in want:
+        for tier in want[agent]:
+            assert got[agent][tier].keys() == want[agent][tier].keys(), (agent, tier)
+            assert got[agent][tier] == want[agent][tier], (agent, tier)
+    assert all(not s["trash"] for s in got.values())
+    assert sum(len(s["long_term"]) for s in want.values()) > 0
+
+
+def test_an_exception_in_a_stage_stops_the_run_resumably(tmp_path, rater_url, reference):
+    ref_dir, ref_ticks = reference
+    tick = min(t for t, phase in reachable(ref_ticks) if phase == "remember2" and t >= 3)  # half the stores written
+    r = cli(tmp_path, rater_url, *new_run_args("x"), kill_at=f"tick={tick}:phase=remember2:mode=raise")
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    assert "InjectedFault" in r.stderr and f"simulacra run --resume {tmp_path / 'x'}" in r.stderr
+    assert read_checkpoint(tmp_path / "x")["ticks_done"] == tick
+    r = cli(tmp_path, rater_url, "--resume", str(tmp_path / "x"))
+    assert r.returncode == 0, r.stderr
+    assert tick_lines(tmp_path / "x") == tick_lines(ref_dir)
+
+
+def copy_inputs(tmp_path):
+    shutil.copy(DATA / "tiny.yaml", tmp_path / "tiny.yaml")
+    shutil.copytree(DATA / "personas", tmp_path / "personas")
+    return tmp_path / "tiny.yaml", tmp_path / "personas"
+
+
+def test_resume_refuses_a_changed_persona_file_unless_allowed(tmp_path, rater_url, embedder):
+    world, personas = copy_inputs(tmp_path)
+    config = load_config(None, [f"rater.url={rater_url}"])
+    with Simulation.create(world, config, personas_dir=personas, db_dir=tmp_path / "db", run_name="c",
+                           embedder=embedder) as sim:
+        sim.run(2)
+    ben = personas / "ben.json"
+    ben.write_text(ben.read_text() + "\n")
+    with pytest.raises(CheckpointError, match=f"personas file {ben.resolve()} changed.*--allow-changed"):
+        Simulation.resume(tmp_path / "db" / "c", embedder=embedder)
+    with Simulation.resume(tmp_path / "db" / "c", embedder=embedder, allow_changed=True) as sim:
+        assert sim.ticks_done == 2 and sim.state.tick == 2
+        sim.run(1)
+    world.unlink()
+    with pytest.raises(CheckpointError, match=f"world file {world.resolve()} is missing"):
+        Simulation.resume(tmp_path / "db" / "c", embedder=embedder)
+
+
+def test_checkpoint_every_n_ticks_resumes_from_the_last_one(tmp_path, rater_url, reference):
+    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+
+    _, ref_ticks = reference
+    embedder = CachedEmbedder(SentenceTransformerEmbedder(exact=True))  # as the CLI's run (embedding.exact)
+    config = load_config(None, [f"rater.url={rater_url}", *SETTINGS, "simulation.checkpoint_every=3"])
+    sim = Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
+                            run_name="n", embedder=embedder)
+    with sim:
+        for _ in range(5):  # a crash after tick 4: the last checkpoint is after tick 2
+            sim.step()
+    assert read_checkpoint(tmp_path / "n")["ticks_done"] == 3
+    with Simulation.resume(tmp_path / "n", embedder=embedder) as sim:
+        assert sim.ticks_done == 3 and len(tick_lines(tmp_path / "n")) == 4  # 3 lines and the final empty split
+        sim.run(TICKS - 3)
+    assert [json.loads(x) for x in tick_lines(tmp_path / "n") if x] == ref_ticks
+
+
+def test_trace_resume_checks_the_recorded_length(tmp_path):
+    w = TraceWriter(tmp_path / "t.jsonl", {"x": 1})
+    w.write({"type": "tick", "tick": 0})
+    size = w.size
+    w.write({"type": "tick", "tick": 1})
+    w.close()
+    with pytest.raises(CheckpointError, match="does not end a line"):
+        TraceWriter(tmp_path / "t.jsonl", resume_at=size - 1)
+    with pytest.raises(CheckpointError, match="shorter than"):
+        TraceWriter(tmp_path / "t.jsonl", resume_at=10_000)
+    w = TraceWriter(tmp_path / "t.jsonl", resume_at=size)
+    w.write({"type": "tick", "tick": 7})
+    w.close()
+    lines = (tmp_path / "t.jsonl").read_text().splitlines()
+    assert [json.loads(x).get("tick") for x in lines] == [None, 0, 7]
+
+
+def test_restore_brings_back_deleted_memories_and_the_row_order(tmp_path):
+    from simulacra.config import MemoryConfig
+    from simulacra.memory.records import MemoryRecord
+    from simulacra.memory.stream import AgentMemory
+    from simulacra.runtime import forget_chroma_clients
+    from tests.conftest import unit
+
+    cfg = MemoryConfig(short_term_min_entries=0, consolidation_age_minutes=60, promote_threshold=0.5)
+    mem = AgentMemory("a", tmp_path / "a", cfg, 8)
+    # ids chosen so that (tick, id) order, which a reopened tier has, differs from the insertion order
+    recs = [MemoryRecord(id=i, text=f"memory {i}", kind="observation", rating=r, timestamp=0.0, tick=0)
+            for i, r in (("m3", 9), ("m1", 2), ("m2", 7))]
+    mem.add(recs, np.stack([unit(1, k) for k in range(3)]))
+    snap, before = mem.snapshot(), {r.id: r for r in mem.short_term.records}
+    assert snap["short_term"] == ["m3", "m1", "m2"]
+    ops = mem.consolidate(1000.0, force=True)  # m3, m2 move to long-term, m1 is forgotten
+    assert sorted(o["op"] for o in ops) == ["forget", "move", "move"] and len(mem.short_term) == 0
+    mem.add([MemoryRecord(id="m9", text="later", kind="observation", rating=5, timestamp=1000.0, tick=6)],
+            unit(0, 1)[None])
+    counts = mem.restore(snap, 12.0, None, None)
+    assert counts == {"restored": 3, "dropped": 3}  # m3, m1, m2 back; m9 and the long-term copies dropped
+    assert mem.snapshot() == snap and mem.importance_since_reflection == 12.0
+    assert {r.id: r for r in mem.short_term.records} == before  # long_term_since cleared, metadata as before
+    np.testing.assert_array_equal(mem.short_term.embeddings_of(["m1"])[0], unit(1, 1))
+
+    forget_chroma_clients()
+    again = AgentMemory("a", tmp_path / "a", cfg, 8)  # reopened: rows sorted by (tick, id)
+    assert again.short_term.ids == ["m1", "m2", "m3"]
+    again.restore(snap, 0.0, None, None)
+    assert again.short_term.ids == ["m3", "m1", "m2"]
+
+    again.consolidate(2000.0, force=True)
+    again.empty_trash()  # the forgotten m1 is now nowhere; m3 and m2 can come back from long-term
+    with pytest.raises(CheckpointError, match="memory m1 of a's short_term tier is in the checkpoint"):
+        again.restore(snap, 0.0, None, None)
+
+    b = AgentMemory("b", tmp_path / "b", cfg, 8)
+    b.add(recs[::2], np.stack([unit(1, 0), unit(1, 2)]))  # m3 and m2, both promoted by consolidation
+    snap, before = b.snapshot(), {r.id: r for r in b.short_term.records}
+    b.consolidate(1000.0, force=True)
+    b.empty_trash()  # only the long-term copies are left
+    assert b.restore(snap, 0.0, None, None) == {"restored": 2, "dropped": 2}
+    assert {r.id: r for r in b.short_term.records} == before and len(b.long_term) == 0
