@@ -9,6 +9,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -80,12 +81,14 @@ class Runtime:
     closers: list[Callable[[], None]] = field(default_factory=list)
     _pool: ThreadPoolExecutor | None = None
 
-    @property
+    @cached_property
     def names(self) -> dict[str, str]:
+        """Agent id -> full name of the simulated residents (built once: every view of every tick uses it)."""
         return {pid: self.world.personas[pid].name for pid in self.agents}
 
-    @property
+    @cached_property
     def place_names(self) -> dict[str, str]:
+        """Place id -> name (built once)."""
         return {pid: p.name for pid, p in self.world.places.items()}
 
     def persona(self, agent: str) -> Persona:

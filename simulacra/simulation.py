@@ -274,8 +274,8 @@ class Simulation:
         retrieval = retrieve_stage(state, rt, perception, seen.ratings, now)
         decided = decide_stage(state, rt, retrieval, now, tick)
         applied = apply_stage(rt, decided.actions)
-        doing = {pid: next((s.activity for s in reversed(decided.steps[pid]) if s.covers(now)), a.activity)
-                 for pid, a in decided.actions.items()}
+        doing = {pid: step.activity if (step := decided.planned[pid]) is not None else decided.actions[pid].activity
+                 for pid in decided.actions}
         # conversations happen where the agents are after the world step
         for pid, place in applied.positions.items():
             state.agents[pid].place = place

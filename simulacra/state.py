@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from simulacra.cognition.mind import PlanItem
+from simulacra.cognition.mind import PlanItem, in_force
 
 
 @dataclass
@@ -49,10 +49,7 @@ class AgentState:
 
     def step_at(self, minute: float) -> PlanItem | None:
         """The decomposed action in force at ``minute`` (the latest made wins), else ``None``."""
-        for item in reversed(self.steps):
-            if item.covers(minute):
-                return item
-        return None
+        return in_force(self.steps, minute)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -27,6 +27,7 @@ from simulacra.cognition.mind import (
     PlanItem,
     Reaction,
     converse_line_by_line,
+    in_force,
     plan_memory_text,
     step_memory_text,
 )
@@ -89,17 +90,10 @@ def current_activity(state: TownState, rt: Runtime, agent: str, now: int) -> str
     return rt.persona(agent).routine_at(now % MINUTES_PER_DAY)[1].activity
 
 
-def retrieval_op(rt: Runtime, agent: str, query: str, purpose: str, found: Sequence[RetrievedMemory],
-                 query_embedding: np.ndarray, now: int) -> dict[str, Any]:
-    """A ``retrieve`` trace operation (:meth:`AgentMemory.retrieval_record`: results with their score terms, the
-    rule, and per tier every memory other weights or ``gamma`` could have returned, for ``simulacra rescore``)."""
-    return rt.memories[agent].retrieval_record(query, purpose, found, query_embedding, now)
-
-
 def retrieve_many(rt: Runtime, asks: Sequence[tuple[str, str, str]], now: int
                   ) -> tuple[list[list[RetrievedMemory]], list[dict[str, Any]]]:
     """Retrieve for ``(agent, query, purpose)`` each, with one embedding batch; returns the results in order
-    and their trace operations."""
+    and their trace operations (:meth:`AgentMemory.retrieval_record`)."""
     if not asks:
         return [], []
     vectors = rt.embedder.embed([q for _, q, _ in asks])
@@ -107,7 +101,7 @@ def retrieve_many(rt: Runtime, asks: Sequence[tuple[str, str, str]], now: int
     for (agent, query, purpose), qv in zip(asks, vectors):
         got = rt.memories[agent].retrieve(qv, now, query_text=query)
         found.append(got)
-        ops.append(retrieval_op(rt, agent, query, purpose, got, qv, now))
+        ops.append(rt.memories[agent].retrieval_record(query, purpose, got, qv, now))
     return found, ops
 
 
@@ -277,6 +271,7 @@ class Decided:
     plans: dict[str, list[PlanItem]]
     steps: dict[str, list[PlanItem]]
     step_keys: dict[str, str | None]
+    planned: dict[str, PlanItem | None]  # the plan's action in force now (None: the plan left a gap)
     actions: dict[str, Action]
     pairs: list[tuple[str, str]]
     pair_last_talk: dict[str, int]
@@ -320,7 +315,7 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
         pending.append(Pending(pid, new_record(pid, text, "plan", now, tick)))
 
     # 2. decompose the next hours when no action covers now (asleep: the plan item itself)
-    need = [pid for pid in state.agents if not any(s.covers(now) for s in steps[pid])]
+    need = [pid for pid in state.agents if in_force(steps[pid], now) is None]
 
     def decompose(pid):
         end = min(now + cfg.plan_hours_per_call * MINUTES_PER_HOUR, plan_start[pid] + MINUTES_PER_DAY)
@@ -357,8 +352,9 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
     # 4. this tick's action from the plan; a plan memory when the action in force changes
     actions: dict[str, Action] = {}
     step_keys: dict[str, str | None] = {}
+    planned: dict[str, PlanItem | None] = {}
     for pid, agent in state.agents.items():
-        step = next((s for s in reversed(steps[pid]) if s.covers(now)), None)
+        step = planned[pid] = in_force(steps[pid], now)
         if step is None:  # a plan that leaves a gap: stay and follow the routine's entry
             idx, entry = rt.persona(pid).routine_at(now % MINUTES_PER_DAY)
             step = PlanItem(now, now + rt.world.tick_minutes, entry.activity, entry.place, idx)
@@ -376,7 +372,8 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
             act = actions[me]
             actions[me] = Action("talk", f"talking with {rt.names[other]}", act.place, act.routine_index,
                                  partner=other)
-    return Decided(plan_start, plans, steps, step_keys, actions, pairs, last_talk, pending, records, ops, notable)
+    return Decided(plan_start, plans, steps, step_keys, planned, actions, pairs, last_talk, pending, records, ops,
+                   notable)
 
 
 def pair_conversations(state: TownState, rt: Runtime, actions: dict[str, Action],

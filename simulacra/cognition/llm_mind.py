@@ -196,7 +196,8 @@ class LLMMind:
         reflector: where insights come from: the run's rater, which reflects with this model when it measured well
             (one reflection prompt, in ``rater_server.llm_backend``), else offline.
     Attributes:
-        fallbacks: Counter of fallbacks per decision kind; retries: Counter of second asks per kind.
+        usage: Counter of ``<kind>_calls``, ``<kind>_retries`` (second asks), ``<kind>_prompt_tokens`` and
+            ``<kind>_completion_tokens`` per decision kind (fallbacks are counted from the decisions, in the run).
         reactive: ``True``: the tick asks this mind to react to salient percepts.
     """
 
@@ -211,8 +212,6 @@ class LLMMind:
         self.cfg = config.cognition
         self.scripted = ScriptedMind()
         self.name = f"llm:{model.name}"
-        self.fallbacks: Counter = Counter()
-        self.retries: Counter = Counter()
         self.usage: Counter = Counter()
 
     # ------------------------------------------------------------------ the one way to ask
@@ -232,7 +231,7 @@ class LLMMind:
         for attempt in range(2):
             msgs = messages
             if attempt:
-                self.retries[kind] += 1
+                self.usage[f"{kind}_retries"] += 1
                 msgs = messages + [{"role": "assistant", "content": raw[:500]},
                                    {"role": "user", "content": f"That answer cannot be used: {problem}. Answer "
                                                                "again with JSON that follows the schema."}]
@@ -264,7 +263,6 @@ class LLMMind:
                 problem = str(err).splitlines()[0][:300]
                 continue
             return Decision(value, tuple(memory_ids), "llm", tokens=(spent[0], spent[1]))
-        self.fallbacks[kind] += 1
         log.warning("%s: %s answer unusable (%s); raw answer %r; the scripted decision is taken", self.name, kind,
                     problem, raw[:300])
         d = fallback()

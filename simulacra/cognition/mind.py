@@ -57,6 +57,15 @@ class PlanItem:
         return f"{format_hhmm(self.start)}-{format_hhmm(self.end)} {self.activity} at {place_name}"
 
 
+def in_force(items: Sequence[PlanItem], minute: float) -> PlanItem | None:
+    """The item of ``items`` that covers ``minute`` (game minutes); the latest made wins (a reaction's step
+    overrides the plan's), ``None`` when none covers it."""
+    for item in reversed(items):
+        if item.covers(minute):
+            return item
+    return None
+
+
 @dataclass(frozen=True)
 class Reaction:
     """What an agent does about something it perceived: ``continue`` its plan, ``go`` to ``place`` (re-planning
