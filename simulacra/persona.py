@@ -58,11 +58,17 @@ class Persona(BaseModel):
     speech_style: str = ""
     interests: list[NonEmpty] = Field(default_factory=list)
     routine: list[RoutineEntry] = Field(min_length=1)
+    rest_day_routine: list[RoutineEntry] | None = Field(
+        None, min_length=1,
+        description="the routine of the world's rest days (World.rest_days); null = the same routine every day",
+    )
     relationships: dict[str, NonEmpty] = Field(default_factory=dict)
 
-    @field_validator("routine")
+    @field_validator("routine", "rest_day_routine")
     @classmethod
-    def _sorted(cls, v: list[RoutineEntry]) -> list[RoutineEntry]:
+    def _sorted(cls, v: list[RoutineEntry] | None) -> list[RoutineEntry] | None:
+        if v is None:
+            return v
         starts = [e.start_minute for e in v]
         for i in range(1, len(starts)):
             if starts[i] <= starts[i - 1]:
@@ -73,14 +79,21 @@ class Persona(BaseModel):
     def first_name(self) -> str:
         return self.name.split()[0]
 
-    def routine_at(self, minute_of_day: int) -> tuple[int, RoutineEntry]:
-        """The routine entry in force at ``minute_of_day`` (the last one started; before the first, the last
-        of the previous day) and its index."""
-        current = len(self.routine) - 1
-        for i, entry in enumerate(self.routine):
+    def routine_for(self, rest_day: bool = False) -> list[RoutineEntry]:
+        """The routine of a working day, or of a rest day (``rest_day_routine`` when the persona has one)."""
+        if rest_day and self.rest_day_routine is not None:
+            return self.rest_day_routine
+        return self.routine
+
+    def routine_at(self, minute_of_day: int, rest_day: bool = False) -> tuple[int, RoutineEntry]:
+        """The entry of the day's routine (:meth:`routine_for`) in force at ``minute_of_day`` (0..1439; the last
+        one started; before the first, the last of the previous day) and its index in that routine."""
+        routine = self.routine_for(rest_day)
+        current = len(routine) - 1
+        for i, entry in enumerate(routine):
             if entry.start_minute <= minute_of_day:
                 current = i
-        return current, self.routine[current]
+        return current, routine[current]
 
     def facts(self) -> list[str]:
         """Static-memory sentences about this persona, in a fixed order."""

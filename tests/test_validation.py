@@ -192,3 +192,37 @@ def test_config_yaml_and_overrides_apply():
     c = load_config(None, ["memory.a_rec=0.5", "memory.forget_floor=null", "simulation.seed=7"])
     assert (c.memory.a_rec, c.memory.forget_floor, c.simulation.seed) == (0.5, None, 7)
     assert (c.memory.a_imp, c.memory.a_rel, c.memory.threshold) == (0.25, 1.0, 0.35)  # seed 003 defaults
+
+
+# ---- the week: rest days and rest-day routines ----
+def test_rest_day_routine_place_is_checked_against_the_world(town):
+    p = town / "personas" / "ben.json"
+    edit_json(p, lambda d: d.update(rest_day_routine=[dict(d["routine"][0]), {**d["routine"][1], "place": "harbour"}]))
+    with pytest.raises(WorldError) as e:
+        load_world(town / "tiny.yaml", town / "personas")
+    assert e.value.file == str(p) and e.value.field == "rest_day_routine.1.place" and "harbour" in str(e.value)
+
+
+def test_rest_day_routine_out_of_order(town):
+    p = town / "personas" / "ben.json"
+    edit_json(p, lambda d: d.update(rest_day_routine=list(reversed(d["routine"]))))
+    with pytest.raises(PersonaError) as e:
+        load_persona(p)
+    assert e.value.field.startswith("rest_day_routine")
+
+
+def test_weekdays_and_rest_day_routine(town):
+    edit_yaml(town / "tiny.yaml", lambda d: d.update(start_weekday="Friday", rest_days=["Sunday"]))
+    edit_json(town / "personas" / "ben.json",
+              lambda d: d.update(rest_day_routine=[{"start": "06:00", "activity": "sleeping in", "place": d["home"]}]))
+    w = load_world(town / "tiny.yaml", town / "personas")
+    day = 24 * 60
+    assert [w.weekday(k * day + 600) for k in range(4)] == ["Friday", "Saturday", "Sunday", "Monday"]
+    assert [w.is_rest_day(k * day) for k in range(4)] == [False, False, True, False]
+    ben = w.personas["ben"]
+    assert ben.routine_at(700, rest_day=True)[1].activity == "sleeping in"
+    assert ben.routine_at(700)[1].activity == ben.routine_at(700, rest_day=False)[1].activity != "sleeping in"
+    edit_yaml(town / "tiny.yaml", lambda d: d.update(rest_days=["Sundy"]))
+    with pytest.raises(WorldError) as e:
+        load_world(town / "tiny.yaml", town / "personas")
+    assert e.value.field.startswith("rest_days")

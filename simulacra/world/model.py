@@ -66,6 +66,10 @@ class Event(_Strict):
         return (self.day - 1) * 24 * 60 + parse_hhmm(self.time)
 
 
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+Weekday = Literal["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+
+
 class World(_Strict):
     """A parsed world file. ``graph`` (networkx) and ``path``/``personas`` are set by :func:`load_world`."""
 
@@ -85,6 +89,10 @@ class World(_Strict):
     objects: list[WorldObject] = Field(default_factory=list)
     events: list[Event] = Field(default_factory=list)
     residents: list[NonEmpty] = Field(min_length=1)
+    start_weekday: Weekday = Field("Monday", description="the weekday of day 1")
+    rest_days: list[Weekday] = Field(
+        default_factory=list, description="weekdays on which residents follow their rest_day_routine"
+    )
 
     @field_validator("start_time", "end_time")
     @classmethod
@@ -119,6 +127,16 @@ class World(_Strict):
     def persona_files(self) -> dict[str, str]:
         """Resident id -> the path of the persona file it was loaded from."""
         return self._persona_files
+
+    def weekday(self, game_minute: int) -> str:
+        """The weekday (``"Monday"``..``"Sunday"``) of the game day holding ``game_minute`` (day 1 is
+        ``start_weekday``)."""
+        day_index = int(game_minute) // (24 * 60)
+        return WEEKDAYS[(WEEKDAYS.index(self.start_weekday) + day_index) % 7]
+
+    def is_rest_day(self, game_minute: int) -> bool:
+        """True when the game day holding ``game_minute`` is one of ``rest_days``."""
+        return self.weekday(game_minute) in self.rest_days
 
     @property
     def start_minute(self) -> int:
@@ -245,18 +263,23 @@ def load_world(path: str | Path, personas_dir: str | Path | None = None) -> Worl
         ppath = pdir / f"{rid}.json"
         if persona.home not in places:
             raise WorldError(ppath, "home", unknown_name("place", persona.home, list(places)), other_file=path)
-        for j, entry in enumerate(persona.routine):
-            if entry.place not in places:
-                raise WorldError(ppath, f"routine.{j}.place", unknown_name("place", entry.place, list(places)),
-                                 other_file=path)
-            for oid in entry.object_state:
-                obj = objects.get(oid)
-                if obj is None:
-                    raise WorldError(ppath, f"routine.{j}.object_state.{oid}", unknown_name("object", oid, ids),
+        routines = [("routine", persona.routine)]
+        if persona.rest_day_routine is not None:
+            routines.append(("rest_day_routine", persona.rest_day_routine))
+        for key, routine in routines:
+            for j, entry in enumerate(routine):
+                if entry.place not in places:
+                    raise WorldError(ppath, f"{key}.{j}.place", unknown_name("place", entry.place, list(places)),
                                      other_file=path)
-                if obj.place != entry.place:
-                    raise WorldError(ppath, f"routine.{j}.object_state.{oid}",
-                                     f"object '{oid}' is at '{obj.place}', not at '{entry.place}'", other_file=path)
+                for oid in entry.object_state:
+                    obj = objects.get(oid)
+                    if obj is None:
+                        raise WorldError(ppath, f"{key}.{j}.object_state.{oid}", unknown_name("object", oid, ids),
+                                         other_file=path)
+                    if obj.place != entry.place:
+                        raise WorldError(ppath, f"{key}.{j}.object_state.{oid}",
+                                         f"object '{oid}' is at '{obj.place}', not at '{entry.place}'",
+                                         other_file=path)
         for other in persona.relationships:
             if other not in personas:
                 raise WorldError(ppath, f"relationships.{other}", unknown_name("resident", other, world.residents),
