@@ -4,6 +4,7 @@ import json
 import shutil
 from pathlib import Path
 
+import networkx as nx
 import pytest
 import yaml
 
@@ -226,3 +227,23 @@ def test_weekdays_and_rest_day_routine(town):
     with pytest.raises(WorldError) as e:
         load_world(town / "tiny.yaml", town / "personas")
     assert e.value.field.startswith("rest_days")
+
+
+# ---- routes (networkx breadth-first search) ----
+def test_route_is_shortest_and_ties_do_not_depend_on_the_order_of_paths(town):
+    edit_yaml(town / "tiny.yaml", lambda d: d["paths"].append(["shop", "cottage_a"]) or d["paths"].append(
+        ["field", "well"]))  # cottage_a -> field: via shop or via well, two paths of two steps
+    w = load_world(town / "tiny.yaml", town / "personas")
+    places = sorted(w.places)
+    for a in places:
+        for b in places:
+            r = w.route(a, b)
+            assert r[0] == a and r[-1] == b
+            assert all(w.graph.has_edge(x, y) for x, y in zip(r, r[1:]))
+            assert len(r) - 1 == nx.shortest_path_length(w.graph, a, b)
+    edit_yaml(town / "tiny.yaml", lambda d: d.update(paths=[[b, a] for a, b in reversed(d["paths"])]))
+    w2 = load_world(town / "tiny.yaml", town / "personas")
+    assert all(w2.route(a, b) == w.route(a, b) for a in places for b in places)
+    assert w.route("cottage_a", "field") == ["cottage_a", "shop", "field"]  # shop comes before well by name
+    with pytest.raises(ValueError, match="no path"):
+        w.route(places[0], "nowhere")

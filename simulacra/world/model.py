@@ -110,11 +110,19 @@ class World(_Strict):
 
     @property
     def graph(self) -> nx.Graph:
-        """Undirected graph of place ids (nodes) and paths (edges)."""
+        """Undirected graph of place ids (nodes) and paths (edges); every node's neighbours iterate in name order,
+        so breadth-first routes break ties by name whatever the file's order of paths."""
         if self._graph is None:
+            neighbours: dict[str, set[str]] = {p: set() for p in self.places}
+            for a, b in self.paths:
+                neighbours[a].add(b)
+                neighbours[b].add(a)
             g = nx.Graph()
             g.add_nodes_from(sorted(self.places))
-            g.add_edges_from(self.paths)
+            # adding each node's edges in name order leaves every adjacency sorted: a node first gains its
+            # smaller neighbours (when they are visited) in order, then its larger ones (when it is visited)
+            for node in sorted(neighbours):
+                g.add_edges_from((node, nb) for nb in sorted(neighbours[node]) if nb > node)
             self._graph = g
         return self._graph
 
@@ -148,26 +156,16 @@ class World(_Strict):
         return end if end > self.start_minute else end + 24 * 60
 
     def route(self, src: str, dst: str) -> list[str]:
-        """Shortest path of place ids from ``src`` to ``dst`` (both included); ties broken by name."""
-        if src == dst:
-            return [src]
-        # BFS over sorted neighbours: deterministic whatever networkx's internal order.
-        prev = {src: None}
-        frontier = [src]
-        while frontier and dst not in prev:
-            nxt = []
-            for node in frontier:
-                for nb in sorted(self.graph.neighbors(node)):
-                    if nb not in prev:
-                        prev[nb] = node
-                        nxt.append(nb)
-            frontier = nxt
-        if dst not in prev:
-            raise ValueError(f"no path from {src} to {dst}")
-        out = [dst]
-        while out[-1] != src:
-            out.append(prev[out[-1]])
-        return out[::-1]
+        """Shortest path of place ids from ``src`` to ``dst`` (both included): networkx's breadth-first search
+        over :attr:`graph`, whose neighbours are visited in name order, so ties are broken the same way every run.
+
+        Raises:
+            ValueError: no path joins the two places.
+        """
+        try:
+            return nx.single_source_shortest_path(self.graph, src)[dst] if src != dst else [src]
+        except (KeyError, nx.NodeNotFound):
+            raise ValueError(f"no path from {src} to {dst}") from None
 
     def facts(self) -> list[str]:
         """Static-memory sentences about the world: its rules and place descriptions."""
