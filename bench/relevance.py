@@ -3,9 +3,11 @@ keeping the BM25 index up to date.
 
 Same stores, queries and method as ``python -m bench`` (:mod:`bench.data`; per query the fastest of
 ``--repeats`` runs, p50/p95 over the queries; top_k 5 over one tier, without the query embedding). Lexical and
-hybrid relevance score every memory of the tier (no bounds). Also measured: the BM25 build over the whole tier
-(what the first query after a write pays, :mod:`simulacra.memory.lexical`), and a retrieval right after adding one
-memory (build included). Writes ``bench/results/relevance.json``.
+relevance score every memory of the tier (no bounds); weighted hybrid uses the dense bounds plus the exact lexical
+part; RRF and minmax scaling score the whole tier. Also measured: indexing the whole tier for BM25 (the first
+lexical query), a retrieval right after adding one memory (the incremental BM25 update included,
+:mod:`simulacra.memory.lexical`), one write plus one query of the lexical index alone, and the figure before the
+index was incremental. Writes ``bench/results/relevance.json``.
 
 Usage: ``python -m bench.relevance [--sizes 1000,10000,100000] [--repeats 5] [--queries 50]``
 """
@@ -30,8 +32,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from bench.__main__ import NOW, per_query_fastest  # noqa: E402
 from bench.data import synthetic_stores  # noqa: E402
 
-#: the modes measured: (label, memory.relevance, memory.hybrid_weight)
-MODES = (("dense", "dense", 0.5), ("lexical", "lexical", 0.5), ("hybrid 0.5", "hybrid", 0.5))
+#: the modes measured: (label, memory settings)
+MODES = (("dense", {"relevance": "dense"}), ("lexical", {"relevance": "lexical"}),
+         ("hybrid 0.5", {"relevance": "hybrid", "hybrid_weight": 0.5}),
+         ("hybrid rrf", {"relevance": "hybrid", "hybrid_weight": 0.5, "fusion": "rrf"}),
+         ("dense minmax", {"relevance": "dense", "normalize": "minmax"}))
+#: the figures before the BM25 index became incremental (rebuilt on the first query after a write), same method
+BEFORE_INCREMENTAL = {"lexical": {"10000": {"after_write_ms": 153.9139}, "100000": {"after_write_ms": 2416.9576}},
+                      "hybrid 0.5": {"10000": {"after_write_ms": 169.7606}, "100000": {"after_write_ms": 1958.4253}}}
 
 
 def measure(model, stores, query_texts, query_vectors, repeats: int) -> dict:
@@ -51,8 +59,9 @@ def measure(model, stores, query_texts, query_vectors, repeats: int) -> dict:
                                       timestamp=float(created[i]), tick=i) for i in range(start, stop)],
                         vecs[start:stop])
             tier = mem.short_term
-            for label, relevance, weight in MODES:
-                mem.config = mem.config.model_copy(update={"relevance": relevance, "hybrid_weight": weight})
+            for label, settings in MODES:
+                relevance = settings["relevance"]
+                mem.config = MemoryConfig(short_term_min_entries=10**9, **settings)
                 row: dict = {}
                 if relevance != "dense":
                     t = time.perf_counter()
@@ -109,13 +118,16 @@ def main() -> None:
     res = measure(model, stores, query_texts, query_vectors, args.repeats)
     print(f"retrieval latency by relevance, ms (top_k 5, one tier, without the query embedding; per query fastest "
           f"of {args.repeats}, p50/p95 over {args.queries} queries)")
-    print(f"{'mode':<11} {'memories':>9} | {'p50':>7} {'p95':>7} {'scored':>7} | {'BM25 build s':>12} "
-          f"{'after a write':>13}")
+    print(f"{'mode':<12} {'memories':>9} | {'p50':>7} {'p95':>7} {'scored':>7} | {'first index s':>13} "
+          f"{'after a write':>13} {'BM25 write+query':>16} {'before':>9}")
     for label, by_n in res.items():
         for n, r in by_n.items():
-            extra = (f"{r['build_s']:12.3f} {r['after_write_ms']:11.1f}ms" if "build_s" in r
-                     else f"{'-':>12} {'-':>13}")
-            print(f"{label:<11} {n:>9} | {r['p50_ms']:7.3f} {r['p95_ms']:7.3f} {r['scored_fraction']:7.1%} | {extra}")
+            before = BEFORE_INCREMENTAL.get(label, {}).get(n, {}).get("after_write_ms")
+            was = "-" if before is None else f"{before:.0f}ms"
+            extra = (f"{r['first_query_build_s']:13.3f} {r['after_write_ms']:11.2f}ms "
+                     f"{r['bm25_write_query_ms']:14.2f}ms {was:>9}" if "after_write_ms" in r
+                     else f"{'-':>13} {'-':>13} {'-':>16} {'-':>9}")
+            print(f"{label:<12} {n:>9} | {r['p50_ms']:7.3f} {r['p95_ms']:7.3f} {r['scored_fraction']:7.1%} | {extra}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     result = {"machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",
@@ -123,7 +135,10 @@ def main() -> None:
                             for k, by in res.items()},
               "method": f"per query fastest of {args.repeats}, p50/p95 over {args.queries} queries, top_k 5 over one "
                         f"tier at game minute {NOW:g}, without the query embedding; after_write_ms: median of 5 "
-                        f"retrievals each right after a one-memory write (BM25 rebuilt)"}
+                        f"retrievals each right after a one-memory write (the BM25 index updated incrementally); "
+                        f"bm25_write_query_ms: the lexical index alone, one write then one query; "
+                        f"before_incremental: after_write_ms when the BM25 matrix was rebuilt after each write",
+              "before_incremental": BEFORE_INCREMENTAL}
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"written to {out}")
 

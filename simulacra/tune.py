@@ -9,7 +9,8 @@ retrieval rule, :func:`simulacra.memory.selection.select` (cascade or merged, th
 budget). Stores are only read.
 
 Searched: ``a_rec``, ``a_imp``, ``gamma``, ``threshold``, ``top_k``, ``retrieval``, ``static_top_k``,
-``static_threshold``, ``relevance`` (dense, lexical, hybrid) and ``hybrid_weight``; ``a_rel`` stays 1 (the score is
+``static_threshold``, ``relevance`` (dense, lexical, hybrid), ``hybrid_weight``, ``fusion`` (weighted, rrf), ``rrf_k``
+and ``normalize`` (none, minmax); ``a_rel`` stays 1 (the score is
 linear in the three weights, so fixing one only fixes the scale, and the thresholds are searched on that scale).
 The search ranks settings on the train queries; the best and the baselines (the shipped defaults,
 ``presets/seed003.yaml``, the run's config) are also scored on the held-out queries. Metrics (binary relevance,
@@ -44,9 +45,10 @@ METRICS = ("ndcg", "mrr", "recall")
 SPLITS = ("train", "heldout")
 #: searched parameters, in the order of :class:`Setting`
 KEYS = ("a_rec", "a_imp", "gamma", "threshold", "top_k", "retrieval", "static_top_k", "static_threshold",
-        "relevance", "hybrid_weight")
-#: relevance variants of the grids: dense, lexical, and hybrid at these weights
-RELEVANCE_GRID = {"relevance": ["dense", "lexical", "hybrid"], "hybrid_weight": [0.25, 0.5, 0.75]}
+        "relevance", "hybrid_weight", "fusion", "rrf_k", "normalize")
+#: relevance variants of the grids: dense, lexical, and hybrid (weighted sum or RRF) at these weights; both scalings
+RELEVANCE_GRID = {"relevance": ["dense", "lexical", "hybrid"], "hybrid_weight": [0.25, 0.5, 0.75],
+                  "fusion": ["weighted", "rrf"], "rrf_k": [60.0], "normalize": ["none", "minmax"]}
 
 GRIDS: dict[str, dict[str, list]] = {
     "default": {
@@ -60,6 +62,22 @@ GRIDS: dict[str, dict[str, list]] = {
         "static_threshold": [None, 0.5],
         **RELEVANCE_GRID,
     },
+    # the grid of docs/tuning.md on the 200+ generated labels: fewer weights, every relevance option
+    "options": {
+        "a_rec": [0.0, 0.25, 0.5, 1.0],
+        "a_imp": [0.0, 0.25, 0.5, 1.0],
+        "gamma": [0.99, 0.995],
+        "threshold": [0.35, 0.5, 0.8],
+        "top_k": [5],
+        "retrieval": list(MODES),
+        "static_top_k": [None, 2],
+        "static_threshold": [None],
+        "relevance": ["dense", "lexical", "hybrid"],
+        "hybrid_weight": [0.25, 0.5, 0.75],
+        "fusion": ["weighted", "rrf"],
+        "rrf_k": [10.0, 60.0],
+        "normalize": ["none", "minmax"],
+    },
     "fine": {
         "a_rec": [0.0, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0],
         "a_imp": [0.0, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0],
@@ -71,6 +89,9 @@ GRIDS: dict[str, dict[str, list]] = {
         "static_threshold": [None, 0.5],
         "relevance": ["dense", "lexical", "hybrid"],
         "hybrid_weight": [0.1, 0.25, 0.4, 0.5, 0.6, 0.75, 0.9],
+        "fusion": ["weighted", "rrf"],
+        "rrf_k": [10.0, 30.0, 60.0, 100.0],
+        "normalize": ["none", "minmax"],
     },
 }
 #: ranges of the random search (uniform; top_k an integer; floats rounded to 3 decimals)
@@ -86,7 +107,8 @@ class TuneError(SimulacraError):
 @dataclass(frozen=True)
 class Setting:
     """One point of the search space (``a_rel`` is :data:`A_REL`). ``static_threshold`` is ``None`` unless a
-    static budget is set, ``hybrid_weight`` unless ``relevance`` is ``hybrid`` (they do nothing otherwise)."""
+    static budget is set, ``hybrid_weight`` unless ``relevance`` is ``hybrid``, ``rrf_k`` unless ``fusion`` is
+    ``rrf`` (they do nothing otherwise); ``fusion`` is ``weighted`` unless ``relevance`` is ``hybrid``."""
 
     a_rec: float
     a_imp: float
@@ -98,21 +120,30 @@ class Setting:
     static_threshold: float | None = None
     relevance: str = "dense"
     hybrid_weight: float | None = None
+    fusion: str = "weighted"
+    rrf_k: float | None = None
+    normalize: str = "none"
 
     def __post_init__(self) -> None:
         if not self.static_top_k and self.static_threshold is not None:  # no budget, or an empty one
             object.__setattr__(self, "static_threshold", None)
         if self.relevance != "hybrid":
             object.__setattr__(self, "hybrid_weight", None)
+            object.__setattr__(self, "fusion", "weighted")
         elif self.hybrid_weight is None:
             object.__setattr__(self, "hybrid_weight", MemoryConfig().hybrid_weight)
+        if self.fusion != "rrf":
+            object.__setattr__(self, "rrf_k", None)
+        elif self.rrf_k is None:
+            object.__setattr__(self, "rrf_k", MemoryConfig().rrf_k)
 
     @classmethod
     def from_config(cls, m: MemoryConfig) -> Setting:
         """The searched parameters of a memory config, rescaled so that ``a_rel`` is :data:`A_REL`."""
         s = A_REL / m.a_rel if m.a_rel > 0 else 1.0
         return cls(m.a_rec * s, m.a_imp * s, m.gamma, m.threshold * s, m.top_k, m.retrieval, m.static_top_k,
-                   None if m.static_threshold is None else m.static_threshold * s, m.relevance, m.hybrid_weight)
+                   None if m.static_threshold is None else m.static_threshold * s, m.relevance, m.hybrid_weight,
+                   m.fusion, m.rrf_k, m.normalize)
 
     def memory_dict(self) -> dict[str, Any]:
         """The ``memory:`` section of a config that retrieves like this setting."""
@@ -121,7 +152,10 @@ class Setting:
                 "static_top_k": self.static_top_k,
                 "static_threshold": None if self.static_threshold is None else float(self.static_threshold),
                 "relevance": self.relevance,
-                **({} if self.hybrid_weight is None else {"hybrid_weight": float(self.hybrid_weight)})}
+                **({} if self.hybrid_weight is None else {"hybrid_weight": float(self.hybrid_weight)}),
+                **({} if self.relevance != "hybrid" else {"fusion": self.fusion}),
+                **({} if self.rrf_k is None else {"rrf_k": float(self.rrf_k)}),
+                "normalize": self.normalize}
 
     def config(self, run_memory: MemoryConfig) -> MemoryConfig:
         """``run_memory`` retrieving like this setting (the fields not searched stay the run's)."""
@@ -143,8 +177,11 @@ class Setting:
                 f"top_k {self.top_k}, {self.retrieval}, {static}, {self.relevance_label()} relevance")
 
     def relevance_label(self) -> str:
-        """``dense``, ``lexical`` or ``hybrid 0.5`` (with the weight)."""
-        return self.relevance if self.hybrid_weight is None else f"{self.relevance} {self.hybrid_weight:g}"
+        """``dense``, ``lexical``, ``hybrid 0.5`` (with the weight) or ``rrf 0.5 k60``; ``+mm`` under minmax."""
+        label = self.relevance if self.hybrid_weight is None else f"{self.relevance} {self.hybrid_weight:g}"
+        if self.fusion == "rrf":
+            label = f"rrf {self.hybrid_weight:g} k{self.rrf_k:g}"
+        return label + ("+mm" if self.normalize == "minmax" else "")
 
 
 def grid_settings(grid: str | dict[str, list] = "default") -> list[Setting]:
@@ -155,6 +192,9 @@ def grid_settings(grid: str | dict[str, list] = "default") -> list[Setting]:
     g.setdefault("static_threshold", [None])
     g.setdefault("relevance", ["dense"])
     g.setdefault("hybrid_weight", [None])
+    g.setdefault("fusion", ["weighted"])
+    g.setdefault("rrf_k", [None])
+    g.setdefault("normalize", ["none"])
     missing = [k for k in KEYS if not g.get(k)]
     if missing:
         raise ValueError(f"grid lacks values for {', '.join(missing)}")
@@ -177,8 +217,11 @@ def random_settings(n: int, seed: int = 0) -> list[Setting]:
         static = None if rng.random() < 1 / 3 else budget
         relevance = RELEVANCE_GRID["relevance"][int(rng.integers(3))]
         weight = round(float(rng.uniform(0.0, 1.0)), 3)
+        fusion = ("weighted", "rrf")[int(rng.integers(2))]
+        rrf_k = float(rng.choice([10.0, 30.0, 60.0, 100.0]))
+        normalize = ("none", "minmax")[int(rng.integers(2))]
         out.append(Setting(u["a_rec"], u["a_imp"], gamma, u["threshold"], top_k, mode, static,
-                           u["static_threshold"], relevance, weight))
+                           u["static_threshold"], relevance, weight, fusion, rrf_k, normalize))
     return out
 
 
@@ -502,7 +545,7 @@ def evaluate(prepared: Sequence[PreparedQuery], settings: Iterable[Setting], run
     """Mean recall@k, MRR and nDCG@k of each setting over the queries with at least one findable memory;
     ``k`` is the most memories the setting returns (``top_k`` plus the static budget).
 
-    Scores depend only on (a_rec, a_imp, gamma, relevance, hybrid_weight) and are computed once per such key and
+    Scores depend only on (a_rec, a_imp, gamma and the relevance options) and are computed once per such key and
     query; the rule
     (threshold, ``top_k``, mode, static budget) only selects from them.
 
@@ -515,7 +558,7 @@ def evaluate(prepared: Sequence[PreparedQuery], settings: Iterable[Setting], run
     cache_key, tables = None, []
     out = []
     for s in settings:
-        key = (s.a_rec, s.a_imp, s.gamma, s.relevance, s.hybrid_weight)
+        key = (s.a_rec, s.a_imp, s.gamma, s.relevance, s.hybrid_weight, s.fusion, s.rrf_k, s.normalize)
         if key != cache_key:
             params = s.params(run_memory)
             tables = [_sorted(_scored(pq, params)) for pq in scored]
@@ -629,7 +672,7 @@ def format_report(report: TuneReport, top: int = 10) -> str:
     """The table of the ``top`` settings and the baselines (train queries), the best and the baselines on the
     train and held-out queries, and the expected memories that cannot be found."""
     head = (f"{'#':>3}  {'a_rec':>5} {'a_imp':>5} {'gamma':>6} {'thresh':>6} {'top_k':>5} {'retrieval':>9} "
-            f"{'static':>6} {'s_thr':>5} {'relevance':>11}  {'recall':>6} {'MRR':>6} {'nDCG':>6}")
+            f"{'static':>6} {'s_thr':>5} {'relevance':>15}  {'recall':>6} {'MRR':>6} {'nDCG':>6}")
     lines = [head, "-" * len(head)]
 
     def opt(x: float | None, fmt: str) -> str:
@@ -639,7 +682,7 @@ def format_report(report: TuneReport, top: int = 10) -> str:
         s = r.setting
         return (f"{tag:>3}  {s.a_rec:5.3g} {s.a_imp:5.3g} {s.gamma:6.4g} {s.threshold:6.3g} {s.top_k:5d} "
                 f"{s.retrieval:>9} {opt(s.static_top_k, 'd'):>6} {opt(s.static_threshold, '.3g'):>5} "
-                f"{s.relevance_label():>11}  "
+                f"{s.relevance_label():>15}  "
                 f"{r.recall:6.3f} {r.mrr:6.3f} {r.ndcg:6.3f}")
 
     lines += [row(str(i), r) for i, r in enumerate(report.results[:top], start=1)]
