@@ -167,6 +167,8 @@ def _add_tune_parser(sub) -> None:
     tune.add_argument("--include-future", action="store_true",
                       help="also score memories formed after a query's time (the stores hold the end of the run)")
     tune.add_argument("--json", action="store_true", help="print the table as JSON")
+    tune.add_argument("--embed-time", action="store_true",
+                      help="experiment: score as if each memory's text began with its game day and time (re-embedded)")
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -545,7 +547,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             emb = info.config.embedding
             embedder = CachedEmbedder(SentenceTransformerEmbedder(emb.model, emb.device, emb.batch_size))
         prepared += t.prepare(run_dir, queries, embedder, queries_file, hide_future=not args.include_future,
-                              run=info)
+                              run=info, embed_time=args.embed_time)
     settings = t.random_settings(args.random, args.seed) if args.random else t.grid_settings(args.grid)
     report = t.tune(prepared, settings, run.config.memory, args.metric)
     print(t.report_json(report, args.top) if args.json else t.format_report(report, args.top))

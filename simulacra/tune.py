@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from simulacra.clock import MINUTES_PER_DAY, format_hhmm, parse_hhmm
+from simulacra.clock import MINUTES_PER_DAY, format_game_time, format_hhmm, parse_hhmm
 from simulacra.config import MemoryConfig, config_from_dict, load_config
 from simulacra.errors import InputError, SimulacraError, read_yaml
 from simulacra.memory.scoring import ScoringInputs, ScoringParams
@@ -273,6 +273,7 @@ class LabelledQuery:
     expected: tuple[Expected, ...]
     note: str | None = None
     split: str = "train"
+    category: str | None = None
 
 
 _HEX_ID = re.compile(r"[0-9a-f]{24}")
@@ -303,7 +304,8 @@ def load_queries(path: str | Path, start_minute: int | None = None) -> list[Labe
     Each query: ``agent``, ``query`` (text), optional ``time`` (game minutes, or ``"HH:MM"`` on the run's first
     day, given by ``start_minute``), ``expected`` (a non-empty list of ``{id: ...}``, ``{text: ...}`` or plain
     strings: a 24-hex id, else a text), optional ``note``, optional ``split`` (``train``, the default, or
-    ``heldout``: not searched on, only scored).
+    ``heldout``: not searched on, only scored), optional ``category`` (a label such as ``said``, ``who``, ``when``,
+    ``plan``: :func:`by_category` reports per category).
 
     Raises:
         InputError: naming the file and ``queries.<index>.<field>`` of the first problem.
@@ -318,10 +320,13 @@ def load_queries(path: str | Path, start_minute: int | None = None) -> list[Labe
         where = f"queries.{i}"
         if not isinstance(item, dict):
             raise InputError(file, where, f"expected a mapping, got {type(item).__name__}")
-        unknown = set(item) - {"agent", "query", "time", "expected", "note", "split"}
+        unknown = set(item) - {"agent", "query", "time", "expected", "note", "split", "category"}
         if unknown:
             raise InputError(file, f"{where}.{sorted(unknown)[0]}",
-                             "unknown field (known: agent, query, time, expected, note, split)")
+                             "unknown field (known: agent, query, time, expected, note, split, category)")
+        category = item.get("category")
+        if category is not None and (not isinstance(category, str) or not category.strip()):
+            raise InputError(file, f"{where}.category", "expected a non-empty string (said, who, when, plan ...)")
         split = item.get("split", "train")
         if split not in SPLITS:
             raise InputError(file, f"{where}.split", f"expected one of {', '.join(SPLITS)}, got {split!r}")
@@ -344,7 +349,7 @@ def load_queries(path: str | Path, start_minute: int | None = None) -> list[Labe
             expected.append(Expected(**{key: value.strip()}))
         out.append(LabelledQuery(i, item["agent"].strip(), item["query"].strip(),
                                  _parse_time(item.get("time"), file, f"{where}.time", start_minute),
-                                 tuple(expected), item.get("note"), split))
+                                 tuple(expected), item.get("note"), split, category))
     return out
 
 
@@ -458,16 +463,26 @@ def _resolve(q: LabelledQuery, file: Path, records: list, trace_ops: list[dict],
     return relevant, missing
 
 
+def timed_text(text: str, timestamp: float | None) -> str:
+    """``text`` preceded by its game day and time (``"day 1 11:40: ..."``), the variant ``--embed-time`` measures;
+    unchanged without a timestamp (static memory)."""
+    return text if timestamp is None else f"{format_game_time(timestamp)}: {text}"
+
+
 def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, queries_file: str | Path = "<queries>",
-            hide_future: bool = True, run: RunInfo | None = None) -> list[PreparedQuery]:
+            hide_future: bool = True, run: RunInfo | None = None, embed_time: bool = False) -> list[PreparedQuery]:
     """Embed the queries once and read every tier's raw columns once per query (stores are only read).
 
     Args:
         hide_future: leave out memories formed after a query's time (the stores hold the end of the run).
+        embed_time: an experiment: score as if each memory's embedded (and BM25) text began with its game day and
+            time (:func:`timed_text`); the memories are embedded again with ``embedder`` (the stores are not
+            changed).
     Raises:
         InputError: an unknown agent or expected memory (naming ``queries_file`` and the query index).
         TuneError: a missing store.
     """
+    from simulacra.memory.index import MirrorIndex
     from simulacra.memory.lexical import LexicalIndex
     from simulacra.memory.store import MemoryTier
     from simulacra.memory.stream import AgentMemory, open_chroma
@@ -507,8 +522,15 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
             keep = ~(created > now) if hide_future else np.ones(len(created), dtype=bool)  # NaN (static) stays
             rows = np.flatnonzero(keep)
             inputs = tier.scoring_inputs(vec_of[q.query], mem_cfg.recency_from).take(rows)
+            texts = [tier_records[i].text for i in rows]
+            if embed_time:
+                texts = [timed_text(tier_records[i].text, tier_records[i].timestamp) for i in rows]
+                timed = MirrorIndex(dim, mem_cfg.distance, bound_min_rows=None)
+                timed.append(embedder.embed(texts) if texts else np.zeros((0, dim), np.float32),
+                             np.zeros((len(texts), 4)))
+                inputs = replace(inputs, distance=timed.distances(vec_of[q.query]))
             lexical = LexicalIndex()  # BM25 over the memories of the tier at the query's time
-            lexical.append([tier_records[i].text for i in rows])
+            lexical.append(texts)
             inputs = replace(inputs, lexical=np.array(lexical.relevance(q.query)))
             tiers.append(TierInputs(name, [tier_records[i].id for i in rows], inputs))
         out.append(PreparedQuery(q, now, tiers, relevant, missing))
@@ -574,6 +596,16 @@ def evaluate(prepared: Sequence[PreparedQuery], settings: Iterable[Setting], run
         n = len(scored)
         out.append(Result(s, rec / n, rr / n, nd / n))
     return out
+
+
+def by_category(prepared: Sequence[PreparedQuery], setting: Setting, run_memory: MemoryConfig) -> dict[str, Result]:
+    """``setting``'s metrics per query category (``said``, ``who``, ``when`` ...; ``-`` for queries without one),
+    over the queries with a findable memory; categories in order of first appearance."""
+    groups: dict[str, list[PreparedQuery]] = {}
+    for pq in prepared:
+        if pq.relevant:
+            groups.setdefault(pq.query.category or "-", []).append(pq)
+    return {cat: evaluate(group, [setting], run_memory)[0] for cat, group in groups.items()}
 
 
 def _sorted(table: dict[str, TierCandidates]) -> dict[str, TierCandidates]:
