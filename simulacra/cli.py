@@ -163,6 +163,8 @@ def _add_tune_parser(sub) -> None:
     tune.add_argument("--metric", default="ndcg", choices=["ndcg", "mrr", "recall"], help="objective [%(default)s]")
     tune.add_argument("--out", default=None, metavar="BEST.yaml", help="write the best setting as a config file")
     tune.add_argument("--plot", default=None, metavar="TUNE.png", help="save a heatmap over (a_rec, a_imp)")
+    tune.add_argument("--plot-metrics", default=None, metavar="METRICS.png",
+                      help="save a bar chart of held-out recall@k, MRR and nDCG@k per variant")
     tune.add_argument("--top", type=int, default=10, help="settings shown in the table [%(default)s]")
     tune.add_argument("--include-future", action="store_true",
                       help="also score memories formed after a query's time (the stores hold the end of the run)")
@@ -559,6 +561,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         axes = t.GRIDS["default" if args.random else args.grid]
         out = t.plot_heatmap(report, args.plot, axes["a_rec"], axes["a_imp"])
         print(f"simulacra tune: heatmap -> {out}", file=sys.stderr)
+    if args.plot_metrics:
+        print(f"simulacra tune: metrics -> {t.plot_metrics(report, args.plot_metrics)}", file=sys.stderr)
     return 0
 
 

@@ -46,9 +46,9 @@ SPLITS = ("train", "heldout")
 #: searched parameters, in the order of :class:`Setting`
 KEYS = ("a_rec", "a_imp", "gamma", "threshold", "top_k", "retrieval", "static_top_k", "static_threshold",
         "relevance", "hybrid_weight", "fusion", "rrf_k", "normalize")
-#: relevance variants of the grids: dense, lexical, and hybrid (weighted sum or RRF) at these weights; both scalings
-RELEVANCE_GRID = {"relevance": ["dense", "lexical", "hybrid"], "hybrid_weight": [0.25, 0.5, 0.75],
-                  "fusion": ["weighted", "rrf"], "rrf_k": [60.0], "normalize": ["none", "minmax"]}
+#: relevance variants of the default grid: dense, lexical, and hybrid (weighted sum) at these weights; the fusion
+#: (RRF) and scaling (minmax) options are searched by the ``options`` and ``fine`` grids and the random search
+RELEVANCE_GRID = {"relevance": ["dense", "lexical", "hybrid"], "hybrid_weight": [0.25, 0.5, 0.75]}
 
 GRIDS: dict[str, dict[str, list]] = {
     "default": {
@@ -798,6 +798,43 @@ def plot_heatmap(report: TuneReport, path: str | Path, a_rec: Sequence[float] | 
     ax.set_title(f"{names[report.metric]}: gamma {best.gamma:g}, threshold {best.threshold:g}, top_k {best.top_k}, "
                  f"{best.retrieval}\n(star: best; square: a_rec/a_imp of seed003)", fontsize=8)
     fig.colorbar(im, ax=ax, fraction=0.05)
+    fig.tight_layout()
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, format="png")
+    return p
+
+
+def plot_metrics(report: TuneReport, path: str | Path) -> Path:
+    """PNG bar chart of recall@k, MRR and nDCG@k on the held-out queries (the train queries when there are none)
+    for the baselines, the best setting of each relevance variant searched and the overall best (matplotlib,
+    Agg canvas)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    held = bool(report.heldout)
+    rows: dict[str, Result] = {}
+    for name in report.baselines:
+        rows[name] = report.heldout[name] if held else report.baselines[name]
+    for label, (train, h) in report.by_relevance.items():
+        rows[f"best {label}"] = h if held and h is not None else train
+    rows["tuned (best)"] = report.heldout["best"] if held else report.best
+    names = list(rows)
+    fig = Figure(figsize=(max(6.0, 0.75 * len(names) + 2), 4.2), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    x = np.arange(len(names))
+    for j, (metric, label) in enumerate((("recall", "recall@k"), ("mrr", "MRR"), ("ndcg", "nDCG@k"))):
+        vals = [rows[n].metric(metric) for n in names]
+        bars = ax.bar(x + (j - 1) * 0.27, vals, 0.27, label=label)
+        for bar, v in zip(bars, vals):
+            ax.text(bar.get_x() + bar.get_width() / 2, v + 0.01, f"{v:.2f}", ha="center", fontsize=6, rotation=90)
+    ax.set_xticks(x, names, rotation=35, ha="right", fontsize=7)
+    ax.set_ylim(0, 1.1)
+    n = sum(1 for pq in report.prepared if pq.relevant and (pq.query.split == "heldout") == held)
+    ax.set_title(f"{'held-out' if held else 'train'} queries ({n}); settings searched on the train queries",
+                 fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
