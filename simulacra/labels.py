@@ -49,7 +49,8 @@ FILLER = {"hello", "hi", "yes", "no", "just", "really", "well", "been", "have", 
           "you", "your", "i", "me", "my", "we", "our", "he", "his", "him", "she", "her", "they", "them", "their", "it",
           "its", "did", "do", "does", "has", "had", "was", "were", "am", "is", "are", "up", "down", "from",
           "hear", "having", "new", "goes", "not", "can", "could", "should", "with", "about", "what", "how", "why",
-          "when", "where", "who", "there", "here", "now", "then", "some", "any", "much", "many", "very", "so"}
+          "when", "where", "who", "there", "here", "now", "then", "some", "any", "much", "many", "very", "so",
+          "back", "goodbye", "bye", "later", "must", "way", "off", "out", "around"}
 #: delays (game minutes) between a memory and the question about it
 DELAYS = np.arange(10, 250, 10)
 _SPAN = re.compile(r"from (\d\d:\d\d) to (\d\d:\d\d)")
