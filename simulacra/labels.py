@@ -41,7 +41,7 @@ from simulacra.clock import MINUTES_PER_DAY, format_hhmm
 from simulacra.errors import SimulacraError
 
 #: query categories and how many of each to draw per run (at most)
-CATEGORIES = {"said": 16, "who": 10, "when": 18, "plan": 6}
+CATEGORIES = {"said": 24, "who": 12, "when": 24, "plan": 8}
 #: words too common in this town's talk to name a topic (beyond English stop words)
 FILLER = {"hello", "hi", "yes", "no", "just", "really", "well", "been", "have", "today", "going", "good", "morning",
           "evening", "afternoon", "day", "think", "know", "like", "got", "get", "see", "heard", "said", "tell",
