@@ -64,13 +64,13 @@ GRIDS: dict[str, dict[str, list]] = {
     },
     # the grid of docs/tuning.md on the 200+ generated labels: fewer weights, every relevance option
     "options": {
-        "a_rec": [0.0, 0.25, 0.5, 1.0],
-        "a_imp": [0.0, 0.25, 0.5, 1.0],
+        "a_rec": [0.0, 0.25, 1.0],
+        "a_imp": [0.0, 0.25, 1.0],
         "gamma": [0.99, 0.995],
-        "threshold": [0.35, 0.5, 0.8],
+        "threshold": [0.35, 0.8],
         "top_k": [5],
         "retrieval": list(MODES),
-        "static_top_k": [None, 2],
+        "static_top_k": [None],
         "static_threshold": [None],
         "relevance": ["dense", "lexical", "hybrid"],
         "hybrid_weight": [0.25, 0.5, 0.75],
