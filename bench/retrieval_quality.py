@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -33,12 +34,12 @@ def main() -> None:
 
     from simulacra import tune as t
     from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
-    from simulacra.errors import InputError
+    from simulacra.errors import SimulacraError
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--db-dir", default="database")
     ap.add_argument("--queries", default="data/queries")
-    ap.add_argument("--grid", default="options")
+    ap.add_argument("--grid", default="options", help="a grid of simulacra.tune.GRIDS, or 'baselines' (no search)")
     ap.add_argument("--plot", default=None)
     ap.add_argument("--no-embed-time", action="store_true", help="skip the day-and-time-in-the-text experiment")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "retrieval_quality.json"))
@@ -64,9 +65,14 @@ def main() -> None:
             queries = t.load_queries(qfile, info.start_minute)
             try:
                 prepared[timed] += t.prepare(run_dir, queries, embedder, qfile, run=info, embed_time=timed)
-            except InputError as err:  # a hand-labelled file that no longer fits its run: said, not scored
+            except SimulacraError as err:  # a file that does not fit its run (or an unfinished run): said, not scored
                 print(f"skipped {qfile}: {err}")
-    settings = t.grid_settings(args.grid)
+    if args.grid == "baselines":  # no search: the baselines and the defaults under each relevance variant
+        d = t.baseline_settings()["defaults"]
+        settings = [d, t.baseline_settings()["seed003"], replace(d, relevance="lexical"),
+                    replace(d, relevance="hybrid", hybrid_weight=0.5), replace(d, normalize="minmax")]
+    else:
+        settings = t.grid_settings(args.grid)
     out: dict = {"runs": [str(r) for r, _ in pairs], "grid": args.grid, "settings": len(settings)}
     base = t.baseline_settings()
     best = None
