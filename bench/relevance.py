@@ -3,9 +3,11 @@ keeping the BM25 index up to date.
 
 Same stores, queries and method as ``python -m bench`` (:mod:`bench.data`; per query the fastest of
 ``--repeats`` runs, p50/p95 over the queries; top_k 5 over one tier, without the query embedding). Lexical and
-hybrid relevance score every memory of the tier (no bounds). Also measured: the BM25 build over the whole tier
-(what the first query after a write pays, :mod:`simulacra.memory.lexical`), and a retrieval right after adding one
-memory (build included). Writes ``bench/results/relevance.json``.
+relevance score every memory of the tier (no bounds); weighted hybrid uses the dense bounds plus the exact lexical
+part; RRF and minmax scaling score the whole tier. Also measured: indexing the whole tier for BM25 (the first
+lexical query), a retrieval right after adding one memory (the incremental BM25 update included,
+:mod:`simulacra.memory.lexical`), one write plus one query of the lexical index alone, and the figure before the
+index was incremental. Writes ``bench/results/relevance.json``.
 
 Usage: ``python -m bench.relevance [--sizes 1000,10000,100000] [--repeats 5] [--queries 50]``
 """
@@ -30,8 +32,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from bench.__main__ import NOW, per_query_fastest  # noqa: E402
 from bench.data import synthetic_stores  # noqa: E402
 
-#: the modes measured: (label, memory.relevance, memory.hybrid_weight)
-MODES = (("dense", "dense", 0.5), ("lexical", "lexical", 0.5), ("hybrid 0.5", "hybrid", 0.5))
+#: the modes measured: (label, memory settings)
+MODES = (("dense", {"relevance": "dense"}), ("lexical", {"relevance": "lexical"}),
+         ("hybrid 0.5", {"relevance": "hybrid", "hybrid_weight": 0.5}),
+         ("hybrid rrf", {"relevance": "hybrid", "hybrid_weight": 0.5, "fusion": "rrf"}),
+         ("dense minmax", {"relevance": "dense", "normalize": "minmax"}))
+#: the figures before the BM25 index became incremental (rebuilt on the first query after a write), same method
+BEFORE_INCREMENTAL = {"lexical": {"10000": {"after_write_ms": 153.9139}, "100000": {"after_write_ms": 2416.9576}},
+                      "hybrid 0.5": {"10000": {"after_write_ms": 169.7606}, "100000": {"after_write_ms": 1958.4253}}}
 
 
 def measure(model, stores, query_texts, query_vectors, repeats: int) -> dict:
@@ -51,14 +59,14 @@ def measure(model, stores, query_texts, query_vectors, repeats: int) -> dict:
                                       timestamp=float(created[i]), tick=i) for i in range(start, stop)],
                         vecs[start:stop])
             tier = mem.short_term
-            for label, relevance, weight in MODES:
-                mem.config = mem.config.model_copy(update={"relevance": relevance, "hybrid_weight": weight})
+            for label, settings in MODES:
+                relevance = settings["relevance"]
+                mem.config = MemoryConfig(short_term_min_entries=10**9, **settings)
                 row: dict = {}
                 if relevance != "dense":
                     t = time.perf_counter()
                     tier.lexical_relevance(query_texts[0])
-                    row["first_query_build_s"] = time.perf_counter() - t
-                    row["build_s"] = tier.lexical.last_build_s
+                    row["first_query_build_s"] = time.perf_counter() - t  # tokenises and indexes the whole tier
                 else:
                     mem.retrieve(query_vectors[0], NOW, tiers=("short_term",))  # fits the bounds' basis
 
@@ -75,15 +83,21 @@ def measure(model, stores, query_texts, query_vectors, repeats: int) -> dict:
                 row["scored_fraction"] = float(np.median(scored)) / len(tier)
                 row["p50_ms"], row["p95_ms"] = (float(np.percentile(lat, p)) for p in (50, 95))
                 if relevance != "dense":
-                    after = []
+                    after, index_write = [], []
                     for w in range(5):
-                        mem.add([MemoryRecord(id=f"new{label}{w}", text=f"Hana writes a new note {w}",
-                                              kind="observation", rating=5, timestamp=NOW, tick=n + w)],
-                                vecs[w:w + 1])
+                        text = f"Hana writes a new note {w} about the bakery"
+                        mem.add([MemoryRecord(id=f"new{label}{w}", text=text, kind="observation", rating=5,
+                                              timestamp=NOW, tick=n + w)], vecs[w:w + 1])
                         t = time.perf_counter()
                         ask(w)
                         after.append((time.perf_counter() - t) * 1000)
+                        t = time.perf_counter()  # the lexical index alone: one write, one query
+                        tier.lexical.append([text + " again"])
+                        tier.lexical.relevance(query_texts[w])
+                        index_write.append((time.perf_counter() - t) * 1000)
+                        tier.lexical.keep(np.arange(len(tier.lexical)) < len(tier.lexical) - 1)
                     row["after_write_ms"] = float(np.median(after))
+                    row["bm25_write_query_ms"] = float(np.median(index_write))
                 out.setdefault(label, {})[str(n)] = row
     return out
 
@@ -104,13 +118,16 @@ def main() -> None:
     res = measure(model, stores, query_texts, query_vectors, args.repeats)
     print(f"retrieval latency by relevance, ms (top_k 5, one tier, without the query embedding; per query fastest "
           f"of {args.repeats}, p50/p95 over {args.queries} queries)")
-    print(f"{'mode':<11} {'memories':>9} | {'p50':>7} {'p95':>7} {'scored':>7} | {'BM25 build s':>12} "
-          f"{'after a write':>13}")
+    print(f"{'mode':<12} {'memories':>9} | {'p50':>7} {'p95':>7} {'scored':>7} | {'first index s':>13} "
+          f"{'after a write':>13} {'BM25 write+query':>16} {'before':>9}")
     for label, by_n in res.items():
         for n, r in by_n.items():
-            extra = (f"{r['build_s']:12.3f} {r['after_write_ms']:11.1f}ms" if "build_s" in r
-                     else f"{'-':>12} {'-':>13}")
-            print(f"{label:<11} {n:>9} | {r['p50_ms']:7.3f} {r['p95_ms']:7.3f} {r['scored_fraction']:7.1%} | {extra}")
+            before = BEFORE_INCREMENTAL.get(label, {}).get(n, {}).get("after_write_ms")
+            was = "-" if before is None else f"{before:.0f}ms"
+            extra = (f"{r['first_query_build_s']:13.3f} {r['after_write_ms']:11.2f}ms "
+                     f"{r['bm25_write_query_ms']:14.2f}ms {was:>9}" if "after_write_ms" in r
+                     else f"{'-':>13} {'-':>13} {'-':>16} {'-':>9}")
+            print(f"{label:<12} {n:>9} | {r['p50_ms']:7.3f} {r['p95_ms']:7.3f} {r['scored_fraction']:7.1%} | {extra}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     result = {"machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",
@@ -118,7 +135,10 @@ def main() -> None:
                             for k, by in res.items()},
               "method": f"per query fastest of {args.repeats}, p50/p95 over {args.queries} queries, top_k 5 over one "
                         f"tier at game minute {NOW:g}, without the query embedding; after_write_ms: median of 5 "
-                        f"retrievals each right after a one-memory write (BM25 rebuilt)"}
+                        f"retrievals each right after a one-memory write (the BM25 index updated incrementally); "
+                        f"bm25_write_query_ms: the lexical index alone, one write then one query; "
+                        f"before_incremental: after_write_ms when the BM25 matrix was rebuilt after each write",
+              "before_incremental": BEFORE_INCREMENTAL}
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"written to {out}")
 

@@ -154,18 +154,23 @@ def _add_tune_parser(sub) -> None:
                           description="Score labelled queries against a finished run's memory stores (read only) "
                                       "over a grid or a random search of a_rec, a_imp, gamma, threshold, top_k and "
                                       "retrieval mode (a_rel = 1); see docs/tuning.md.")
-    tune.add_argument("run", help="run folder (database/<run>)")
-    tune.add_argument("--queries", required=True, help="labelled query file (YAML)")
-    tune.add_argument("--grid", default="default", choices=["default", "fine"], help="grid to search [%(default)s]")
+    tune.add_argument("run", nargs="+", help="run folder (database/<run>); several: one per query file, in order")
+    tune.add_argument("--queries", required=True, nargs="+", help="labelled query file (YAML), one per run")
+    tune.add_argument("--grid", default="default", choices=["default", "fine", "options"],
+                      help="grid to search [%(default)s]")
     tune.add_argument("--random", type=int, default=None, metavar="N", help="random search of N settings instead")
     tune.add_argument("--seed", type=int, default=0, help="seed of the random search [%(default)s]")
     tune.add_argument("--metric", default="ndcg", choices=["ndcg", "mrr", "recall"], help="objective [%(default)s]")
     tune.add_argument("--out", default=None, metavar="BEST.yaml", help="write the best setting as a config file")
     tune.add_argument("--plot", default=None, metavar="TUNE.png", help="save a heatmap over (a_rec, a_imp)")
+    tune.add_argument("--plot-metrics", default=None, metavar="METRICS.png",
+                      help="save a bar chart of held-out recall@k, MRR and nDCG@k per variant")
     tune.add_argument("--top", type=int, default=10, help="settings shown in the table [%(default)s]")
     tune.add_argument("--include-future", action="store_true",
                       help="also score memories formed after a query's time (the stores hold the end of the run)")
     tune.add_argument("--json", action="store_true", help="print the table as JSON")
+    tune.add_argument("--embed-time", action="store_true",
+                      help="experiment: score as if each memory's text began with its game day and time (re-embedded)")
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -532,21 +537,32 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     if args.random is not None and args.random < 1:
         raise SimulacraError(f"--random must be at least 1, got {args.random}")
-    run = t.read_run(args.run)
-    queries = t.load_queries(args.queries, run.start_minute)
-    emb = run.config.embedding
-    embedder = CachedEmbedder(SentenceTransformerEmbedder(emb.model, emb.device, emb.batch_size))
-    prepared = t.prepare(args.run, queries, embedder, args.queries, hide_future=not args.include_future, run=run)
+    if len(args.run) != len(args.queries):
+        raise SimulacraError(f"{len(args.run)} run folders and {len(args.queries)} query files: give one query file "
+                             f"per run, in the same order")
+    prepared, embedder, run = [], None, None
+    for run_dir, queries_file in zip(args.run, args.queries):
+        info = t.read_run(run_dir)
+        run = run or info  # the first run's config gives the parameters that are not searched
+        queries = t.load_queries(queries_file, info.start_minute)
+        if embedder is None:
+            emb = info.config.embedding
+            embedder = CachedEmbedder(SentenceTransformerEmbedder(emb.model, emb.device, emb.batch_size))
+        prepared += t.prepare(run_dir, queries, embedder, queries_file, hide_future=not args.include_future,
+                              run=info, embed_time=args.embed_time)
     settings = t.random_settings(args.random, args.seed) if args.random else t.grid_settings(args.grid)
     report = t.tune(prepared, settings, run.config.memory, args.metric)
     print(t.report_json(report, args.top) if args.json else t.format_report(report, args.top))
     if args.out:
-        print(f"simulacra tune: best setting -> {t.write_snippet(report, args.out, args.run)} (use --config)",
+        print(f"simulacra tune: best setting -> {t.write_snippet(report, args.out, ' '.join(args.run))} "
+              f"(use --config)",
               file=sys.stderr)
     if args.plot:
         axes = t.GRIDS["default" if args.random else args.grid]
         out = t.plot_heatmap(report, args.plot, axes["a_rec"], axes["a_imp"])
         print(f"simulacra tune: heatmap -> {out}", file=sys.stderr)
+    if args.plot_metrics:
+        print(f"simulacra tune: metrics -> {t.plot_metrics(report, args.plot_metrics)}", file=sys.stderr)
     return 0
 
 

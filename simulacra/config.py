@@ -75,6 +75,16 @@ class MemoryConfig(_Section):
         0.5, ge=0, le=1,
         description="hybrid relevance = (1 - hybrid_weight) * dense + hybrid_weight * lexical (0: dense, 1: lexical)",
     )
+    fusion: Literal["weighted", "rrf"] = Field(
+        "weighted", description="hybrid fusion: weighted = the weighted sum above; rrf = weighted reciprocal-rank "
+        "fusion of the two rankings of the tier, (rrf_k + 1) * ((1 - w) / (rrf_k + rank_dense) + w / (rrf_k + "
+        "rank_lexical))",
+    )
+    rrf_k: float = Field(60.0, ge=0, description="k of reciprocal-rank fusion (60 in Cormack et al. 2009)")
+    normalize: Literal["none", "minmax"] = Field(
+        "none", description="term scaling: none (seed 003); minmax = recency, importance and relevance each rescaled "
+        "to [0, 1] over the tier's memories per retrieval (as the Generative Agents implementation)",
+    )
     short_term_min_entries: int = Field(3, ge=0, description="consolidate only when short-term holds more")
     consolidation_interval_minutes: int = Field(60, gt=0, description="game minutes between consolidations")
     consolidation_age_minutes: int = Field(60, ge=0, description="short-term entries older than this leave")

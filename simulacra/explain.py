@@ -108,10 +108,17 @@ def format_explanation(e: dict[str, Any]) -> str:
     for r in e["retrieved"]:
         out.append(f"retrieved for {r['purpose']}: \"{r['query']}\"")
         parts = any("lexical" in m for m in r["results"])  # lexical or hybrid relevance: show its two parts
+        scaled = any("normalized" in m for m in r["results"])  # minmax: the raw terms, then as summed
         out.append("    score  recency  importance  relevance  " + ("dense  lexical  " if parts else "")
-                   + "tier        memory")
+                   + ("rec/imp/rel minmax   " if scaled else "") + "tier        memory")
+
+        def normed(m: dict) -> str:
+            n = m.get("normalized") or {}
+            return f"{num(n.get('recency'))} {num(n.get('importance'))} {num(n.get('relevance'))}  "
+
         out += [f"    {num(m['score'])}  {num(m['recency'])}    {num(m['importance'])}      {num(m['relevance'])}  "
                 + (f"{num(m.get('dense'))}  {num(m.get('lexical'))}    " if parts else "")
+                + (normed(m) if scaled else "")
                 + f"{m['tier']:<11} {m['text']}" for m in r["results"]]
         if not r["results"]:
             out.append("    (nothing scored above the threshold)")

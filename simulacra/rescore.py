@@ -6,7 +6,10 @@ non-negative weights and any recency ``gamma`` could have returned (the k-skyban
 those with the formula of :mod:`simulacra.memory.scoring` and the engine's own selection
 (:func:`simulacra.memory.selection.select`) under the rule the run recorded (cascade or merged, ``top_k``,
 ``threshold``, static budget) gives exactly what the run would have retrieved under the other weights; the
-rule can be changed too, ``top_k`` up to the recorded ``max_top_k``.
+rule can be changed too, ``top_k`` up to the recorded ``max_top_k``. Under ``normalize: minmax`` the operation
+also records each tier's extremes of relevance, importance and age, from which the scaling is redone (the
+k-skyband is the same: rescaling each term by an increasing map keeps which memory beats which); under RRF the
+recorded relevance is the fused one.
 """
 
 from __future__ import annotations
@@ -19,19 +22,30 @@ from typing import Any
 import numpy as np
 
 from simulacra.errors import SimulacraError
-from simulacra.memory.scoring import ScoringParams, recency_importance, recency_of
+from simulacra.memory.scoring import ScoringParams, TermRanges, combine, recency_of
 from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
 from simulacra.trace import read_trace
 
 
-def recorded_candidates(candidates: dict[str, list | None], params: ScoringParams) -> dict[str, TierCandidates]:
+def recorded_ranges(extremes: Sequence[float | None], params: ScoringParams) -> TermRanges:
+    """The :class:`TermRanges` of a tier under ``params`` from the extremes a retrieve operation recorded
+    (``[relevance min, max, importance min, max, age min, max]``, :meth:`MirrorIndex.extremes`): recency falls
+    with age, so its extremes are the recency of the oldest and of the newest memory under ``params.gamma``."""
+    x = [np.nan if v is None else float(v) for v in extremes]
+    rec = recency_of(np.array([x[5], x[4]]), params.gamma, params.recency_window_minutes)
+    return TermRanges((float(rec[0]), float(rec[1])), (x[2], x[3]), (x[0], x[1]))
+
+
+def recorded_candidates(candidates: dict[str, list | None], params: ScoringParams,
+                        ranges: dict[str, list] | None = None) -> dict[str, TierCandidates]:
     """Score a retrieve operation's recorded candidates under ``params``, per tier, in row order.
 
     Args:
         candidates: per tier, ``[id, relevance, importance | None, age_minutes | None]`` rows in row order
             (the importance recorded already holds its long-term decay).
+        ranges: per tier, the recorded extremes (needed under ``normalize: minmax``; :func:`recorded_ranges`).
     Raises:
-        ValueError: a tier's candidates were not recorded (too large a tier).
+        ValueError: a tier's candidates were not recorded (too large a tier), or minmax without its extremes.
     """
     out = {}
     for tier, rows in candidates.items():
@@ -41,13 +55,18 @@ def recorded_candidates(candidates: dict[str, list | None], params: ScoringParam
         imp = np.array([np.nan if r[2] is None else r[2] for r in rows], dtype=np.float64)
         age = np.array([np.nan if r[3] is None else r[3] for r in rows], dtype=np.float64)
         rec = recency_of(age, params.gamma, params.recency_window_minutes)
-        score = recency_importance(rec, imp, params) + params.a_rel * rel  # the engine's arithmetic, exactly
+        tier_ranges = None
+        if params.normalize == "minmax":
+            if ranges is None or tier not in ranges:
+                raise ValueError(f"minmax scaling needs the extremes of tier {tier}, which were not recorded")
+            tier_ranges = recorded_ranges(ranges[tier], params)
+        score = combine(rec, imp, rel, params, tier_ranges)[0]  # the engine's arithmetic, exactly
         out[tier] = TierCandidates(tier, [r[0] for r in rows], score)
     return out
 
 
 def rerank(candidates: dict[str, list | None], tiers: Sequence[str], rule: RetrievalRule,
-           params: ScoringParams) -> list[tuple[str, str, float]]:
+           params: ScoringParams, ranges: dict[str, list] | None = None) -> list[tuple[str, str, float]]:
     """The retrieval's result under ``params`` and ``rule``: ``[(id, tier, score), ...]`` in result order.
 
     Args:
@@ -55,10 +74,11 @@ def rerank(candidates: dict[str, list | None], tiers: Sequence[str], rule: Retri
         tiers: the tiers in the order the retrieval asked them.
         rule: the rule to select with (:func:`simulacra.memory.selection.select`, the engine's own).
         params: the weights and ``gamma`` to re-rank with.
+        ranges: the operation's recorded extremes per tier (``normalize: minmax``).
     Raises:
         ValueError: a tier's candidates were not recorded (too large a tier).
     """
-    scored = recorded_candidates({t: candidates.get(t, []) for t in tiers}, params)
+    scored = recorded_candidates({t: candidates.get(t, []) for t in tiers}, params, ranges)
     return [(p.id, p.tier, p.score) for p in select(tiers, scored, rule)]
 
 
@@ -105,7 +125,7 @@ def rescore_run(run: str | Path, a_rec: float, a_imp: float, a_rel: float, gamma
                 report["not_rescorable"] += 1
                 continue
             try:
-                after = rerank(op["candidates"], op["tiers"], rule, params)
+                after = rerank(op["candidates"], op["tiers"], rule, params, op.get("ranges"))
             except ValueError:
                 report["not_rescorable"] += 1
                 continue

@@ -9,7 +9,8 @@ retrieval rule, :func:`simulacra.memory.selection.select` (cascade or merged, th
 budget). Stores are only read.
 
 Searched: ``a_rec``, ``a_imp``, ``gamma``, ``threshold``, ``top_k``, ``retrieval``, ``static_top_k``,
-``static_threshold``, ``relevance`` (dense, lexical, hybrid) and ``hybrid_weight``; ``a_rel`` stays 1 (the score is
+``static_threshold``, ``relevance`` (dense, lexical, hybrid), ``hybrid_weight``, ``fusion`` (weighted, rrf), ``rrf_k``
+and ``normalize`` (none, minmax); ``a_rel`` stays 1 (the score is
 linear in the three weights, so fixing one only fixes the scale, and the thresholds are searched on that scale).
 The search ranks settings on the train queries; the best and the baselines (the shipped defaults,
 ``presets/seed003.yaml``, the run's config) are also scored on the held-out queries. Metrics (binary relevance,
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from simulacra.clock import MINUTES_PER_DAY, format_hhmm, parse_hhmm
+from simulacra.clock import MINUTES_PER_DAY, format_game_time, format_hhmm, parse_hhmm
 from simulacra.config import MemoryConfig, config_from_dict, load_config
 from simulacra.errors import InputError, SimulacraError, read_yaml
 from simulacra.memory.scoring import ScoringInputs, ScoringParams
@@ -44,8 +45,9 @@ METRICS = ("ndcg", "mrr", "recall")
 SPLITS = ("train", "heldout")
 #: searched parameters, in the order of :class:`Setting`
 KEYS = ("a_rec", "a_imp", "gamma", "threshold", "top_k", "retrieval", "static_top_k", "static_threshold",
-        "relevance", "hybrid_weight")
-#: relevance variants of the grids: dense, lexical, and hybrid at these weights
+        "relevance", "hybrid_weight", "fusion", "rrf_k", "normalize")
+#: relevance variants of the default grid: dense, lexical, and hybrid (weighted sum) at these weights; the fusion
+#: (RRF) and scaling (minmax) options are searched by the ``options`` and ``fine`` grids and the random search
 RELEVANCE_GRID = {"relevance": ["dense", "lexical", "hybrid"], "hybrid_weight": [0.25, 0.5, 0.75]}
 
 GRIDS: dict[str, dict[str, list]] = {
@@ -60,6 +62,22 @@ GRIDS: dict[str, dict[str, list]] = {
         "static_threshold": [None, 0.5],
         **RELEVANCE_GRID,
     },
+    # the grid of docs/tuning.md on the 200+ generated labels: fewer weights, every relevance option
+    "options": {
+        "a_rec": [0.0, 0.25, 1.0],
+        "a_imp": [0.0, 0.25, 1.0],
+        "gamma": [0.99, 0.995],
+        "threshold": [0.35, 0.8],
+        "top_k": [5],
+        "retrieval": list(MODES),
+        "static_top_k": [None],
+        "static_threshold": [None],
+        "relevance": ["dense", "lexical", "hybrid"],
+        "hybrid_weight": [0.25, 0.5, 0.75],
+        "fusion": ["weighted", "rrf"],
+        "rrf_k": [10.0, 60.0],
+        "normalize": ["none", "minmax"],
+    },
     "fine": {
         "a_rec": [0.0, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0],
         "a_imp": [0.0, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0],
@@ -71,6 +89,9 @@ GRIDS: dict[str, dict[str, list]] = {
         "static_threshold": [None, 0.5],
         "relevance": ["dense", "lexical", "hybrid"],
         "hybrid_weight": [0.1, 0.25, 0.4, 0.5, 0.6, 0.75, 0.9],
+        "fusion": ["weighted", "rrf"],
+        "rrf_k": [10.0, 30.0, 60.0, 100.0],
+        "normalize": ["none", "minmax"],
     },
 }
 #: ranges of the random search (uniform; top_k an integer; floats rounded to 3 decimals)
@@ -86,7 +107,8 @@ class TuneError(SimulacraError):
 @dataclass(frozen=True)
 class Setting:
     """One point of the search space (``a_rel`` is :data:`A_REL`). ``static_threshold`` is ``None`` unless a
-    static budget is set, ``hybrid_weight`` unless ``relevance`` is ``hybrid`` (they do nothing otherwise)."""
+    static budget is set, ``hybrid_weight`` unless ``relevance`` is ``hybrid``, ``rrf_k`` unless ``fusion`` is
+    ``rrf`` (they do nothing otherwise); ``fusion`` is ``weighted`` unless ``relevance`` is ``hybrid``."""
 
     a_rec: float
     a_imp: float
@@ -98,21 +120,30 @@ class Setting:
     static_threshold: float | None = None
     relevance: str = "dense"
     hybrid_weight: float | None = None
+    fusion: str = "weighted"
+    rrf_k: float | None = None
+    normalize: str = "none"
 
     def __post_init__(self) -> None:
         if not self.static_top_k and self.static_threshold is not None:  # no budget, or an empty one
             object.__setattr__(self, "static_threshold", None)
         if self.relevance != "hybrid":
             object.__setattr__(self, "hybrid_weight", None)
+            object.__setattr__(self, "fusion", "weighted")
         elif self.hybrid_weight is None:
             object.__setattr__(self, "hybrid_weight", MemoryConfig().hybrid_weight)
+        if self.fusion != "rrf":
+            object.__setattr__(self, "rrf_k", None)
+        elif self.rrf_k is None:
+            object.__setattr__(self, "rrf_k", MemoryConfig().rrf_k)
 
     @classmethod
     def from_config(cls, m: MemoryConfig) -> Setting:
         """The searched parameters of a memory config, rescaled so that ``a_rel`` is :data:`A_REL`."""
         s = A_REL / m.a_rel if m.a_rel > 0 else 1.0
         return cls(m.a_rec * s, m.a_imp * s, m.gamma, m.threshold * s, m.top_k, m.retrieval, m.static_top_k,
-                   None if m.static_threshold is None else m.static_threshold * s, m.relevance, m.hybrid_weight)
+                   None if m.static_threshold is None else m.static_threshold * s, m.relevance, m.hybrid_weight,
+                   m.fusion, m.rrf_k, m.normalize)
 
     def memory_dict(self) -> dict[str, Any]:
         """The ``memory:`` section of a config that retrieves like this setting."""
@@ -121,7 +152,10 @@ class Setting:
                 "static_top_k": self.static_top_k,
                 "static_threshold": None if self.static_threshold is None else float(self.static_threshold),
                 "relevance": self.relevance,
-                **({} if self.hybrid_weight is None else {"hybrid_weight": float(self.hybrid_weight)})}
+                **({} if self.hybrid_weight is None else {"hybrid_weight": float(self.hybrid_weight)}),
+                **({} if self.relevance != "hybrid" else {"fusion": self.fusion}),
+                **({} if self.rrf_k is None else {"rrf_k": float(self.rrf_k)}),
+                "normalize": self.normalize}
 
     def config(self, run_memory: MemoryConfig) -> MemoryConfig:
         """``run_memory`` retrieving like this setting (the fields not searched stay the run's)."""
@@ -143,8 +177,11 @@ class Setting:
                 f"top_k {self.top_k}, {self.retrieval}, {static}, {self.relevance_label()} relevance")
 
     def relevance_label(self) -> str:
-        """``dense``, ``lexical`` or ``hybrid 0.5`` (with the weight)."""
-        return self.relevance if self.hybrid_weight is None else f"{self.relevance} {self.hybrid_weight:g}"
+        """``dense``, ``lexical``, ``hybrid 0.5`` (with the weight) or ``rrf 0.5 k60``; ``+mm`` under minmax."""
+        label = self.relevance if self.hybrid_weight is None else f"{self.relevance} {self.hybrid_weight:g}"
+        if self.fusion == "rrf":
+            label = f"rrf {self.hybrid_weight:g} k{self.rrf_k:g}"
+        return label + ("+mm" if self.normalize == "minmax" else "")
 
 
 def grid_settings(grid: str | dict[str, list] = "default") -> list[Setting]:
@@ -155,6 +192,9 @@ def grid_settings(grid: str | dict[str, list] = "default") -> list[Setting]:
     g.setdefault("static_threshold", [None])
     g.setdefault("relevance", ["dense"])
     g.setdefault("hybrid_weight", [None])
+    g.setdefault("fusion", ["weighted"])
+    g.setdefault("rrf_k", [None])
+    g.setdefault("normalize", ["none"])
     missing = [k for k in KEYS if not g.get(k)]
     if missing:
         raise ValueError(f"grid lacks values for {', '.join(missing)}")
@@ -177,8 +217,11 @@ def random_settings(n: int, seed: int = 0) -> list[Setting]:
         static = None if rng.random() < 1 / 3 else budget
         relevance = RELEVANCE_GRID["relevance"][int(rng.integers(3))]
         weight = round(float(rng.uniform(0.0, 1.0)), 3)
+        fusion = ("weighted", "rrf")[int(rng.integers(2))]
+        rrf_k = float(rng.choice([10.0, 30.0, 60.0, 100.0]))
+        normalize = ("none", "minmax")[int(rng.integers(2))]
         out.append(Setting(u["a_rec"], u["a_imp"], gamma, u["threshold"], top_k, mode, static,
-                           u["static_threshold"], relevance, weight))
+                           u["static_threshold"], relevance, weight, fusion, rrf_k, normalize))
     return out
 
 
@@ -230,6 +273,7 @@ class LabelledQuery:
     expected: tuple[Expected, ...]
     note: str | None = None
     split: str = "train"
+    category: str | None = None
 
 
 _HEX_ID = re.compile(r"[0-9a-f]{24}")
@@ -260,7 +304,8 @@ def load_queries(path: str | Path, start_minute: int | None = None) -> list[Labe
     Each query: ``agent``, ``query`` (text), optional ``time`` (game minutes, or ``"HH:MM"`` on the run's first
     day, given by ``start_minute``), ``expected`` (a non-empty list of ``{id: ...}``, ``{text: ...}`` or plain
     strings: a 24-hex id, else a text), optional ``note``, optional ``split`` (``train``, the default, or
-    ``heldout``: not searched on, only scored).
+    ``heldout``: not searched on, only scored), optional ``category`` (a label such as ``said``, ``who``, ``when``,
+    ``plan``: :func:`by_category` reports per category).
 
     Raises:
         InputError: naming the file and ``queries.<index>.<field>`` of the first problem.
@@ -275,10 +320,13 @@ def load_queries(path: str | Path, start_minute: int | None = None) -> list[Labe
         where = f"queries.{i}"
         if not isinstance(item, dict):
             raise InputError(file, where, f"expected a mapping, got {type(item).__name__}")
-        unknown = set(item) - {"agent", "query", "time", "expected", "note", "split"}
+        unknown = set(item) - {"agent", "query", "time", "expected", "note", "split", "category"}
         if unknown:
             raise InputError(file, f"{where}.{sorted(unknown)[0]}",
-                             "unknown field (known: agent, query, time, expected, note, split)")
+                             "unknown field (known: agent, query, time, expected, note, split, category)")
+        category = item.get("category")
+        if category is not None and (not isinstance(category, str) or not category.strip()):
+            raise InputError(file, f"{where}.category", "expected a non-empty string (said, who, when, plan ...)")
         split = item.get("split", "train")
         if split not in SPLITS:
             raise InputError(file, f"{where}.split", f"expected one of {', '.join(SPLITS)}, got {split!r}")
@@ -301,7 +349,7 @@ def load_queries(path: str | Path, start_minute: int | None = None) -> list[Labe
             expected.append(Expected(**{key: value.strip()}))
         out.append(LabelledQuery(i, item["agent"].strip(), item["query"].strip(),
                                  _parse_time(item.get("time"), file, f"{where}.time", start_minute),
-                                 tuple(expected), item.get("note"), split))
+                                 tuple(expected), item.get("note"), split, category))
     return out
 
 
@@ -415,16 +463,26 @@ def _resolve(q: LabelledQuery, file: Path, records: list, trace_ops: list[dict],
     return relevant, missing
 
 
+def timed_text(text: str, timestamp: float | None) -> str:
+    """``text`` preceded by its game day and time (``"day 1 11:40: ..."``), the variant ``--embed-time`` measures;
+    unchanged without a timestamp (static memory)."""
+    return text if timestamp is None else f"{format_game_time(timestamp)}: {text}"
+
+
 def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, queries_file: str | Path = "<queries>",
-            hide_future: bool = True, run: RunInfo | None = None) -> list[PreparedQuery]:
+            hide_future: bool = True, run: RunInfo | None = None, embed_time: bool = False) -> list[PreparedQuery]:
     """Embed the queries once and read every tier's raw columns once per query (stores are only read).
 
     Args:
         hide_future: leave out memories formed after a query's time (the stores hold the end of the run).
+        embed_time: an experiment: score as if each memory's embedded (and BM25) text began with its game day and
+            time (:func:`timed_text`); the memories are embedded again with ``embedder`` (the stores are not
+            changed).
     Raises:
         InputError: an unknown agent or expected memory (naming ``queries_file`` and the query index).
         TuneError: a missing store.
     """
+    from simulacra.memory.index import MirrorIndex
     from simulacra.memory.lexical import LexicalIndex
     from simulacra.memory.store import MemoryTier
     from simulacra.memory.stream import AgentMemory, open_chroma
@@ -464,8 +522,15 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
             keep = ~(created > now) if hide_future else np.ones(len(created), dtype=bool)  # NaN (static) stays
             rows = np.flatnonzero(keep)
             inputs = tier.scoring_inputs(vec_of[q.query], mem_cfg.recency_from).take(rows)
+            texts = [tier_records[i].text for i in rows]
+            if embed_time:
+                texts = [timed_text(tier_records[i].text, tier_records[i].timestamp) for i in rows]
+                timed = MirrorIndex(dim, mem_cfg.distance, bound_min_rows=None)
+                timed.append(embedder.embed(texts) if texts else np.zeros((0, dim), np.float32),
+                             np.zeros((len(texts), 4)))
+                inputs = replace(inputs, distance=timed.distances(vec_of[q.query]))
             lexical = LexicalIndex()  # BM25 over the memories of the tier at the query's time
-            lexical.append([tier_records[i].text for i in rows])
+            lexical.append(texts)
             inputs = replace(inputs, lexical=np.array(lexical.relevance(q.query)))
             tiers.append(TierInputs(name, [tier_records[i].id for i in rows], inputs))
         out.append(PreparedQuery(q, now, tiers, relevant, missing))
@@ -502,7 +567,7 @@ def evaluate(prepared: Sequence[PreparedQuery], settings: Iterable[Setting], run
     """Mean recall@k, MRR and nDCG@k of each setting over the queries with at least one findable memory;
     ``k`` is the most memories the setting returns (``top_k`` plus the static budget).
 
-    Scores depend only on (a_rec, a_imp, gamma, relevance, hybrid_weight) and are computed once per such key and
+    Scores depend only on (a_rec, a_imp, gamma and the relevance options) and are computed once per such key and
     query; the rule
     (threshold, ``top_k``, mode, static budget) only selects from them.
 
@@ -515,7 +580,7 @@ def evaluate(prepared: Sequence[PreparedQuery], settings: Iterable[Setting], run
     cache_key, tables = None, []
     out = []
     for s in settings:
-        key = (s.a_rec, s.a_imp, s.gamma, s.relevance, s.hybrid_weight)
+        key = (s.a_rec, s.a_imp, s.gamma, s.relevance, s.hybrid_weight, s.fusion, s.rrf_k, s.normalize)
         if key != cache_key:
             params = s.params(run_memory)
             tables = [_sorted(_scored(pq, params)) for pq in scored]
@@ -531,6 +596,16 @@ def evaluate(prepared: Sequence[PreparedQuery], settings: Iterable[Setting], run
         n = len(scored)
         out.append(Result(s, rec / n, rr / n, nd / n))
     return out
+
+
+def by_category(prepared: Sequence[PreparedQuery], setting: Setting, run_memory: MemoryConfig) -> dict[str, Result]:
+    """``setting``'s metrics per query category (``said``, ``who``, ``when`` ...; ``-`` for queries without one),
+    over the queries with a findable memory; categories in order of first appearance."""
+    groups: dict[str, list[PreparedQuery]] = {}
+    for pq in prepared:
+        if pq.relevant:
+            groups.setdefault(pq.query.category or "-", []).append(pq)
+    return {cat: evaluate(group, [setting], run_memory)[0] for cat, group in groups.items()}
 
 
 def _sorted(table: dict[str, TierCandidates]) -> dict[str, TierCandidates]:
@@ -629,7 +704,7 @@ def format_report(report: TuneReport, top: int = 10) -> str:
     """The table of the ``top`` settings and the baselines (train queries), the best and the baselines on the
     train and held-out queries, and the expected memories that cannot be found."""
     head = (f"{'#':>3}  {'a_rec':>5} {'a_imp':>5} {'gamma':>6} {'thresh':>6} {'top_k':>5} {'retrieval':>9} "
-            f"{'static':>6} {'s_thr':>5} {'relevance':>11}  {'recall':>6} {'MRR':>6} {'nDCG':>6}")
+            f"{'static':>6} {'s_thr':>5} {'relevance':>15}  {'recall':>6} {'MRR':>6} {'nDCG':>6}")
     lines = [head, "-" * len(head)]
 
     def opt(x: float | None, fmt: str) -> str:
@@ -639,7 +714,7 @@ def format_report(report: TuneReport, top: int = 10) -> str:
         s = r.setting
         return (f"{tag:>3}  {s.a_rec:5.3g} {s.a_imp:5.3g} {s.gamma:6.4g} {s.threshold:6.3g} {s.top_k:5d} "
                 f"{s.retrieval:>9} {opt(s.static_top_k, 'd'):>6} {opt(s.static_threshold, '.3g'):>5} "
-                f"{s.relevance_label():>11}  "
+                f"{s.relevance_label():>15}  "
                 f"{r.recall:6.3f} {r.mrr:6.3f} {r.ndcg:6.3f}")
 
     lines += [row(str(i), r) for i, r in enumerate(report.results[:top], start=1)]
@@ -723,6 +798,43 @@ def plot_heatmap(report: TuneReport, path: str | Path, a_rec: Sequence[float] | 
     ax.set_title(f"{names[report.metric]}: gamma {best.gamma:g}, threshold {best.threshold:g}, top_k {best.top_k}, "
                  f"{best.retrieval}\n(star: best; square: a_rec/a_imp of seed003)", fontsize=8)
     fig.colorbar(im, ax=ax, fraction=0.05)
+    fig.tight_layout()
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, format="png")
+    return p
+
+
+def plot_metrics(report: TuneReport, path: str | Path) -> Path:
+    """PNG bar chart of recall@k, MRR and nDCG@k on the held-out queries (the train queries when there are none)
+    for the baselines, the best setting of each relevance variant searched and the overall best (matplotlib,
+    Agg canvas)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    held = bool(report.heldout)
+    rows: dict[str, Result] = {}
+    for name in report.baselines:
+        rows[name] = report.heldout[name] if held else report.baselines[name]
+    for label, (train, h) in report.by_relevance.items():
+        rows[f"best {label}"] = h if held and h is not None else train
+    rows["tuned (best)"] = report.heldout["best"] if held else report.best
+    names = list(rows)
+    fig = Figure(figsize=(max(6.0, 0.75 * len(names) + 2), 4.2), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    x = np.arange(len(names))
+    for j, (metric, label) in enumerate((("recall", "recall@k"), ("mrr", "MRR"), ("ndcg", "nDCG@k"))):
+        vals = [rows[n].metric(metric) for n in names]
+        bars = ax.bar(x + (j - 1) * 0.27, vals, 0.27, label=label)
+        for bar, v in zip(bars, vals):
+            ax.text(bar.get_x() + bar.get_width() / 2, v + 0.01, f"{v:.2f}", ha="center", fontsize=6, rotation=90)
+    ax.set_xticks(x, names, rotation=35, ha="right", fontsize=7)
+    ax.set_ylim(0, 1.1)
+    n = sum(1 for pq in report.prepared if pq.relevant and (pq.query.split == "heldout") == held)
+    ax.set_title(f"{'held-out' if held else 'train'} queries ({n}); settings searched on the train queries",
+                 fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)

@@ -192,7 +192,13 @@ def test_fast_path_equals_agent_memory_retrieve(tmp_path):
                 t.Setting(0.5, 1.0, 0.95, 0.6, 3, "cascade", 0),
                 t.Setting(0.25, 0.25, 0.995, 0.35, 5, "merged", None, None, "lexical"),
                 t.Setting(1.0, 0.5, 0.9, 0.5, 4, "cascade", 2, 0.3, "hybrid", 0.3),
-                t.Setting(0.5, 1.0, 0.95, 0.6, 3, "merged", None, None, "hybrid", 0.8)]
+                t.Setting(0.5, 1.0, 0.95, 0.6, 3, "merged", None, None, "hybrid", 0.8),
+                # the fusion and scaling options: tune ranks exactly as the engine under each
+                t.Setting(0.5, 1.0, 0.95, 0.6, 3, "merged", None, None, "hybrid", 0.5, "rrf", 10.0),
+                t.Setting(1.0, 0.5, 0.9, 0.5, 4, "cascade", 2, 0.3, "hybrid", 0.3, "rrf", 60.0, "minmax"),
+                t.Setting(0.25, 0.25, 0.995, 0.35, 5, "merged", None, None, "dense", None, "weighted", None, "minmax"),
+                t.Setting(1.0, 1.0, 0.99, 0.8, 5, "merged", None, None, "lexical", None, "weighted", None, "minmax"),
+                t.Setting(0.5, 0.5, 0.99, 0.8, 5, "merged", None, None, "hybrid", 0.5, "weighted", None, "minmax")]
     static_ids = {r.id for r in static}
     for s in settings:
         mem.config = MemoryConfig(**s.memory_dict())
@@ -202,6 +208,22 @@ def test_fast_path_equals_agent_memory_retrieve(tmp_path):
             if s.static_top_k is not None:  # budgeted static facts come last, at most static_top_k of them
                 n_static = sum(i in static_ids for i in want)
                 assert n_static <= s.static_top_k and all(i in static_ids for i in want[len(want) - n_static:])
+
+
+def test_options_grid_searches_fusion_and_scaling():
+    settings = t.grid_settings("options")
+    assert len(settings) == len(set(settings))
+    assert {s.fusion for s in settings} == {"weighted", "rrf"} and {s.normalize for s in settings} == {"none", "minmax"}
+    assert {s.rrf_k for s in settings if s.fusion == "rrf"} == {10.0, 60.0}
+    assert all(s.relevance == "hybrid" for s in settings if s.fusion == "rrf")  # rrf fuses two relevances
+    assert all(s.rrf_k is None for s in settings if s.fusion != "rrf")
+    rrf = t.Setting(0.5, 0.5, 0.99, 0.5, 5, "merged", relevance="hybrid", hybrid_weight=0.4, fusion="rrf",
+                    normalize="minmax")
+    assert rrf.rrf_k == 60.0 and rrf.relevance_label() == "rrf 0.4 k60+mm"
+    cfg = MemoryConfig(**rrf.memory_dict())
+    assert (cfg.fusion, cfg.rrf_k, cfg.normalize, cfg.hybrid_weight) == ("rrf", 60.0, "minmax", 0.4)
+    assert t.Setting.from_config(cfg) == rrf
+    assert t.Setting(0.5, 0.5, 0.99, 0.5, 5, "merged", fusion="rrf").fusion == "weighted"  # dense: nothing to fuse
 
 
 def test_snippet_loads_with_load_config_and_plot_is_png(tmp_path):
@@ -215,6 +237,8 @@ def test_snippet_loads_with_load_config_and_plot_is_png(tmp_path):
     assert cfg.memory.retrieval == report.best.setting.retrieval and cfg.memory.a_rel == 1.0
     png = t.plot_heatmap(report, tmp_path / "tune.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bars = t.plot_metrics(report, tmp_path / "metrics.png")
+    assert bars.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = t.format_report(report)
     assert "seed003" in text and "best:" in text
 

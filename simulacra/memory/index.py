@@ -34,6 +34,7 @@ from simulacra.memory.scoring import (
     ScoreTerms,
     ScoringInputs,
     ScoringParams,
+    TermRanges,
     decayed_importance,
     fuse_relevance,
     recency_importance,
@@ -229,6 +230,8 @@ class MirrorIndex:
             empty = np.zeros(0)
             lex = empty if params.lexical else None
             return np.zeros(0, dtype=np.int64), ScoreTerms(empty, empty, empty, empty, lex, lex)
+        if params.tier_wide:
+            return self._top_whole(query, now, params, k, recency_from, lexical)
         if params.lexical:
             return self._top_lexical(query, now, params, k, recency_from, lexical)
         rows = None
@@ -256,6 +259,39 @@ class MirrorIndex:
                                         params.long_term_decay_per_hour)
         return picked, ScoreTerms(recency=recency, importance=importance, relevance=relevance[order],
                                   score=score[order])
+
+    def _top_whole(self, query: np.ndarray, now: float, params: ScoringParams, k: int, recency_from: str,
+                   lexical: np.ndarray | None) -> tuple[np.ndarray, ScoreTerms]:
+        """:meth:`top` when a score depends on the whole tier (``normalize: minmax``, RRF): every row is scored
+        with :func:`~simulacra.memory.scoring.score_memories` (no bounds), the picked rows' terms returned."""
+        n = self._n
+        if params.lexical and (lexical is None or len(lexical) != n):
+            raise ValueError(f"{params.relevance} relevance needs the lexical relevance of all {n} rows")
+        terms = self.score(query, now, params, recency_from, lexical=lexical if params.lexical else None)
+        score = terms.score
+        self.last_scored = n
+        if k < n:
+            kth = np.partition(score, n - k)[n - k]
+            part = np.flatnonzero(score >= kth)
+        else:
+            part = np.arange(n)
+        picked = part[rank(score[part], part)][:k]
+        return picked, terms.take(picked)
+
+    def extremes(self, query: np.ndarray, now: float, params: ScoringParams, recency_from: str = "created",
+                 lexical: np.ndarray | None = None) -> list[float | None]:
+        """The tier's ``[relevance min, max, importance min, max, age min, max]`` for ``query`` at ``now`` (age in
+        game minutes; ``None`` where no memory has the term): what ``simulacra rescore`` needs to redo
+        ``normalize: minmax`` under other weights and ``gamma`` (recency is monotone in age)."""
+        dense = None if params.relevance == "lexical" else relevance_from_distance(self.distances(query))
+        rel = fuse_relevance(dense, lexical, params)
+        imp = decayed_importance(self.rating, self.long_term_since, now, params.long_term_decay_per_hour)
+        age = np.maximum(now - self._reference(recency_from), 0.0)
+        out: list[float | None] = []
+        for x in (rel, imp, age):
+            lo, hi = TermRanges.of(x, x, x).relevance
+            out += [None, None] if math.isnan(lo) else [lo, hi]
+        return out
 
     def _top_lexical(self, query: np.ndarray, now: float, params: ScoringParams, k: int, recency_from: str,
                      lexical: np.ndarray | None) -> tuple[np.ndarray, ScoreTerms]:

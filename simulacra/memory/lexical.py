@@ -1,7 +1,7 @@
 """Lexical relevance: Okapi BM25 over the memory texts of one tier (``memory.relevance: lexical | hybrid``).
 
-BM25 (Robertson et al., "Okapi at TREC-3", 1994) in the Lucene variant, computed by the ``bm25s`` package
-(Lu 2024): for query words ``t`` (lower-cased, English stop words removed, each counted once),
+BM25 (Robertson et al., "Okapi at TREC-3", 1994) in the Lucene variant, as the ``bm25s`` package (Lu 2024) computes
+it: for query words ``t`` (lower-cased, English stop words removed, each counted once; ``bm25s.tokenize``),
 
     bm25(d) = sum_t  ln(1 + (N - df_t + 0.5) / (df_t + 0.5)) * tf_td / (tf_td + k1 * (1 - b + b * |d| / avgdl))
 
@@ -9,18 +9,23 @@ with ``N`` the memories of the tier, ``df_t`` how many contain ``t``, ``tf_td`` 
 length in words and ``avgdl`` the tier's mean length. The relevance of a memory is its BM25 divided by the
 tier's best BM25 for the query, so in [0, 1] (all 0 when no query word occurs in the tier).
 
-Upkeep: the index follows the tier row for row (:meth:`LexicalIndex.append`, :meth:`set_row`, :meth:`keep`, the
-same calls as :class:`~simulacra.memory.index.MirrorIndex`). Texts are tokenised once, when first needed. The
-statistics every score depends on (``N``, ``df``, ``avgdl``) change with every write, and ``bm25s`` stores
-precomputed per-word scores, so its matrix cannot be updated in place: it is rebuilt from the kept tokens on the
-first query after a write (measured in ``docs/memory.md``), and queries between writes reuse it. Scores are
-therefore always those of a fresh index over the tier's current texts.
+Upkeep (incremental): the index follows the tier row for row (:meth:`LexicalIndex.append`, :meth:`set_row`,
+:meth:`keep`, the same calls as :class:`~simulacra.memory.index.MirrorIndex`). ``bm25s`` stores precomputed
+per-word scores that depend on ``N``, ``df`` and ``avgdl``, so it cannot take a write without a full rebuild
+(its maintainers' answer, bm25s issues #5, #98, #129) and Chroma's local full-text search filters but does not
+score. The index therefore keeps the raw statistics BM25 is made of, which a write changes locally: per word a
+postings list (memory slot, term frequency), ``df`` per word, each memory's length, ``N`` and the total length.
+Adding a memory appends to the postings of its words; forgetting one marks its slot dead and lowers ``df`` of its
+words (dead postings are skipped, and compacted away once they are the majority). The query combines them with the
+formula above at query time, in float64, so a score depends only on the current texts: it is bit for bit what an
+index built from scratch over them gives (tested), and equal to ``bm25s``'s float32 scores to float32 precision.
+A write costs O(words of the memory); a query O(postings of its words). Texts are tokenised once, when first
+needed (dense relevance never tokenises).
 """
 
 from __future__ import annotations
 
-import logging
-import time
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -45,84 +50,200 @@ def query_terms(query: str) -> list[str]:
     return list(dict.fromkeys(tokenize([query])[0]))
 
 
+class _Postings:
+    """One word's postings: memory slots and term frequencies, append-only arrays grown by doubling."""
+
+    __slots__ = ("slots", "tf", "n")
+
+    def __init__(self) -> None:
+        self.slots = np.zeros(4, dtype=np.int64)
+        self.tf = np.zeros(4, dtype=np.float64)
+        self.n = 0
+
+    def add(self, slot: int, tf: int) -> None:
+        if self.n == len(self.slots):
+            self.slots = np.resize(self.slots, max(4, 2 * self.n))
+            self.tf = np.resize(self.tf, max(4, 2 * self.n))
+        self.slots[self.n] = slot
+        self.tf[self.n] = tf
+        self.n += 1
+
+    def live(self, alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The postings of live slots (compacting the arrays when at most half are live)."""
+        slots, tf = self.slots[: self.n], self.tf[: self.n]
+        keep = alive[slots]
+        if keep.all():
+            return slots, tf
+        slots, tf = slots[keep], tf[keep]
+        if 2 * len(slots) <= self.n:
+            self.slots, self.tf, self.n = slots.copy(), tf.copy(), len(slots)
+        return slots, tf
+
+
 class LexicalIndex:
-    """BM25 over the texts of one tier, row-aligned with the tier's records (see the module docstring).
+    """BM25 over the texts of one tier, row-aligned with the tier's records, kept incrementally (module docstring).
 
     Attributes:
-        rebuilds: how many times the BM25 matrix was built; ``last_build_s``: seconds the last build took.
+        indexed: memories whose words were put in the postings so far (a write-counter for tests and benches);
+        compactions: how many times the slot space was renumbered.
     """
+
+    #: renumber the slots when they are more than twice the live memories and more than twice this
+    compact_min = 512
 
     def __init__(self, k1: float = K1, b: float = B):
         self.k1 = k1
         self.b = b
         self._texts: list[str] = []
-        self._tokens: list[list[str] | None] = []  # None: not tokenised yet
+        self._row_slot = np.zeros(0, dtype=np.int64)  # per row, its slot; -1 while not tokenised
+        self._n = 0
+        # per slot (a memory as indexed; a rewritten or forgotten memory's slot dies)
+        self._slot_words: list[Counter | None] = []
+        self._slot_len = np.zeros(0, dtype=np.float64)
+        self._alive = np.zeros(0, dtype=bool)
+        self._slot_row = np.zeros(0, dtype=np.int64)
+        self._slot_row_version = -1
+        self._postings: dict[str, _Postings] = {}
+        self._df: Counter = Counter()
+        self._total_len = 0
+        self._live = 0
         self._version = 0
-        self._built_version = -1
-        self._bm25 = None
         self._cache: tuple[tuple[int, str], np.ndarray] | None = None
-        self.rebuilds = 0
-        self.last_build_s = 0.0
+        self.indexed = 0
+        self.compactions = 0
 
     def __len__(self) -> int:
-        return len(self._texts)
+        return self._n
 
     # ----------------------------------------------------------------- writes (the mirror's calls)
     def append(self, texts: Sequence[str]) -> None:
-        """Append rows with these texts."""
-        if texts:
-            self._texts.extend(texts)
-            self._tokens.extend([None] * len(texts))
-            self._version += 1
+        """Append rows with these texts (tokenised at the next query)."""
+        m = len(texts)
+        if not m:
+            return
+        self._texts.extend(texts)
+        if self._n + m > len(self._row_slot):
+            self._row_slot = np.resize(self._row_slot, max(self._n + m, 2 * len(self._row_slot), 64))
+        self._row_slot[self._n:self._n + m] = -1
+        self._n += m
+        self._version += 1
 
     def set_row(self, row: int, text: str) -> None:
         """Replace the text of row ``row`` (no-op when unchanged)."""
         if self._texts[row] != text:
             self._texts[row] = text
-            self._tokens[row] = None
+            self._kill(int(self._row_slot[row]))
+            self._row_slot[row] = -1
             self._version += 1
 
     def keep(self, mask: np.ndarray) -> None:
         """Drop the rows where ``mask`` (bool, ``(n,)``) is false, keeping order."""
+        mask = np.asarray(mask, dtype=bool)
         idx = np.flatnonzero(mask)
-        if len(idx) == len(self._texts):
+        if len(idx) == self._n:
             return
+        for slot in self._row_slot[: self._n][~mask]:
+            self._kill(int(slot))
         self._texts = [self._texts[i] for i in idx]
-        self._tokens = [self._tokens[i] for i in idx]
+        self._row_slot[: len(idx)] = self._row_slot[idx]
+        self._n = len(idx)
         self._version += 1
 
-    # ----------------------------------------------------------------- reads
-    def _index(self):
-        """The ``bm25s`` index of the current texts (rebuilt when a write happened since the last build), or
-        ``None`` when no text has a word."""
-        if self._built_version == self._version:
-            return self._bm25
-        import bm25s
+    def _kill(self, slot: int) -> None:
+        """Take a memory's words out of the statistics (its postings are skipped from now on)."""
+        if slot < 0:
+            return
+        words = self._slot_words[slot]
+        self._df.subtract(words.keys())
+        self._total_len -= int(self._slot_len[slot])
+        self._live -= 1
+        self._alive[slot] = False
+        self._slot_words[slot] = None
 
-        logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every build at DEBUG
-        t = time.perf_counter()
-        todo = [i for i, tok in enumerate(self._tokens) if tok is None]
-        for i, tok in zip(todo, tokenize([self._texts[i] for i in todo])):
-            self._tokens[i] = tok
-        bm25 = None
-        if any(self._tokens):
-            bm25 = bm25s.BM25(method="lucene", k1=self.k1, b=self.b)
-            bm25.index(self._tokens, show_progress=False)
-        self._bm25, self._built_version = bm25, self._version
-        self.rebuilds += 1
-        self.last_build_s = time.perf_counter() - t
-        return bm25
+    def _index_pending(self) -> None:
+        """Tokenise the rows written since the last query and add them to the postings."""
+        rows = np.flatnonzero(self._row_slot[: self._n] < 0)
+        if not len(rows):
+            return
+        if len(self._slot_words) > 2 * max(self._live, self.compact_min):  # mostly dead slots: renumber
+            self._compact()
+            rows = np.flatnonzero(self._row_slot[: self._n] < 0)
+        start = len(self._slot_words)
+        need = start + len(rows)
+        if need > len(self._alive):
+            size = max(need, 2 * len(self._alive), 64)
+            self._alive = np.resize(self._alive, size)
+            self._slot_len = np.resize(self._slot_len, size)
+        for j, (row, words) in enumerate(zip(rows, tokenize([self._texts[i] for i in rows]))):
+            slot = start + j
+            counts = Counter(words)
+            self._slot_words.append(counts)
+            self._slot_len[slot] = len(words)
+            self._alive[slot] = True
+            self._row_slot[row] = slot
+            for word, tf in counts.items():
+                post = self._postings.get(word)
+                if post is None:
+                    post = self._postings[word] = _Postings()
+                post.add(slot, tf)
+            self._df.update(counts.keys())
+            self._total_len += len(words)
+        self._live += len(rows)
+        self.indexed += len(rows)
+
+    def _compact(self) -> None:
+        """Renumber the live slots 0.. and rebuild the postings from their kept word counts (no re-tokenising)."""
+        old = self._row_slot[: self._n].copy()
+        words = [self._slot_words[s] if s >= 0 else None for s in old]
+        self._slot_words, self._postings, self._slot_row_version = [], {}, -1
+        self.compactions += 1
+        self._alive = np.zeros(max(64, self._n), dtype=bool)
+        self._slot_len = np.zeros(len(self._alive), dtype=np.float64)
+        for row, counts in enumerate(words):
+            if counts is None:
+                continue
+            slot = len(self._slot_words)
+            self._slot_words.append(counts)
+            self._slot_len[slot] = sum(counts.values())
+            self._alive[slot] = True
+            self._row_slot[row] = slot
+            for word, tf in counts.items():
+                post = self._postings.get(word)
+                if post is None:
+                    post = self._postings[word] = _Postings()
+                post.add(slot, tf)
+
+    # ----------------------------------------------------------------- reads
+    def _rows_of_slots(self) -> np.ndarray:
+        """Row of every slot (-1 for dead slots), recomputed after a write."""
+        if self._slot_row_version != self._version or len(self._slot_row) != len(self._slot_words):
+            slot_row = np.full(len(self._slot_words), -1, dtype=np.int64)
+            slot_row[self._row_slot[: self._n]] = np.arange(self._n)
+            self._slot_row, self._slot_row_version = slot_row, self._version
+        return self._slot_row
 
     def bm25(self, query: str) -> np.ndarray:
         """Raw BM25 of every row for ``query`` (module docstring), float64 ``(n,)``, >= 0."""
-        n = len(self._texts)
-        bm25 = self._index() if n else None
-        if bm25 is None:
-            return np.zeros(n)
-        ids = bm25.get_tokens_ids(query_terms(query))
-        if not ids:
-            return np.zeros(n)
-        return np.asarray(bm25.get_scores_from_ids(ids), dtype=np.float64)
+        n = self._n
+        score = np.zeros(n)
+        if not n:
+            return score
+        self._index_pending()
+        if self._total_len == 0:
+            return score
+        slot_row = self._rows_of_slots()
+        big_n = float(self._live)
+        norm = self.k1 / (self._total_len / big_n)  # k1 / avgdl
+        for word in query_terms(query):
+            df = self._df.get(word, 0)
+            post = self._postings.get(word)
+            if df <= 0 or post is None:
+                continue
+            idf = np.log(1.0 + (big_n - df + 0.5) / (df + 0.5))
+            slots, tf = post.live(self._alive)
+            length = self._slot_len[slots]
+            score[slot_row[slots]] += idf * (tf / (tf + (self.k1 * (1.0 - self.b) + self.b * norm * length)))
+        return score
 
     def relevance(self, query: str) -> np.ndarray:
         """Lexical relevance of every row for ``query``: BM25 over the tier's best, float64 ``(n,)`` in [0, 1]

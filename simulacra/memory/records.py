@@ -113,6 +113,8 @@ class RetrievedMemory:
 
     ``relevance`` is the relevance in the score; under lexical or hybrid relevance (``memory.relevance``)
     ``dense`` (``1 / (1 + distance)``) and ``lexical`` (normalised BM25) are its parts, ``None`` under dense.
+    ``recency``, ``importance`` and ``relevance`` are raw; under ``memory.normalize: minmax`` ``normalized`` holds
+    them rescaled over the tier, as the score sums them.
     """
 
     id: str
@@ -126,6 +128,8 @@ class RetrievedMemory:
     record: MemoryRecord | None = None
     dense: float | None = None
     lexical: float | None = None
+    #: under ``normalize: minmax``: the rescaled ``recency``, ``importance`` and ``relevance`` the score sums
+    normalized: dict[str, float | None] | None = None
 
     def to_dict(self, digits: int = 6) -> dict[str, Any]:
         """JSON-able form with floats rounded to ``digits`` (the trace's form)."""
@@ -146,4 +150,6 @@ class RetrievedMemory:
         if self.lexical is not None:  # lexical or hybrid relevance: its two parts (dense traces stay as they were)
             out["dense"] = r(self.dense)
             out["lexical"] = r(self.lexical)
+        if self.normalized is not None:  # minmax scaling: the terms as summed (traces without it stay as they were)
+            out["normalized"] = {k: r(v) for k, v in self.normalized.items()}
         return out

@@ -14,7 +14,23 @@ Formula (seed 003, after the Generative Agents paper, Park et al. 2023)::
 ``dense`` is always seed 003's ``1 / (1 + distance)``. ``lexical`` is Okapi BM25 (Robertson et al. 1994, Lucene
 variant as in ``bm25s``) of the query's words over the memory texts of the memory's tier, divided by the best BM25
 of that tier for the query (so in [0, 1]; 0 for every memory when no query word occurs in the tier); see
-:mod:`simulacra.memory.lexical`. The hybrid is a normalised weighted sum (both terms in [0, 1]).
+:mod:`simulacra.memory.lexical`. The hybrid fuses the two (``memory.fusion``):
+
+* ``weighted`` (default): the weighted sum above (both terms in [0, 1]);
+* ``rrf``: reciprocal-rank fusion (Cormack, Clarke & Buettcher, SIGIR 2009) of the two rankings of the tier,
+  weighted and scaled so that a memory first in both gets 1::
+
+      relevance = (k + 1) * ((1 - w) / (k + rank_dense) + w / (k + rank_lexical))
+
+  ``k`` = ``rrf_k`` (60 in the paper); ``rank`` counts from 1 and equal values share the best rank
+  (``1 +`` how many memories of the tier score strictly higher); a memory without a query word (lexical 0)
+  gets no lexical part, as a document a system did not return.
+
+Term scaling (``memory.normalize``): ``none`` (seed 003) uses the terms as above; ``minmax`` rescales each of
+recency, importance and relevance to [0, 1] over the memories the retrieval scores in the tier, ``(x - min) /
+(max - min)``, as the Generative Agents implementation does per retrieval, so that the weights compare terms of
+equal range; a term equal over the whole tier becomes 0.5 (the middle of the range); NaN terms (static memory)
+stay NaN. The extremes are those of the whole tier (:class:`TermRanges`), also when only some rows are scored.
 
 A memory without a rating and timestamp (static memory) scores by relevance alone: its recency and
 importance terms are NaN and contribute nothing. Raw values are stored; weights, gamma and decay are
@@ -32,6 +48,10 @@ import numpy as np
 
 #: relevance modes (``memory.relevance``)
 RELEVANCE_MODES = ("dense", "lexical", "hybrid")
+#: fusions of dense and lexical relevance under hybrid (``memory.fusion``)
+FUSIONS = ("weighted", "rrf")
+#: term scalings (``memory.normalize``)
+NORMALIZATIONS = ("none", "minmax")
 
 
 @dataclass(frozen=True)
@@ -46,12 +66,29 @@ class ScoringParams:
     long_term_decay_per_hour: float = 0.99
     relevance: str = "dense"
     hybrid_weight: float = 0.5
+    fusion: str = "weighted"
+    rrf_k: float = 60.0
+    normalize: str = "none"
 
     def __post_init__(self) -> None:
-        if self.relevance not in RELEVANCE_MODES:
-            raise ValueError(f"unknown relevance {self.relevance!r} (known: {', '.join(RELEVANCE_MODES)})")
+        for name, known in (("relevance", RELEVANCE_MODES), ("fusion", FUSIONS), ("normalize", NORMALIZATIONS)):
+            if getattr(self, name) not in known:
+                raise ValueError(f"unknown {name} {getattr(self, name)!r} (known: {', '.join(known)})")
         if not 0.0 <= self.hybrid_weight <= 1.0:
             raise ValueError(f"hybrid_weight must be in [0, 1], got {self.hybrid_weight}")
+        if self.rrf_k < 0:
+            raise ValueError(f"rrf_k must be >= 0, got {self.rrf_k}")
+
+    @property
+    def rrf(self) -> bool:
+        """Whether the relevance is a reciprocal-rank fusion (hybrid with ``fusion: rrf``)."""
+        return self.relevance == "hybrid" and self.fusion == "rrf"
+
+    @property
+    def tier_wide(self) -> bool:
+        """Whether a memory's score depends on the other memories of its tier beyond the lexical statistics
+        (``normalize: minmax`` or RRF): then the tier is scored whole, not through the dense bounds."""
+        return self.normalize == "minmax" or self.rrf
 
     @property
     def lexical(self) -> bool:
@@ -69,11 +106,12 @@ class ScoringParams:
         """
         m = memory_config
         get = m.get if isinstance(m, Mapping) else lambda key, default: getattr(m, key, default)
-        values = {f.name: (str if f.name == "relevance" else float)(get(f.name, f.default)) for f in fields(cls)}
+        text = ("relevance", "fusion", "normalize")
+        values = {f.name: (str if f.name in text else float)(get(f.name, f.default)) for f in fields(cls)}
         unknown = set(overrides) - set(values)
         if unknown:
             raise TypeError(f"unknown scoring parameter {sorted(unknown)[0]!r}")
-        values.update({k: v if k == "relevance" else float(v) for k, v in overrides.items() if v is not None})
+        values.update({k: v if k in text else float(v) for k, v in overrides.items() if v is not None})
         return cls(**values)
 
     @property
@@ -83,10 +121,43 @@ class ScoringParams:
 
 
 @dataclass(frozen=True)
+class TermRanges:
+    """The extremes ``(min, max)`` of each term over the memories of a tier, for ``normalize: minmax`` (NaN,
+    NaN when no memory has the term)."""
+
+    recency: tuple[float, float]
+    importance: tuple[float, float]
+    relevance: tuple[float, float]
+
+    @classmethod
+    def of(cls, recency: np.ndarray, importance: np.ndarray, relevance: np.ndarray) -> TermRanges:
+        """The extremes of these per-memory terms (NaN ignored)."""
+        return cls(_extremes(recency), _extremes(importance), _extremes(relevance))
+
+
+def _extremes(x: np.ndarray) -> tuple[float, float]:
+    x = np.asarray(x, dtype=np.float64)
+    if not len(x) or np.isnan(x).all():
+        return math.nan, math.nan
+    return float(np.nanmin(x)), float(np.nanmax(x))
+
+
+def minmax(x: np.ndarray, bounds: tuple[float, float]) -> np.ndarray:
+    """``(x - lo) / (hi - lo)`` for ``bounds = (lo, hi)``; 0.5 when ``hi == lo``; NaN stays NaN. ``(n,)``."""
+    lo, hi = bounds
+    x = np.asarray(x, dtype=np.float64)
+    if hi > lo:
+        return (x - lo) / (hi - lo)
+    return np.where(np.isnan(x), np.nan, 0.5)
+
+
+@dataclass(frozen=True)
 class ScoreTerms:
     """Per-memory score terms, each a float64 array of shape ``(n,)``; NaN where a term does not apply.
     ``relevance`` is the one in the score (fused under hybrid); ``dense`` and ``lexical`` are its two parts,
-    ``None`` when the relevance is dense."""
+    ``None`` when the relevance is dense. ``recency``, ``importance`` and ``relevance`` are raw; under
+    ``normalize: minmax`` the score sums their rescaled values ``normalized`` (``(recency, importance,
+    relevance)``, else ``None``) with the tier's extremes ``ranges``."""
 
     recency: np.ndarray
     importance: np.ndarray
@@ -94,6 +165,17 @@ class ScoreTerms:
     score: np.ndarray
     dense: np.ndarray | None = None
     lexical: np.ndarray | None = None
+    normalized: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    ranges: TermRanges | None = None
+
+    def take(self, rows: np.ndarray) -> ScoreTerms:
+        """The terms of ``rows`` (an index array)."""
+        def pick(x):
+            return None if x is None else x[rows]
+
+        norm = None if self.normalized is None else tuple(x[rows] for x in self.normalized)
+        return ScoreTerms(self.recency[rows], self.importance[rows], self.relevance[rows], self.score[rows],
+                          pick(self.dense), pick(self.lexical), norm, self.ranges)
 
 
 @dataclass(frozen=True)
@@ -113,10 +195,10 @@ class ScoringInputs:
     def __len__(self) -> int:
         return len(self.distance)
 
-    def score(self, now: float, params: ScoringParams) -> ScoreTerms:
+    def score(self, now: float, params: ScoringParams, ranges: TermRanges | None = None) -> ScoreTerms:
         """:func:`score_memories` of these inputs at game minute ``now``."""
         return score_memories(self.distance, self.rating, self.reference_time, self.long_term_since, now, params,
-                              self.lexical)
+                              self.lexical, ranges)
 
     def take(self, rows: np.ndarray) -> ScoringInputs:
         """The inputs of ``rows`` (an index or a boolean mask), copied."""
@@ -130,18 +212,40 @@ def relevance_from_distance(distance: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.maximum(d, 0.0))
 
 
+def ranks(x: np.ndarray) -> np.ndarray:
+    """Competition rank of each value, best (largest) first: ``1 +`` how many values are strictly larger; equal
+    values share a rank. float64 ``(n,)``."""
+    x = np.asarray(x, dtype=np.float64)
+    asc = np.sort(x)
+    return 1.0 + (len(x) - np.searchsorted(asc, x, side="right"))
+
+
+def rrf_relevance(dense: np.ndarray, lexical: np.ndarray, weight: float, k: float) -> np.ndarray:
+    """Weighted reciprocal-rank fusion of the two relevances over the same memories (module docstring), scaled
+    to (0, 1]: ``(k + 1) * ((1 - w) / (k + rank_dense) + w / (k + rank_lexical))``, the lexical part 0 where
+    ``lexical`` is 0. Both ``(n,)``; the ranks are over these ``n`` memories."""
+    lex = np.asarray(lexical, dtype=np.float64)
+    part_lex = np.where(lex > 0, weight / (k + ranks(lex)), 0.0)
+    return (k + 1.0) * ((1.0 - weight) / (k + ranks(dense)) + part_lex)
+
+
 def fuse_relevance(dense: np.ndarray | None, lexical: np.ndarray | None, params: ScoringParams) -> np.ndarray:
-    """The relevance term under ``params.relevance`` (module docstring), float64 ``(n,)`` in [0, 1].
+    """The relevance term under ``params.relevance`` and ``params.fusion`` (module docstring), float64 ``(n,)``
+    in [0, 1]. Under RRF the arrays must hold the whole tier (the ranks are over them).
 
     Args:
         dense: ``1 / (1 + distance)`` (:func:`relevance_from_distance`); may be ``None`` under ``lexical``.
         lexical: normalised BM25 in [0, 1]; may be ``None`` under ``dense``.
-    Hybrid with weight 0 returns ``dense`` itself and weight 1 ``lexical`` itself (bit for bit).
+    Weighted hybrid with weight 0 returns ``dense`` itself and weight 1 ``lexical`` itself (bit for bit).
 
     Raises:
         ValueError: a term the mode needs is missing.
     """
     mode, w = params.relevance, params.hybrid_weight
+    if params.rrf:
+        if dense is None or lexical is None:
+            raise ValueError("rrf fusion needs the distances and the lexical (BM25) relevance")
+        return rrf_relevance(dense, lexical, w, params.rrf_k)
     if mode == "dense" or (mode == "hybrid" and w == 0.0):
         if dense is None:
             raise ValueError("dense relevance needs the distances")
@@ -195,6 +299,7 @@ def score_memories(
     now: float,
     params: ScoringParams,
     lexical: np.ndarray | None = None,
+    ranges: TermRanges | None = None,
 ) -> ScoreTerms:
     """Score ``n`` memories for one query (see the module docstring for the formula and its source).
 
@@ -206,9 +311,11 @@ def score_memories(
         now: current game time in game minutes.
         params: weights, time constants and the relevance mode.
         lexical: normalised BM25 of each memory for the query, in [0, 1] (``lexical`` and ``hybrid`` only).
+        ranges: under ``normalize: minmax``, the tier's extremes of the terms; ``None``: these ``n`` memories
+            are the whole tier and give them. Under RRF the ``n`` memories must be the whole tier.
     Returns:
-        The three terms and the total, each shape ``(n,)`` (and the dense and lexical parts of the relevance
-        when it is not dense).
+        The three raw terms and the total, each shape ``(n,)`` (and the dense and lexical parts of the relevance
+        when it is not dense; the rescaled terms and the extremes under minmax).
     Raises:
         ValueError: ``lexical`` missing under ``lexical`` or ``hybrid`` relevance.
     """
@@ -217,10 +324,25 @@ def score_memories(
     recency = recency_of(now - np.asarray(reference_time, dtype=np.float64), params.gamma,
                          params.recency_window_minutes)
     importance = decayed_importance(rating, long_term_since, now, params.long_term_decay_per_hour)
-    score = recency_importance(recency, importance, params) + params.a_rel * relevance
-    if not params.lexical:
-        return ScoreTerms(recency=recency, importance=importance, relevance=relevance, score=score)
-    return ScoreTerms(recency, importance, relevance, score, dense, np.asarray(lexical, dtype=np.float64))
+    score, normalized, ranges = combine(recency, importance, relevance, params, ranges)
+    lex = None if not params.lexical else np.asarray(lexical, dtype=np.float64)
+    return ScoreTerms(recency, importance, relevance, score, dense if params.lexical else None, lex, normalized,
+                      ranges)
+
+
+def combine(recency: np.ndarray, importance: np.ndarray, relevance: np.ndarray, params: ScoringParams,
+            ranges: TermRanges | None = None
+            ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray] | None, TermRanges | None]:
+    """The score from the three raw terms (``(n,)`` each, NaN where a term does not apply): ``a_rec * recency
+    + a_imp * importance + a_rel * relevance``, the terms rescaled first under ``normalize: minmax`` (with
+    ``ranges``, default the extremes of these arrays). The one place the terms are summed (the engine,
+    ``rescore`` and ``tune`` all come here). Returns ``(score, normalized terms or None, ranges or None)``."""
+    if params.normalize != "minmax":
+        return recency_importance(recency, importance, params) + params.a_rel * relevance, None, None
+    ranges = ranges or TermRanges.of(recency, importance, relevance)
+    norm = (minmax(recency, ranges.recency), minmax(importance, ranges.importance),
+            minmax(relevance, ranges.relevance))
+    return recency_importance(norm[0], norm[1], params) + params.a_rel * norm[2], norm, ranges
 
 
 def recency_importance(recency: np.ndarray, importance: np.ndarray, params: ScoringParams) -> np.ndarray:

@@ -169,6 +169,9 @@ class MemoryTier:
             rec_term, imp_term = terms.recency[j], terms.importance[j]
             parts = {} if terms.lexical is None else {"dense": float(terms.dense[j]),
                                                       "lexical": float(terms.lexical[j])}
+            if terms.normalized is not None:  # minmax: the rescaled terms the score sums
+                parts["normalized"] = {name: None if math.isnan(x[j]) else float(x[j])
+                                       for name, x in zip(("recency", "importance", "relevance"), terms.normalized)}
             out.append(
                 RetrievedMemory(
                     id=rec.id,
@@ -202,6 +205,11 @@ class MemoryTier:
             return None if math.isnan(x) else float(x)
 
         return [[self._records[r].id, float(rl), num(im), num(ag)] for r, rl, im, ag in zip(rows, rel, imp, age)]
+
+    def extremes(self, query: np.ndarray, now: float, params: ScoringParams, recency_from: str = "created",
+                 query_text: str | None = None) -> list[float | None]:
+        """The tier's extremes of relevance, importance and age for ``query`` (:meth:`MirrorIndex.extremes`)."""
+        return self.index.extremes(query, now, params, recency_from, self._lexical_for(params, query_text))
 
     # ----------------------------------------------------------------- writes
     def upsert(self, records: Sequence[MemoryRecord], embeddings: np.ndarray) -> None:

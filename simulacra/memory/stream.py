@@ -358,13 +358,21 @@ class AgentMemory:
             the rule (:meth:`RetrievalRule.to_record`), and per tier the candidates for :attr:`max_top_k`
             (:meth:`candidates`), from which ``simulacra rescore`` re-ranks exactly. Under lexical or hybrid
             relevance also ``"relevance"`` and ``"hybrid_weight"``; the candidates' relevance is then the fused one
-            (``query`` is the text it was computed for).
+            (``query`` is the text it was computed for); under RRF ``"fusion"`` and ``"rrf_k"``; under ``normalize:
+            minmax`` ``"normalize"`` and per tier ``"ranges"``: ``[relevance min, max, importance min, max, age min,
+            max]`` (:meth:`MemoryTier.extremes`).
         """
         rule = rule or self.rule()
         names = list(self.readable if tiers is None else tiers)
         depth = max(self.max_top_k, rule.top_k, rule.static_top_k or 0)
         params = self.params
         mode = {} if not params.lexical else {"relevance": params.relevance, "hybrid_weight": params.hybrid_weight}
+        if params.rrf:
+            mode.update(fusion="rrf", rrf_k=params.rrf_k)
+        if params.normalize == "minmax":  # the tiers' extremes, so that rescore can redo the scaling
+            mode.update(normalize="minmax", ranges={
+                name: self.tier(name).extremes(query_embedding, now, params, self.config.recency_from, query)
+                for name in names})
         return {"op": "retrieve", "agent": self.agent, "query": query, "purpose": purpose,
                 "results": [r.to_dict() for r in results], **rule.to_record(), **mode, "tiers": names,
                 "max_top_k": depth, "candidates": self.candidates(query_embedding, now, depth, names, query)}

@@ -1,0 +1,363 @@
+"""Labelled retrieval queries generated from the trace of a real run (``python -m simulacra.labels RUN``).
+
+The trace records who said which line to whom at what game time (``conversations[].lines[]`` with the ids of the
+memories each line became), which world event each agent observed when, what each agent saw whom doing, and
+every memory written and forgotten. From these facts, not from a retriever, the generator writes questions an
+agent could ask later in the run, with the memories of that agent that answer them:
+
+* ``said``: "What did Bram say to me about the bracket?" (the listener) or "What did I tell Yusuf about the
+  bracket?" (the speaker): the asker's memory of that line (and any identical line it heard or said);
+* ``who``: "Who told me about the bracket?" / "Whom did I tell about the bracket?": every line the asker heard
+  (said) containing that word, up to the query time;
+* ``when``: "When did I last talk with Yusuf?" (the asker's memory of the last conversation with him before the
+  query time), "What was Ezra doing at 09:40?" (the asker's observation of Ezra at 09:40), "When did this
+  happen: <event>?" (the asker's memory of the event);
+* ``plan``: "What was I planning to do at 13:20?": the plan memories covering that minute.
+
+Topic words of ``said`` and ``who`` are the line's rarest content words in the run (BM25's tokeniser; people's
+names, pronouns, auxiliaries, filler and words under three letters left out), so a question names what the line was
+about without quoting it. Questions are asked 10 to 240 game minutes after the memory formed (never after the run's
+last tick). An expected memory must still be in the asker's store at the end of the run (not forgotten), since
+``simulacra tune`` scores against the final stores with later memories hidden. Every query gets a fixed split:
+``heldout`` when the first byte of the SHA-1 of ``run|agent|time|query`` is below 86 (about a third), else
+``train``. The same run and seed give the same file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import re
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from simulacra.clock import MINUTES_PER_DAY, format_hhmm
+from simulacra.errors import SimulacraError
+
+#: query categories and how many of each to draw per run (at most)
+CATEGORIES = {"said": 24, "who": 12, "when": 24, "plan": 8}
+#: words too common in this town's talk to name a topic (beyond English stop words)
+FILLER = {"hello", "hi", "yes", "no", "just", "really", "well", "been", "have", "today", "going", "good", "morning",
+          "evening", "afternoon", "day", "think", "know", "like", "got", "get", "see", "heard", "said", "tell",
+          "told", "too", "oh", "right", "sure", "thank", "thanks", "let", "one", "time", "bit", "also", "still",
+          "you", "your", "i", "me", "my", "we", "our", "he", "his", "him", "she", "her", "they", "them", "their", "it",
+          "its", "did", "do", "does", "has", "had", "was", "were", "am", "is", "are", "up", "down", "from",
+          "hear", "having", "new", "goes", "not", "can", "could", "should", "with", "about", "what", "how", "why",
+          "when", "where", "who", "there", "here", "now", "then", "some", "any", "much", "many", "very", "so",
+          "back", "goodbye", "bye", "later", "must", "way", "off", "out", "around"}
+#: delays (game minutes) between a memory and the question about it
+DELAYS = np.arange(10, 250, 10)
+_SPAN = re.compile(r"from (\d\d:\d\d) to (\d\d:\d\d)")
+
+
+@dataclass
+class RunFacts:
+    """What the generator reads from a trace."""
+
+    run: str
+    seed: int
+    names: dict[str, str]  # agent id -> name
+    end: float  # game minute of the last tick
+    adds: dict[str, list[dict]] = field(default_factory=dict)  # agent -> its add operations, in order
+    forgotten: dict[str, set[str]] = field(default_factory=dict)  # agent -> ids forgotten by the end
+    lines: list[dict] = field(default_factory=list)  # {time, speaker, listener, text, memory_ids, place}
+    conversations: list[dict] = field(default_factory=list)  # {time, participants, summary}
+
+    def alive(self, agent: str, memory_id: str) -> bool:
+        return memory_id not in self.forgotten.get(agent, set())
+
+    def memories(self, agent: str, kind: str | None = None) -> list[dict]:
+        """The agent's add operations of ``kind`` whose memory is still there at the end."""
+        return [op for op in self.adds.get(agent, []) if (kind is None or op["kind"] == kind)
+                and self.alive(agent, op["id"])]
+
+
+def read_facts(run_dir: str | Path) -> RunFacts:
+    """Read a run folder's trace (:func:`simulacra.trace.iter_trace`).
+
+    Raises:
+        SimulacraError: no trace, or a trace without a header or ticks.
+    """
+    from simulacra.trace import iter_trace
+
+    path = Path(run_dir) / "trace.jsonl"
+    if not path.is_file():
+        raise SimulacraError(f"{run_dir}: not a run folder (no trace.jsonl)")
+    facts: RunFacts | None = None
+    for n, rec in iter_trace(path):
+        if n == 1:
+            personas = rec.get("personas") or {}
+            names = {a: (personas.get(a) or {}).get("name", a) for a in rec.get("agents", [])}
+            facts = RunFacts(Path(run_dir).name, int(rec.get("seed", 0)), names, float(rec.get("start_minute", 0)))
+            continue
+        facts.end = float(rec["time"])
+        for op in rec.get("memory", []):
+            if op.get("op") == "add":
+                facts.adds.setdefault(op["agent"], []).append(op)
+            elif op.get("op") == "forget":
+                facts.forgotten.setdefault(op["agent"], set()).add(op["id"])
+        for conv in rec.get("conversations", []):
+            facts.conversations.append({"time": float(rec["time"]), "participants": conv["participants"],
+                                        "summary": conv.get("summary")})
+            for line in conv.get("lines", []):
+                facts.lines.append({**line, "time": float(rec["time"]), "place": conv.get("place")})
+    if facts is None or not facts.adds:
+        raise SimulacraError(f"{path}: no memories in the trace")
+    return facts
+
+
+def _when(minute: float, start: float) -> str:
+    """``HH:MM``, with ``on day N`` after the run's first day."""
+    day = int(minute) // MINUTES_PER_DAY
+    first = int(start) // MINUTES_PER_DAY
+    return format_hhmm(minute) + ("" if day == first else f" on day {day + 1}")
+
+
+class _Generator:
+    def __init__(self, facts: RunFacts, seed: int, start: float):
+        from simulacra.memory.lexical import tokenize
+
+        self.f = facts
+        self.start = start
+        self.rng = np.random.default_rng([seed, 1234])
+        self.tokenize = tokenize
+        name_words = {w for name in facts.names.values() for w in tokenize([name])[0]}
+        self.stop = FILLER | name_words
+        self.line_words = [[w for w in dict.fromkeys(toks) if w not in self.stop and not w.isdigit() and len(w) > 2]
+                           for toks in tokenize([ln["text"] for ln in facts.lines])]
+        df: dict[str, int] = defaultdict(int)
+        for words in self.line_words:
+            for w in words:
+                df[w] += 1
+        self.df = df
+
+    def later(self, t: float) -> float:
+        """A query time 10..240 game minutes after ``t``, at most the run's end."""
+        return float(min(self.f.end, t + self.rng.choice(DELAYS)))
+
+    def topic(self, i: int) -> list[str]:
+        """The rarest one or two content words of line ``i`` (ties: order in the line)."""
+        words = sorted(self.line_words[i], key=lambda w: (self.df[w], self.line_words[i].index(w)))
+        return words[:2] if len(words) > 1 and self.rng.random() < 0.5 else words[:1]
+
+    def own_copy(self, agent: str, line: dict) -> list[str]:
+        """The agent's live memories of a line: speaker and listener each remember ``<speaker> said to <listener>:
+        "<line>"`` (the tick's dialogue memory); identical lines said again count too."""
+        text = f'{self.f.names[line["speaker"]]} said to {self.f.names[line["listener"]]}: "{line["text"]}"'
+        return [op["id"] for op in self.f.memories(agent, "dialogue") if op["text"] == text]
+
+    def pick(self, items: Sequence, n: int) -> list:
+        if len(items) <= n:
+            return list(items)
+        return [items[i] for i in sorted(self.rng.choice(len(items), size=n, replace=False))]
+
+    # --------------------------------------------------------------------------------- categories
+    def said(self, n: int) -> list[dict]:
+        out = []
+        for i in self.pick(range(len(self.f.lines)), 3 * n):
+            line = self.f.lines[i]
+            words = self.topic(i)
+            if not words:
+                continue
+            about = " and ".join(words)
+            listener_asks = self.rng.random() < 0.6
+            asker = line["listener"] if listener_asks else line["speaker"]
+            expected = self.own_copy(asker, line)
+            if not expected:
+                continue
+            if listener_asks:
+                form = ["What did {s} say to me about {a}?", "What did {s} tell me about {a}?",
+                        "What was {s} saying about {a} when we talked?"][int(self.rng.integers(3))]
+                query = form.format(s=self.f.names[line["speaker"]], a=about)
+            else:
+                form = ["What did I say to {l} about {a}?", "What did I tell {l} about {a}?"][int(self.rng.integers(2))]
+                query = form.format(l=self.f.names[line["listener"]], a=about)
+            out.append(self.query("said", asker, self.later(line["time"]), query, expected,
+                                  f"{line['speaker']} to {line['listener']} at {_when(line['time'], self.start)}"))
+            if len(out) == n:
+                break
+        return out
+
+    def who(self, n: int) -> list[dict]:
+        out = []
+        for i in self.pick(range(len(self.f.lines)), 3 * n):
+            line = self.f.lines[i]
+            words = self.topic(i)[:1]
+            if not words:
+                continue
+            word = words[0]
+            heard = self.rng.random() < 0.6
+            asker = line["listener"] if heard else line["speaker"]
+            now = self.later(line["time"])
+            role = "listener" if heard else "speaker"
+            expected, who = [], set()
+            for j, other in enumerate(self.f.lines):
+                if other[role] == asker and other["time"] <= now and word in self.line_words[j]:
+                    ids = self.own_copy(asker, other)
+                    expected += ids
+                    if ids:
+                        who.add(other["speaker" if heard else "listener"])
+            expected = list(dict.fromkeys(expected))
+            if not expected:
+                continue
+            query = (["Who told me about {w}?", "Who was talking to me about {w}?"] if heard
+                     else ["Whom did I tell about {w}?", "Who did I talk to about {w}?"])[int(self.rng.integers(2))]
+            out.append(self.query("who", asker, now, query.format(w=word), expected,
+                                  f"{'from' if heard else 'to'} {', '.join(sorted(who))}"))
+            if len(out) == n:
+                break
+        return out
+
+    def when(self, n: int) -> list[dict]:
+        out = self._last_talk(n // 3) + self._events(max(1, n // 9))
+        return out + self._doing(n - len(out))
+
+    def _last_talk(self, n: int) -> list[dict]:
+        out = []
+        for c in self.pick(self.f.conversations, 3 * n):
+            if len(c["participants"]) < 2:
+                continue
+            asker, other = (c["participants"] if self.rng.random() < 0.5 else c["participants"][::-1])[:2]
+            now = self.later(c["time"])
+            talks = [x for x in self.f.conversations if asker in x["participants"] and other in x["participants"]
+                     and x["time"] <= now]
+            last = talks[-1]
+            expected = [op["id"] for op in self.f.memories(asker, "conversation")
+                        if op["text"] == last["summary"] and op["timestamp"] == last["time"]]
+            if not expected:
+                continue
+            query = ["When did I last talk with {o}?", "When did I last speak to {o}?"][int(self.rng.integers(2))]
+            out.append(self.query("when", asker, now, query.format(o=self.f.names[other]), expected,
+                                  f"last talk at {_when(last['time'], self.start)}"))
+            if len(out) == n:
+                break
+        return out
+
+    def _events(self, n: int) -> list[dict]:
+        seen = [(a, op) for a in sorted(self.f.adds) for op in self.f.memories(a, "event")]
+        out = []
+        for agent, op in self.pick(seen, n):
+            gist = re.split(r"[;,]", op["text"], maxsplit=1)[0].rstrip(".").strip()
+            gist = gist[0].lower() + gist[1:] if gist else gist
+            query = f"When did this happen: {gist}?"
+            expected = [x["id"] for x in self.f.memories(agent, "event") if x["text"] == op["text"]]
+            out.append(self.query("when", agent, self.later(op["timestamp"]), query, expected,
+                                  f"event at {_when(op['timestamp'], self.start)}"))
+        return out
+
+    def _doing(self, n: int) -> list[dict]:
+        seen = []
+        for agent in sorted(self.f.adds):
+            for op in self.f.memories(agent, "observation"):
+                who = [a for a, name in self.f.names.items() if a != agent and op["text"].startswith(name + " ")]
+                if who:
+                    seen.append((agent, who[0], op))
+        out = []
+        for agent, person, op in self.pick(seen, n):
+            at = _when(op["timestamp"], self.start)
+            form = ["What was {p} doing at {t}?", "Where was {p} at {t}?", "What did I see {p} doing at {t}?"]
+            query = form[int(self.rng.integers(3))].format(p=self.f.names[person], t=at)
+            expected = [x["id"] for x in self.f.memories(agent, "observation")
+                        if x["timestamp"] == op["timestamp"] and x["text"].startswith(self.f.names[person] + " ")]
+            out.append(self.query("when", agent, self.later(op["timestamp"]), query, expected,
+                                  f"{person} seen at {at}"))
+        return out
+
+    def plan(self, n: int) -> list[dict]:
+        items = []
+        for agent in sorted(self.f.adds):
+            for op in self.f.memories(agent, "plan"):
+                m = _SPAN.search(op["text"])
+                if m:
+                    items.append((agent, op, m))
+        out = []
+        for agent, op, m in self.pick(items, n):
+            day = int(op["timestamp"]) // MINUTES_PER_DAY * MINUTES_PER_DAY
+            lo, hi = (day + int(x[:2]) * 60 + int(x[3:]) for x in m.groups())
+            if hi <= lo:
+                continue
+            minute = float(lo + 10 * int(self.rng.integers(max(1, (hi - lo) // 10))))
+            covering = [x["id"] for x in self.f.memories(agent, "plan") if x["timestamp"] <= minute
+                        and (s := _SPAN.search(x["text"])) and _covers(s, minute, day)]
+            query = ["What was I planning to do at {t}?", "What did I plan for {t}?"][int(self.rng.integers(2))]
+            now = self.later(max(minute, op["timestamp"]))
+            out.append(self.query("plan", agent, now, query.format(t=_when(minute, self.start)), covering,
+                                  f"plan item {m.group(1)}-{m.group(2)}"))
+        return out
+
+    def query(self, category: str, agent: str, time: float, text: str, expected: list[str], note: str) -> dict:
+        key = f"{self.f.run}|{agent}|{time:g}|{text}".encode()
+        split = "heldout" if hashlib.sha1(key).digest()[0] < 86 else "train"
+        return {"agent": agent, "time": time, "query": text, "category": category,
+                "expected": [{"id": i} for i in expected], "note": note, "split": split}
+
+
+def _covers(match: re.Match, minute: float, day: int) -> bool:
+    lo, hi = (day + int(x[:2]) * 60 + int(x[3:]) for x in match.groups())
+    return lo <= minute < hi
+
+
+def generate(run_dir: str | Path, seed: int = 0, counts: dict[str, int] | None = None) -> list[dict]:
+    """Labelled queries for one run (module docstring): a list of query mappings as ``simulacra tune`` reads
+    them (``agent``, ``time`` in game minutes, ``query``, ``category``, ``expected`` ids, ``note``, ``split``),
+    deterministic for the run and ``seed``; queries asked twice (same agent, time and text) are kept once.
+
+    Raises:
+        SimulacraError: the folder has no trace or no memories.
+    """
+    from simulacra.trace import read_header
+
+    facts = read_facts(run_dir)
+    start = float(read_header(Path(run_dir) / "trace.jsonl").get("start_minute", 0))
+    gen = _Generator(facts, seed, start)
+    out: dict[tuple, dict] = {}
+    for category, n in (counts or CATEGORIES).items():
+        for q in getattr(gen, category)(n):
+            if q["expected"]:
+                out.setdefault((q["agent"], q["time"], q["query"]), q)
+    return list(out.values())
+
+
+def write(queries: list[dict], run: str, path: str | Path, source: str) -> Path:
+    """Write a query file (``simulacra tune --queries``) with a header saying how it was made."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    counts = defaultdict(int)
+    for q in queries:
+        counts[q["category"]] += 1
+    held = sum(q["split"] == "heldout" for q in queries)
+    head = (f"# Generated by `python -m simulacra.labels {source}`\n# from the trace of the run {run} "
+            f"(simulacra/labels.py, docs/tuning.md):\n# {len(queries)} queries ("
+            + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+            + f"), {held} held out. Times are game minutes.\n")
+    p.write_text(head + yaml.safe_dump({"run": run, "queries": queries}, sort_keys=False, allow_unicode=True,
+                                       width=120), encoding="utf-8")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m simulacra.labels", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run", help="run folder (database/<run>)")
+    ap.add_argument("--out", default=None, help="query file to write [data/queries/<run>.yaml]")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the draws [%(default)s]")
+    args = ap.parse_args(argv)
+    try:
+        queries = generate(args.run, args.seed)
+    except SimulacraError as err:
+        print(f"simulacra.labels: error: {err}", file=sys.stderr)
+        return 2
+    run = Path(args.run).name
+    out = write(queries, run, args.out or Path("data/queries") / f"{run}.yaml", f"{args.run} --seed {args.seed}")
+    print(f"{len(queries)} queries -> {out}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

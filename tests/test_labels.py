@@ -1,0 +1,83 @@
+"""The labelled-query generator (simulacra.labels) on a small real run, read back by simulacra tune."""
+
+import re
+
+import pytest
+
+from simulacra import tune as t
+from simulacra.clock import format_hhmm
+from simulacra.errors import SimulacraError
+from simulacra.labels import generate, read_facts, write
+from simulacra.memory.lexical import tokenize
+from tests.test_rescore import FROZEN, tiny_run
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, rater_url, embedder):
+    tmp = tmp_path_factory.mktemp("labels")
+    with tiny_run(tmp, rater_url, embedder, "labels", FROZEN) as sim:
+        sim.run(12)
+    return sim.run_dir
+
+
+def test_queries_are_grounded_in_the_trace(run):
+    facts = read_facts(run)
+    queries = generate(run, seed=0)
+    assert {"said", "who", "when"} <= {q["category"] for q in queries}
+    by_id = {op["id"]: (agent, op) for agent, ops in facts.adds.items() for op in ops}
+    name_of = facts.names
+    for q in queries:
+        assert q["expected"] and q["split"] in ("train", "heldout")
+        for e in q["expected"]:
+            agent, op = by_id[e["id"]]
+            assert agent == q["agent"]  # the asker's own memory
+            assert op["timestamp"] <= q["time"] <= facts.end  # formed before the question, asked within the run
+        texts = [by_id[e["id"]][1]["text"] for e in q["expected"]]
+        me = name_of[q["agent"]]
+        if q["category"] == "said":
+            m = re.fullmatch(r"What (?:did|was) (.+?) (?:say|tell|saying) .*?about (.+?)(?: when we talked)?\?",
+                             q["query"])
+            assert m, q["query"]
+            words = m.group(2).split(" and ")
+            for text in texts:
+                line = text.split(": ", 1)[1]
+                assert all(w in tokenize([line])[0] for w in words)  # the line is about the topic words
+                speaker = me if m.group(1) == "I" else m.group(1)
+                assert text.startswith(f"{speaker} said to ")
+        elif q["category"] == "who":
+            word = q["query"].rsplit(" ", 1)[1].rstrip("?")
+            heard = q["query"].startswith("Who told") or "to me" in q["query"]
+            for text in texts:
+                speaker, rest = text.split(" said to ", 1)
+                listener = rest.split(":", 1)[0]
+                assert (listener if heard else speaker) == me and word in tokenize([rest.split(":", 1)[1]])[0]
+        elif q["category"] == "when" and " at " in q["query"] and "doing" in q["query"] or "Where was" in q["query"]:
+            clock = re.search(r"(\d\d:\d\d)", q["query"]).group(1)
+            person = re.search(r"(?:was|see) (.+?) (?:doing|at)", q["query"]).group(1)
+            for e in q["expected"]:
+                op = by_id[e["id"]][1]
+                assert format_hhmm(op["timestamp"]) == clock and op["text"].startswith(person + " ")
+
+
+def test_generation_is_deterministic_and_tune_reads_it(run, tmp_path, embedder):
+    a, b = generate(run, seed=0), generate(run, seed=0)
+    assert a == b
+    assert generate(run, seed=1) != a  # another seed draws other questions
+    path = write(a, run.name, tmp_path / "q.yaml", str(run))
+    info = t.read_run(run)
+    queries = t.load_queries(path, info.start_minute)
+    assert len(queries) == len(a) and {q.category for q in queries} == {q["category"] for q in a}
+    prepared = t.prepare(run, queries, embedder, path, run=info)
+    assert all(pq.relevant and not pq.missing for pq in prepared)  # every expected memory is in the stores
+    cats = t.by_category(prepared, t.baseline_settings()["defaults"], info.config.memory)
+    assert set(cats) == {q["category"] for q in a}
+    timed = t.prepare(run, queries[:3], embedder, path, run=info, embed_time=True)
+    assert any((x.inputs.distance != y.inputs.distance).any()
+               for p, r in zip(prepared[:3], timed) for x, y in zip(p.tiers, r.tiers) if x.name != "static" and
+               len(x.ids))
+    assert t.timed_text("hello", 600.0) == "day 1 10:00: hello" and t.timed_text("x", None) == "x"
+
+
+def test_not_a_run_folder(tmp_path):
+    with pytest.raises(SimulacraError, match="no trace"):
+        generate(tmp_path)
