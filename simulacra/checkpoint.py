@@ -55,6 +55,75 @@ def changed_inputs(inputs: dict[str, dict[str, str]]) -> list[str]:
     return out
 
 
+def layer_counters(rt) -> dict[str, Any]:
+    """What the run's language-model layer and rater counted and spent, for a checkpoint (``"layers"``).
+
+    Returns:
+        ``{"llm": {wrapper class: its counters()}`` (meter, retries, budget spent, replayed answers) for the
+        run's model stack, ``"mind_cache"``: the mind's :class:`~simulacra.llm.CachingModel` hits and misses,
+        ``"mind_usage"``: :attr:`LLMMind.usage`, ``"rater"``: :meth:`RaterClient.counters` (its cached ratings
+        included), ``"llm_calls"``: records in ``llm_calls.jsonl`` so far (where a resume's replay starts)}``;
+        parts the run does not have are left out.
+    """
+    from simulacra.llm.replay import ReplayingModel
+    from simulacra.llm.wrappers import CachingModel, RecordingModel, unwrap
+
+    out: dict[str, Any] = {}
+    if rt.llm is not None:
+        stack, node, depth = {}, rt.llm, 0
+        while node is not None and depth < 64:
+            if getattr(node, "COUNTERS", ()):
+                stack[type(node).__name__] = node.counters()
+            node, depth = getattr(node, "inner", None), depth + 1
+        out["llm"] = stack
+        recorder, replay = unwrap(rt.llm, RecordingModel), unwrap(rt.llm, ReplayingModel)
+        out["llm_calls"] = (replay.recorded if replay else 0) + (recorder.lines if recorder else 0)
+    cache = unwrap(getattr(rt.mind, "model", None), CachingModel)
+    if cache is not None:
+        out["mind_cache"] = cache.counters()
+    if isinstance(getattr(rt.mind, "usage", None), dict):
+        out["mind_usage"] = dict(sorted(rt.mind.usage.items()))
+    if callable(getattr(rt.rater, "counters", None)):
+        out["rater"] = rt.rater.counters()
+    return out
+
+
+def restore_layer_counters(rt, saved: dict[str, Any]) -> None:
+    """Take up :func:`layer_counters` ``saved`` after a resume: every counter and budget goes on from its value at
+    the checkpoint (a spent budget stays spent), the rater's cached ratings come back, the replay of
+    ``llm_calls.jsonl`` (:class:`~simulacra.llm.replay.ReplayingModel`) forgets the records of the ticks already
+    done, and the mind's cache is filled with the answers recorded before the checkpoint, as the uninterrupted
+    run had it. Replayed answers add up over resumes."""
+    from simulacra.llm.replay import ReplayingModel
+    from simulacra.llm.wrappers import CachingModel, unwrap
+
+    stack = saved.get("llm", {})
+    node, depth = rt.llm, 0
+    while node is not None and depth < 64:
+        mine = stack.get(type(node).__name__)
+        if isinstance(node, ReplayingModel):
+            node.replayed += int((mine or {}).get("replayed", 0))
+        elif mine is not None and callable(getattr(node, "restore_counters", None)):
+            node.restore_counters(mine)
+        node, depth = getattr(node, "inner", None), depth + 1
+    cache = unwrap(getattr(rt.mind, "model", None), CachingModel)
+    replay = unwrap(rt.llm, ReplayingModel)
+    if replay is not None:
+        done = int(saved.get("llm_calls", 0))
+        replay.keep_from(done)
+        if cache is not None:
+            for r, answer in replay.answers_before(done):
+                cache.prime(r["messages"], answer, max_tokens=r["max_tokens"], temperature=r["temperature"],
+                            seed=r["seed"], json_schema=r["json_schema"])
+    if cache is not None and "mind_cache" in saved:
+        cache.restore_counters(saved["mind_cache"])
+    if "mind_usage" in saved and isinstance(getattr(rt.mind, "usage", None), dict):
+        rt.mind.usage.clear()
+        rt.mind.usage.update(saved["mind_usage"])
+    if "rater" in saved and callable(getattr(rt.rater, "restore_counters", None)):
+        rt.rater.restore_counters(saved["rater"])
+
+
 def write_checkpoint(run_dir: str | Path, data: dict[str, Any]) -> Path:
     """Write ``data`` (plus ``version``) to ``<run_dir>/checkpoint.json`` atomically; returns the path."""
     path = Path(run_dir) / CHECKPOINT

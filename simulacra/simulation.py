@@ -20,12 +20,22 @@ from typing import Any
 import numpy as np
 
 from simulacra import __version__
-from simulacra.checkpoint import CHECKPOINT, changed_inputs, input_hashes, read_checkpoint, write_checkpoint
+from simulacra.checkpoint import (
+    CHECKPOINT,
+    changed_inputs,
+    input_hashes,
+    layer_counters,
+    read_checkpoint,
+    restore_layer_counters,
+    write_checkpoint,
+)
 from simulacra.clock import GameClock, format_hhmm
 from simulacra.config import Config, config_from_dict
 from simulacra.errors import CheckpointError, RaterError
 from simulacra.killpoint import kill_point
 from simulacra.llm.base import BudgetExceeded
+from simulacra.llm.replay import ReplayingModel
+from simulacra.llm.wrappers import unwrap
 from simulacra.memory.stream import roll_back
 from simulacra.runtime import Runtime, build_runtime
 from simulacra.runtime import static_records as static_records  # re-exported: the viewer and tests use it
@@ -95,6 +105,7 @@ class Simulation:
         self.ticks_done = int(ck["ticks_done"])
         self.target_ticks = ck.get("target_ticks")
         self.history_usage = Counter(ck.get("history_usage", {}))
+        restore_layer_counters(rt, ck.get("layers", {}))
         restored = Counter()
         for pid in rt.agents:
             a = self.state.agents[pid]
@@ -117,7 +128,7 @@ class Simulation:
             "config": rt.config.to_dict(), "state": self.state.to_dict(),
             "memory": {pid: rt.memories[pid].snapshot() for pid in rt.agents},
             "shared": None if rt.shared is None else rt.shared.ids,
-            "history_usage": dict(sorted(self.history_usage.items())),
+            "history_usage": dict(sorted(self.history_usage.items())), "layers": layer_counters(rt),
         })
         self._checkpointed = self.ticks_done
         for pid in rt.agents:
@@ -430,9 +441,15 @@ class Simulation:
         }
 
     def _llm_report(self) -> dict[str, Any] | None:
-        """Calls, tokens and cost of the run's language model (``None`` when none is configured)."""
+        """Calls, tokens and cost of the run's language model (``None`` when none is configured), over the whole run
+        when it was resumed; ``replayed``: answers a resume took from ``llm_calls.jsonl`` instead of asking
+        (:mod:`simulacra.llm.replay`), counted in ``calls`` and the tokens as well, since the run did pay for
+        them once."""
         report = getattr(self.llm, "report", None)
-        return None if report is None else {"model": self.llm.name, **report()}
+        if report is None:
+            return None
+        replay = unwrap(self.llm, ReplayingModel)
+        return {"model": self.llm.name, **report(), "replayed": replay.replayed if replay is not None else 0}
 
     def close(self) -> None:
         """Close the trace and release every part of the run. Safe to call twice."""
