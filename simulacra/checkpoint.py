@@ -1,18 +1,27 @@
-"""Checkpoints: ``database/<run>/checkpoint.json``, the point a killed run resumes from.
+"""Checkpoints: ``database/<run>/checkpoint.json`` and ``checkpoint.journal``, the point a killed run resumes from.
 
 A checkpoint is written after a tick's trace line (every ``simulation.checkpoint_every`` ticks, and after the
-last tick of :meth:`~simulacra.simulation.Simulation.run`), atomically: a temporary file in the run folder is
-written, flushed and fsynced, then renamed over the previous one (``os.replace``), so a kill at any moment
-leaves either the old checkpoint or the new one. It holds::
+last tick of :meth:`~simulacra.simulation.Simulation.run`), after the trace is fsynced. The first of a process
+is written whole and atomically (:func:`write_checkpoint`: a temporary file in the run folder is written,
+flushed and fsynced, then renamed over the previous one, and the folder fsynced); each next one is the patch
+from the previous (:func:`diff`), appended to ``checkpoint.journal`` as one checksummed line and fsynced
+(:class:`CheckpointWriter`), until the journal outgrows the whole file and a whole one is written again. A kill
+at any moment leaves either the old checkpoint or the new one: a cut or spoiled journal line is not read. What
+:func:`read_checkpoint` returns, the whole file with its journal applied::
 
-    {"version": 1, "ticks_done": int, "target_ticks": int | None, "trace_bytes": int,
-     "state": TownState.to_dict(), "memory": {agent: {tier: [ids in row order]}}, "shared": [ids] | None,
-     "history_usage": {...}}
+    {"version": 2, "base": str, "ticks_done": int, "target_ticks": int | None, "trace_bytes": int,
+     "config": {...}, "state": TownState.to_dict(), "memory": {agent: {tier: [ids in row order]}},
+     "shared": [ids] | None, "history_usage": {...}, "layers": layer_counters(...)}
+
+``layers`` holds what the language-model layer and the rater counted and spent (:func:`layer_counters`), and
+where ``llm_calls.jsonl`` stood: a resume restores the counters and budgets and replays the recorded answers of
+the ticks after the checkpoint (:mod:`simulacra.llm.replay`).
 
 On resume the trace is cut back to ``trace_bytes`` and every store is rolled back to the ids listed (see
 :meth:`simulacra.memory.stream.AgentMemory.restore`): a tick is wholly in the trace, the stores and the
 checkpoint, or wholly absent. The trace header records the sha256 of the world and persona files
-(:func:`input_hashes`), so that a resume can refuse changed inputs (:func:`changed_inputs`).
+(:func:`input_hashes`), so that a resume can refuse changed inputs (:func:`changed_inputs`). ``docs/resume.md``
+has the costs.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +37,10 @@ from simulacra.errors import CheckpointError
 from simulacra.killpoint import kill_point
 
 CHECKPOINT = "checkpoint.json"
-VERSION = 1
+JOURNAL = "checkpoint.journal"
+VERSION = 2
+#: versions :func:`read_checkpoint` reads (1: a whole checkpoint without journal)
+READS = (1, 2)
 
 
 def file_sha256(path: str | Path) -> str:
@@ -124,26 +137,173 @@ def restore_layer_counters(rt, saved: dict[str, Any]) -> None:
         rt.rater.restore_counters(saved["rater"])
 
 
-def write_checkpoint(run_dir: str | Path, data: dict[str, Any]) -> Path:
-    """Write ``data`` (plus ``version``) to ``<run_dir>/checkpoint.json`` atomically; returns the path."""
-    path = Path(run_dir) / CHECKPOINT
-    tmp = path.with_name(f".{CHECKPOINT}.tmp")
-    payload = json.dumps({"version": VERSION, **data}, sort_keys=True, separators=(",", ":")).encode("utf-8")
-    with tmp.open("wb") as fh:
-        fh.write(payload)
-        fh.flush()
-        os.fsync(fh.fileno())
-    kill_point("checkpoint")
-    os.replace(tmp, path)
-    try:  # make the rename itself durable
-        fd = os.open(path.parent, os.O_RDONLY)
+def _dump(data: Any) -> bytes:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _fsync_dir(path: Path) -> None:
+    try:  # make a rename durable
+        fd = os.open(path, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
     except OSError:  # pragma: no cover - platforms without directory fsync
         pass
+
+
+def write_checkpoint(run_dir: str | Path, data: dict[str, Any], base: str | None = None) -> Path:
+    """Write ``data`` (plus ``version`` and the journal token ``base``) to ``<run_dir>/checkpoint.json``
+    atomically (temporary file, fsync, rename, fsync of the folder); the journal of the previous base is void
+    from then on (its lines carry another token). Returns the path."""
+    path = Path(run_dir) / CHECKPOINT
+    tmp = path.with_name(f".{CHECKPOINT}.tmp")
+    payload = _dump({"version": VERSION, **data, "base": base or os.urandom(8).hex()})
+    with tmp.open("wb") as fh:
+        fh.write(payload)
+        fh.flush()
+        os.fsync(fh.fileno())
+    kill_point("checkpoint")
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
     return path
+
+
+# ----------------------------------------------------------------- the journal: what changed since the base
+# A patch turns one JSON value into another: {"=": value} replaces it, {"+": [items]} appends to a list,
+# {"d": {key: patch}, "-": [keys]} changes a dict's keys and removes some (a key new to the dict: {"=": value}).
+
+
+def diff(old: Any, new: Any) -> dict[str, Any] | None:
+    """The patch turning ``old`` into ``new`` (JSON values), or ``None`` when they are equal."""
+    if type(old) is type(new) and old == new:
+        return None
+    if isinstance(old, dict) and isinstance(new, dict):
+        changed = {}
+        for k, v in new.items():
+            if k not in old:
+                changed[k] = {"=": v}
+            else:
+                p = diff(old[k], v)
+                if p is not None:
+                    changed[k] = p
+        patch: dict[str, Any] = {"d": changed}
+        gone = [k for k in old if k not in new]
+        if gone:
+            patch["-"] = gone
+        return patch
+    if isinstance(old, list) and isinstance(new, list) and len(new) > len(old) and new[: len(old)] == old:
+        return {"+": new[len(old):]}
+    return {"=": new}
+
+
+def apply_patch(value: Any, patch: dict[str, Any]) -> Any:
+    """``value`` changed by ``patch`` (:func:`diff`); dicts are changed in place.
+
+    Raises:
+        ValueError: the patch does not fit the value.
+    """
+    if "=" in patch:
+        return patch["="]
+    if "+" in patch:
+        if not isinstance(value, list):
+            raise ValueError("an append to something that is not a list")
+        return value + patch["+"]
+    if not isinstance(value, dict) or not isinstance(patch.get("d"), dict):
+        raise ValueError("a dict patch for something that is not a dict")
+    for k in patch.get("-", []):
+        value.pop(k, None)
+    for k, p in patch["d"].items():
+        value[k] = apply_patch(value.get(k), p)
+    return value
+
+
+class CheckpointWriter:
+    """Writes a run's checkpoints cheaply: the first one whole (``checkpoint.json``, :func:`write_checkpoint`),
+    then each one as the patch (:func:`diff`) from the previous, one line appended to ``checkpoint.journal``
+    and fsynced: one small write and one fsync per tick instead of a whole file, its fsync, a rename and the
+    folder's fsync. When the journal has grown past ``compact_ratio`` times the base (at least
+    ``min_journal_bytes``), the next checkpoint is written whole again and the journal starts anew.
+
+    A journal line is ``<crc32 hex> <json>\n`` with the JSON ``{"base": token, "patch": ...}``: a line cut by a
+    kill (no newline, or a checksum that does not match) and every line after it are not read, and lines of an
+    older base (a kill between writing a new base and emptying the journal) are void, so a kill at any moment
+    leaves the previous checkpoint or the new one, as the atomic rename does (:func:`read_checkpoint`).
+
+    Args:
+        run_dir: the run folder.
+        compact_ratio: journal bytes, as a multiple of the base's, that trigger a whole checkpoint.
+        min_journal_bytes: never compact a smaller journal.
+    Attributes:
+        wholes, patches: checkpoints written whole / as journal lines by this writer; last_whole: whether the
+            latest was whole.
+    """
+
+    def __init__(self, run_dir: str | Path, compact_ratio: float = 1.0, min_journal_bytes: int = 65_536):
+        self.run_dir = Path(run_dir)
+        self.compact_ratio = compact_ratio
+        self.min_journal_bytes = min_journal_bytes
+        self._last: dict[str, Any] | None = None
+        self._base: str | None = None
+        self._base_bytes = 0
+        self._journal_bytes = 0
+        self.wholes = self.patches = 0
+        self.last_whole = False
+
+    @property
+    def journal_path(self) -> Path:
+        return self.run_dir / JOURNAL
+
+    def write(self, data: dict[str, Any], whole: bool = False) -> bool:
+        """Checkpoint ``data``: whole when ``whole``, when it is this writer's first, or when the journal is due
+        for compaction; else as a journal line. ``data`` must be JSON-able and made of containers built for
+        this call: the next call diffs against it, so it must not change in between. Returns whether it was
+        written whole."""
+        limit = max(self.min_journal_bytes, self.compact_ratio * self._base_bytes)
+        if whole or self._last is None or self._journal_bytes > limit:
+            self._base = os.urandom(8).hex()
+            self._base_bytes = write_checkpoint(self.run_dir, data, self._base).stat().st_size
+            with self.journal_path.open("wb"):  # the old base's lines are void already; drop them
+                pass
+            self._journal_bytes = 0
+            self._last = data
+            self.wholes += 1
+            self.last_whole = True
+            return True
+        body = _dump({"base": self._base, "patch": diff(self._last, data)})
+        line = f"{zlib.crc32(body):08x} ".encode("ascii") + body + b"\n"
+        with self.journal_path.open("ab") as fh:
+            def half_line() -> None:  # what a kill in the middle of the write leaves behind
+                fh.write(line[: len(line) // 2])
+                fh.flush()
+
+            kill_point("checkpoint", before=half_line)
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+        self._journal_bytes += len(line)
+        self._last = data
+        self.patches += 1
+        self.last_whole = False
+        return False
+
+
+def _journal_patches(path: Path, base: str | None) -> list[dict[str, Any]]:
+    """The patches of ``path`` for ``base``, in order, up to the first line cut or spoiled by a kill."""
+    if base is None or not path.is_file():
+        return []
+    out = []
+    for raw in path.read_bytes().split(b"\n")[:-1]:  # the part after the last newline is cut
+        crc, _, body = raw.partition(b" ")
+        try:
+            if int(crc, 16) != zlib.crc32(body):
+                break
+            entry = json.loads(body)
+        except ValueError:
+            break
+        if entry.get("base") == base:
+            out.append(entry["patch"])
+    return out
 
 
 def read_checkpoint(run_dir: str | Path) -> dict[str, Any]:
@@ -161,9 +321,15 @@ def read_checkpoint(run_dir: str | Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise CheckpointError(f"{path}: unreadable checkpoint: {err}") from None
-    if not isinstance(data, dict) or data.get("version") != VERSION:
+    if not isinstance(data, dict) or data.get("version") not in READS:
         raise CheckpointError(f"{path}: checkpoint version {data.get('version') if isinstance(data, dict) else '?'}, "
-                              f"this simulacra reads {VERSION}")
+                              f"this simulacra reads {', '.join(map(str, READS))}")
+    journal = path.with_name(JOURNAL)
+    for n, patch in enumerate(_journal_patches(journal, data.get("base")), 1):
+        try:
+            data = apply_patch(data, patch)
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            raise CheckpointError(f"{journal}: line {n} does not apply to the checkpoint: {err}") from None
     for key in ("ticks_done", "trace_bytes", "state", "memory"):
         if key not in data:
             raise CheckpointError(f"{path}: field '{key}' missing")

@@ -22,12 +22,12 @@ import numpy as np
 from simulacra import __version__
 from simulacra.checkpoint import (
     CHECKPOINT,
+    CheckpointWriter,
     changed_inputs,
     input_hashes,
     layer_counters,
     read_checkpoint,
     restore_layer_counters,
-    write_checkpoint,
 )
 from simulacra.clock import GameClock, format_hhmm
 from simulacra.config import Config, config_from_dict
@@ -80,6 +80,7 @@ class Simulation:
         self.stopped: str | None = None
         self.history_usage: Counter = Counter()
         self.target_ticks: int | None = None
+        self._writer: CheckpointWriter | None = None  # made at the first checkpoint
         if checkpoint is not None:
             self._restore(checkpoint)
             return
@@ -118,21 +119,25 @@ class Simulation:
         log.info("resumed %s after tick %d: %d memories restored, %d written after the checkpoint dropped",
                  rt.run_dir, self.ticks_done - 1, restored["restored"], restored["dropped"])
 
-    def checkpoint(self) -> None:
-        """Write ``checkpoint.json`` for the ticks done so far (:mod:`simulacra.checkpoint`), then empty the
-        stores' trash (memories deleted since the previous checkpoint)."""
+    def checkpoint(self, whole: bool = False) -> None:
+        """Checkpoint the ticks done so far (:mod:`simulacra.checkpoint`: whole when ``whole``, else mostly as a
+        journal line); after a whole one, empty the stores' trash (memories deleted since the previous whole
+        checkpoint: a journal line may still need them)."""
         rt = self.rt
         self.trace.sync()
-        write_checkpoint(rt.run_dir, {
+        if self._writer is None:
+            self._writer = CheckpointWriter(rt.run_dir)
+        wrote_whole = self._writer.write({
             "ticks_done": self.ticks_done, "target_ticks": self.target_ticks, "trace_bytes": self.trace.size,
             "config": rt.config.to_dict(), "state": self.state.to_dict(),
             "memory": {pid: rt.memories[pid].snapshot() for pid in rt.agents},
             "shared": None if rt.shared is None else rt.shared.ids,
             "history_usage": dict(sorted(self.history_usage.items())), "layers": layer_counters(rt),
-        })
+        }, whole)
         self._checkpointed = self.ticks_done
-        for pid in rt.agents:
-            rt.memories[pid].empty_trash()
+        if wrote_whole:
+            for pid in rt.agents:
+                rt.memories[pid].empty_trash()
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -378,8 +383,9 @@ class Simulation:
             if on_tick is not None:
                 on_tick(result)
         # after a failed tick the stores hold part of it: the last checkpoint stays the one to resume from
-        if self.stopped is None and self._checkpointed != self.ticks_done:
-            self.checkpoint()
+        if self.stopped is None and (self._checkpointed != self.ticks_done or self._writer is None
+                                     or not self._writer.last_whole):
+            self.checkpoint(whole=True)  # a run ends whole: checkpoint.json alone, the trash emptied
         return self.summary()
 
     def summary(self) -> dict[str, Any]:
