@@ -260,16 +260,30 @@ class CheckpointWriter:
         this call: the next call diffs against it, so it must not change in between. Returns whether it was
         written whole."""
         limit = max(self.min_journal_bytes, self.compact_ratio * self._base_bytes)
-        if whole or self._last is None or self._journal_bytes > limit:
-            self._base = os.urandom(8).hex()
-            self._base_bytes = write_checkpoint(self.run_dir, data, self._base).stat().st_size
-            with self.journal_path.open("wb"):  # the old base's lines are void already; drop them
-                pass
-            self._journal_bytes = 0
-            self._last = data
+        try:
+            if whole or self._last is None or self._journal_bytes > limit:
+                self._write_whole(data)
+            else:
+                self._append(data)
+        except BaseException:
+            self._last = None  # never append after what a failed write may have left: the next one is whole
+            raise
+        self._last = data
+        self.last_whole = self._journal_bytes == 0
+        if self.last_whole:
             self.wholes += 1
-            self.last_whole = True
-            return True
+        else:
+            self.patches += 1
+        return self.last_whole
+
+    def _write_whole(self, data: dict[str, Any]) -> None:
+        self._base = os.urandom(8).hex()
+        self._base_bytes = write_checkpoint(self.run_dir, data, self._base).stat().st_size
+        with self.journal_path.open("wb"):  # the old base's lines are void already; drop them
+            pass
+        self._journal_bytes = 0
+
+    def _append(self, data: dict[str, Any]) -> None:
         body = _dump({"base": self._base, "patch": diff(self._last, data)})
         line = f"{zlib.crc32(body):08x} ".encode("ascii") + body + b"\n"
         with self.journal_path.open("ab") as fh:
@@ -282,10 +296,6 @@ class CheckpointWriter:
             fh.flush()
             os.fsync(fh.fileno())
         self._journal_bytes += len(line)
-        self._last = data
-        self.patches += 1
-        self.last_whole = False
-        return False
 
 
 def _journal_patches(path: Path, base: str | None) -> list[dict[str, Any]]:

@@ -95,3 +95,24 @@ def test_a_journal_line_that_does_not_apply_is_a_clear_error(tmp_path):
     (tmp_path / JOURNAL).write_bytes(f"{zlib.crc32(body):08x} ".encode() + body + b"\n")
     with pytest.raises(CheckpointError, match=f"{JOURNAL}: line 1 does not apply"):
         read_checkpoint(tmp_path)
+
+
+def test_after_a_failed_journal_write_the_next_checkpoint_is_whole(tmp_path, monkeypatch):
+    import simulacra.checkpoint as module
+
+    rng = random.Random(3)
+    writer = CheckpointWriter(tmp_path)
+    first = town(rng, None)
+    writer.write(first)
+    second = town(rng, first)
+
+    def full_disk(fd):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(module.os, "fsync", full_disk)
+        with pytest.raises(OSError):
+            writer.write(second)
+    third = town(rng, second)
+    assert writer.write(third) is True  # whole: nothing is appended after what the failed write left
+    assert {k: v for k, v in read_checkpoint(tmp_path).items() if k not in ("version", "base")} == third
