@@ -175,7 +175,11 @@ def write_checkpoint(run_dir: str | Path, data: dict[str, Any], base: str | None
 
 
 def diff(old: Any, new: Any) -> dict[str, Any] | None:
-    """The patch turning ``old`` into ``new`` (JSON values), or ``None`` when they are equal."""
+    """The patch turning ``old`` into ``new`` (JSON values), or ``None`` when they are equal.
+
+    Equality inside containers is Python's (``==``, compared in C, which keeps a tick's diff cheap): a value that
+    only changes between equal numbers of another type (``1`` to ``1.0``, ``1`` to ``True``) is not patched; the
+    run's checkpoint data never changes a field's type."""
     if type(old) is type(new) and old == new:
         return None
     if isinstance(old, dict) and isinstance(new, dict):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from simulacra.checkpoint import read_checkpoint
+from simulacra.cli import format_summary
 from simulacra.config import load_config
 from simulacra.killpoint import ENV, InjectedFault
 from simulacra.llm import Completion, LLMUnavailable
@@ -97,6 +98,7 @@ def test_a_resumed_run_replays_what_it_paid_for_and_ends_as_the_uninterrupted_on
     assert bodies(before) + bodies(after) == bodies(ref_requests)
     # the answers replayed: the rater's start-up check, and the calls of the cut tick made before the fault
     assert summary["llm"]["replayed"] == setup_calls + len(before) - checkpointed
+    assert f"{summary['llm']['replayed']} answers replayed from llm_calls.jsonl" in format_summary(summary)
     # the file lists each request sent once: no replayed answer is recorded again
     assert len(load_calls(tmp_path / "cut" / "llm_calls.jsonl")) == len(ref_requests)
     assert comparable(summary) == comparable(ref_summary)
