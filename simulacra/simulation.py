@@ -370,7 +370,8 @@ class Simulation:
         says why. Any other exception propagates; in every case the last checkpoint (:meth:`checkpoint`, at
         the latest after the last complete tick when ``simulation.checkpoint_every`` is 1) is where
         :meth:`resume` takes up the run, undoing what the unfinished tick wrote. The last tick run is always
-        checkpointed; ``target_ticks`` (ticks done + ``ticks``) is recorded for ``simulacra run --resume``.
+        checkpointed, whole (``checkpoint.json`` alone, the trash emptied); ``target_ticks`` (ticks done +
+        ``ticks``) is recorded for ``simulacra run --resume``.
         """
         self.target_ticks = self.ticks_done + ticks
         for _ in range(ticks):
