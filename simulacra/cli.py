@@ -316,7 +316,8 @@ def format_summary(summary: dict) -> str:
     if summary.get("llm"):
         u = summary["llm"]
         out.append(f"\nLLM {u['model']}: {u['calls']} calls ({u['failures']} failed), {u['prompt_tokens']} prompt + "
-                   f"{u['completion_tokens']} completion tokens, ${u['cost_usd']:.4f}")
+                   f"{u['completion_tokens']} completion tokens, ${u['cost_usd']:.4f}"
+                   + (f"; {u['replayed']} answers replayed from llm_calls.jsonl" if u.get("replayed") else ""))
     r = summary.get("rater") or {}
     if r.get("model_calls") or r.get("quality"):
         out.append(f"\nrater model: {r['quality_line']}")

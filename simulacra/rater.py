@@ -180,6 +180,22 @@ class RaterClient:
         self.reflections_requested = 0
         self.insights_dropped = 0
 
+    #: what the client counted (summed into a run's summary), saved by a checkpoint with the ratings it cached
+    COUNTERS = ("truncations", "model_calls", "model_errors", "model_fallbacks", "model_s", "slow_requests",
+                "waited_s", "fallbacks", "requests_sent", "reflections_requested", "insights_dropped")
+
+    def counters(self) -> dict:
+        """``{counter: value}`` of :data:`COUNTERS` and ``"ratings"``: ``{memory text: rating}`` cached so far
+        (so that a resumed run asks the rater exactly what the uninterrupted run asked)."""
+        return {**{k: getattr(self, k) for k in self.COUNTERS}, "ratings": dict(self._cache)}
+
+    def restore_counters(self, saved: dict) -> None:
+        """Take up what :meth:`counters` returned; unknown keys are ignored."""
+        for k in self.COUNTERS:
+            if k in saved:
+                setattr(self, k, saved[k])
+        self._cache = {str(t): int(r) for t, r in saved.get("ratings", {}).items()}
+
     @property
     def has_token(self) -> bool:
         """Whether requests carry a bearer token."""

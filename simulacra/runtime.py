@@ -163,7 +163,7 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
             e = config.embedding
             embedder = CachedEmbedder(SentenceTransformerEmbedder(e.model, e.device, e.batch_size, e.exact),
                                       e.cache_size)
-        llm = build_language_model(config, run_dir, closers)
+        llm = build_language_model(config, run_dir, closers, resume)
         r = config.rater
         backend = None
         if llm is not None:
@@ -189,9 +189,10 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
                    mind=mind, memories=memories, shared=shared, llm=llm, closers=closers)
 
 
-def build_language_model(config: Config, run_dir: Path, closers: list[Callable[[], None]]):
+def build_language_model(config: Config, run_dir: Path, closers: list[Callable[[], None]], resume: bool = False):
     """The run's language model (wrapped: meter, retries, budget, recorder, cache), or ``None`` offline.
-    With ``llm.provider: local`` the bundled model's server is started and its closer appended to ``closers``."""
+    With ``llm.provider: local`` the bundled model's server is started and its closer appended to ``closers``;
+    with ``resume`` the answers recorded in the run's ``llm_calls.jsonl`` are replayed (:mod:`simulacra.llm.replay`)."""
     from simulacra.llm import build_model
 
     if config.llm.provider == "local":
@@ -199,8 +200,8 @@ def build_language_model(config: Config, run_dir: Path, closers: list[Callable[[
 
         server = start_local_model(config.llm)
         closers.append(server.close)
-        return build_model(config.llm, run_dir, base_url=server.base_url, model=server.model)
-    return build_model(config.llm, run_dir)
+        return build_model(config.llm, run_dir, base_url=server.base_url, model=server.model, resume=resume)
+    return build_model(config.llm, run_dir, resume=resume)
 
 
 def build_mind(config: Config, llm, tick_minutes: int = 10, reflector=None):

@@ -20,12 +20,22 @@ from typing import Any
 import numpy as np
 
 from simulacra import __version__
-from simulacra.checkpoint import CHECKPOINT, changed_inputs, input_hashes, read_checkpoint, write_checkpoint
+from simulacra.checkpoint import (
+    CHECKPOINT,
+    CheckpointWriter,
+    changed_inputs,
+    input_hashes,
+    layer_counters,
+    read_checkpoint,
+    restore_layer_counters,
+)
 from simulacra.clock import GameClock, format_hhmm
 from simulacra.config import Config, config_from_dict
 from simulacra.errors import CheckpointError, RaterError
 from simulacra.killpoint import kill_point
 from simulacra.llm.base import BudgetExceeded
+from simulacra.llm.replay import ReplayingModel
+from simulacra.llm.wrappers import unwrap
 from simulacra.memory.stream import roll_back
 from simulacra.runtime import Runtime, build_runtime
 from simulacra.runtime import static_records as static_records  # re-exported: the viewer and tests use it
@@ -70,6 +80,7 @@ class Simulation:
         self.stopped: str | None = None
         self.history_usage: Counter = Counter()
         self.target_ticks: int | None = None
+        self._writer: CheckpointWriter | None = None  # made at the first checkpoint
         if checkpoint is not None:
             self._restore(checkpoint)
             return
@@ -95,6 +106,7 @@ class Simulation:
         self.ticks_done = int(ck["ticks_done"])
         self.target_ticks = ck.get("target_ticks")
         self.history_usage = Counter(ck.get("history_usage", {}))
+        restore_layer_counters(rt, ck.get("layers", {}))
         restored = Counter()
         for pid in rt.agents:
             a = self.state.agents[pid]
@@ -107,21 +119,25 @@ class Simulation:
         log.info("resumed %s after tick %d: %d memories restored, %d written after the checkpoint dropped",
                  rt.run_dir, self.ticks_done - 1, restored["restored"], restored["dropped"])
 
-    def checkpoint(self) -> None:
-        """Write ``checkpoint.json`` for the ticks done so far (:mod:`simulacra.checkpoint`), then empty the
-        stores' trash (memories deleted since the previous checkpoint)."""
+    def checkpoint(self, whole: bool = False) -> None:
+        """Checkpoint the ticks done so far (:mod:`simulacra.checkpoint`: whole when ``whole``, else mostly as a
+        journal line); after a whole one, empty the stores' trash (memories deleted since the previous whole
+        checkpoint: a journal line may still need them)."""
         rt = self.rt
         self.trace.sync()
-        write_checkpoint(rt.run_dir, {
+        if self._writer is None:
+            self._writer = CheckpointWriter(rt.run_dir)
+        wrote_whole = self._writer.write({
             "ticks_done": self.ticks_done, "target_ticks": self.target_ticks, "trace_bytes": self.trace.size,
             "config": rt.config.to_dict(), "state": self.state.to_dict(),
             "memory": {pid: rt.memories[pid].snapshot() for pid in rt.agents},
             "shared": None if rt.shared is None else rt.shared.ids,
-            "history_usage": dict(sorted(self.history_usage.items())),
-        })
+            "history_usage": dict(sorted(self.history_usage.items())), "layers": layer_counters(rt),
+        }, whole)
         self._checkpointed = self.ticks_done
-        for pid in rt.agents:
-            rt.memories[pid].empty_trash()
+        if wrote_whole:
+            for pid in rt.agents:
+                rt.memories[pid].empty_trash()
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -354,7 +370,8 @@ class Simulation:
         says why. Any other exception propagates; in every case the last checkpoint (:meth:`checkpoint`, at
         the latest after the last complete tick when ``simulation.checkpoint_every`` is 1) is where
         :meth:`resume` takes up the run, undoing what the unfinished tick wrote. The last tick run is always
-        checkpointed; ``target_ticks`` (ticks done + ``ticks``) is recorded for ``simulacra run --resume``.
+        checkpointed, whole (``checkpoint.json`` alone, the trash emptied); ``target_ticks`` (ticks done +
+        ``ticks``) is recorded for ``simulacra run --resume``.
         """
         self.target_ticks = self.ticks_done + ticks
         for _ in range(ticks):
@@ -367,8 +384,9 @@ class Simulation:
             if on_tick is not None:
                 on_tick(result)
         # after a failed tick the stores hold part of it: the last checkpoint stays the one to resume from
-        if self.stopped is None and self._checkpointed != self.ticks_done:
-            self.checkpoint()
+        if self.stopped is None and (self._checkpointed != self.ticks_done or self._writer is None
+                                     or not self._writer.last_whole):
+            self.checkpoint(whole=True)  # a run ends whole: checkpoint.json alone, the trash emptied
         return self.summary()
 
     def summary(self) -> dict[str, Any]:
@@ -430,9 +448,15 @@ class Simulation:
         }
 
     def _llm_report(self) -> dict[str, Any] | None:
-        """Calls, tokens and cost of the run's language model (``None`` when none is configured)."""
+        """Calls, tokens and cost of the run's language model (``None`` when none is configured), over the whole run
+        when it was resumed; ``replayed``: answers a resume took from ``llm_calls.jsonl`` instead of asking
+        (:mod:`simulacra.llm.replay`), counted in ``calls`` and the tokens as well, since the run did pay for
+        them once."""
         report = getattr(self.llm, "report", None)
-        return None if report is None else {"model": self.llm.name, **report()}
+        if report is None:
+            return None
+        replay = unwrap(self.llm, ReplayingModel)
+        return {"model": self.llm.name, **report(), "replayed": replay.replayed if replay is not None else 0}
 
     def close(self) -> None:
         """Close the trace and release every part of the run. Safe to call twice."""

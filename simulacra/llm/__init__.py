@@ -15,6 +15,7 @@ from simulacra.llm.base import (
 from simulacra.llm.factory import CALLS_FILE, build_model, start_local_model
 from simulacra.llm.openai_model import OpenAIChatModel
 from simulacra.llm.parsing import extract_json
+from simulacra.llm.replay import ReplayingModel
 from simulacra.llm.wrappers import (
     BudgetedModel,
     CachingModel,
@@ -37,6 +38,7 @@ __all__ = [
     "LanguageModel",
     "OpenAIChatModel",
     "RecordingModel",
+    "ReplayingModel",
     "RetryingModel",
     "UsageMeter",
     "build_model",

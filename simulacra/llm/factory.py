@@ -38,7 +38,8 @@ def start_local_model(config: LLMConfig) -> LocalModelServer | None:
 
 
 def build_model(
-    config: LLMConfig, run_dir: Path | None = None, base_url: str | None = None, model: str | None = None
+    config: LLMConfig, run_dir: Path | None = None, base_url: str | None = None, model: str | None = None,
+    resume: bool = False,
 ) -> LanguageModel | None:
     """The model ``config`` names, wrapped; ``None`` when none is named (callers then use the offline backends).
 
@@ -53,7 +54,7 @@ def build_model(
 
     The stack, outermost first, and why in this order::
 
-        UsageMeter -> RetryingModel -> BudgetedModel -> RecordingModel -> OpenAIChatModel
+        UsageMeter -> RetryingModel -> BudgetedModel [-> ReplayingModel] -> RecordingModel -> OpenAIChatModel
 
     * ``BudgetedModel`` inside ``RetryingModel``: the budget counts *requests sent*, retries included. It exists
       to cap what a run costs and how hard it hits the provider; a request that failed or timed out on our side
@@ -66,12 +67,16 @@ def build_model(
       those that failed for good (after the retries, or refused by the budget), latency is what the caller
       waited, backoff included. Tokens are the same at every level (only answers carry usage); the number of
       retries is ``unwrap(model, RetryingModel).retries``.
+    * ``ReplayingModel`` (only with ``resume``): answers the requests already recorded in ``llm_calls.jsonl``
+      from the record (:mod:`simulacra.llm.replay`); outside the recorder, so a replayed answer is not recorded
+      twice, and inside the budget and the meter, so it is counted as the uninterrupted run counted it.
 
     Args:
         config: the ``llm`` section of the run's config.
         run_dir: the run folder; calls are recorded to ``run_dir / "llm_calls.jsonl"``. ``None``: not recorded.
         base_url: overrides ``config.base_url`` (e.g. a :class:`~simulacra.llm.local.LocalModelServer`'s).
         model: overrides ``config.model``.
+        resume: the run is being resumed: replay the answers ``run_dir / "llm_calls.jsonl"`` holds.
 
     Returns:
         a :class:`~simulacra.llm.UsageMeter` (call ``report()`` at the end of the run), or ``None``.
@@ -103,6 +108,10 @@ def build_model(
     inner: LanguageModel = adapter
     if run_dir is not None:
         inner = RecordingModel(inner, Path(run_dir) / CALLS_FILE)
+        if resume:
+            from simulacra.llm.replay import ReplayingModel, load_calls
+
+            inner = ReplayingModel(inner, load_calls(Path(run_dir) / CALLS_FILE))
     inner = BudgetedModel(inner, max_calls=config.max_calls, max_tokens=config.max_tokens)
     inner = RetryingModel(inner, attempts=config.attempts)
     return UsageMeter(

@@ -37,9 +37,23 @@ def unwrap(model: Any, kind: type[W]) -> W | None:
 
 
 class _Wrapper:
+    #: the attributes holding what the wrapper counted or spent (saved by a checkpoint, :meth:`counters`)
+    COUNTERS: tuple[str, ...] = ()
+
     def __init__(self, inner: LanguageModel):
         self.inner = inner
         self.name = inner.name
+
+    def counters(self) -> dict[str, int | float]:
+        """What this wrapper counted so far (its :attr:`COUNTERS`), for a checkpoint."""
+        return {k: getattr(self, k) for k in self.COUNTERS}
+
+    def restore_counters(self, saved: dict[str, int | float]) -> None:
+        """Take up the counts :meth:`counters` returned (a resumed run goes on counting from there); keys that
+        are not counters of this wrapper are ignored."""
+        for k in self.COUNTERS:
+            if k in saved:
+                setattr(self, k, saved[k])
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inner!r})"
@@ -88,6 +102,8 @@ class RetryingModel(_Wrapper):
         LLMUnavailable: from :meth:`complete`, after ``attempts`` failures; the message is the last failure's
             plus the number of attempts, ``status`` is the last status.
     """
+
+    COUNTERS = ("retries", "gave_up")
 
     def __init__(
         self,
@@ -177,6 +193,8 @@ class BudgetedModel(_Wrapper):
         calls: calls let through so far.
         tokens: tokens spent so far (prompt + completion, as reported).
     """
+
+    COUNTERS = ("calls", "tokens")
 
     def __init__(self, inner: LanguageModel, max_calls: int | None = None, max_tokens: int | None = None):
         super().__init__(inner)
@@ -295,6 +313,8 @@ class UsageMeter(_Wrapper):
         completion_price_per_1k: US dollars per 1000 completion tokens.
     """
 
+    COUNTERS = ("_calls", "_failures", "_prompt", "_completion", "_latency")
+
     def __init__(self, inner: LanguageModel, prompt_price_per_1k: float = 0.0, completion_price_per_1k: float = 0.0):
         super().__init__(inner)
         self.prompt_price_per_1k = prompt_price_per_1k
@@ -406,6 +426,8 @@ class CachingModel(_Wrapper):
         hits, misses: requests answered from the cache / sent on.
     """
 
+    COUNTERS = ("hits", "misses")
+
     def __init__(self, inner: LanguageModel, max_entries: int = 10_000):
         super().__init__(inner)
         from collections import OrderedDict
@@ -425,7 +447,7 @@ class CachingModel(_Wrapper):
         seed: int | None = None,
         json_schema: dict | None = None,
     ) -> Completion:
-        key = json.dumps([list(messages), max_tokens, temperature, seed, json_schema], sort_keys=True, default=str)
+        key = self._key(messages, max_tokens, temperature, seed, json_schema)
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None:
@@ -435,12 +457,26 @@ class CachingModel(_Wrapper):
             self.misses += 1
         answer = self.inner.complete(messages, max_tokens=max_tokens, temperature=temperature, seed=seed,
                                      json_schema=json_schema)
+        self._keep(key, answer)
+        return answer
+
+    @staticmethod
+    def _key(messages: Sequence[dict], max_tokens: int, temperature: float, seed: int | None,
+             json_schema: dict | None) -> str:
+        return json.dumps([list(messages), max_tokens, temperature, seed, json_schema], sort_keys=True, default=str)
+
+    def _keep(self, key: str, answer: Completion) -> None:
         if self.max_entries and answer.finish_reason != "length":
             with self._lock:
                 self._cache[key] = answer
                 while len(self._cache) > self.max_entries:
                     self._cache.popitem(last=False)
-        return answer
+
+    def prime(self, messages: Sequence[dict], answer: Completion, *, max_tokens: int = 256, temperature: float = 0.0,
+              seed: int | None = None, json_schema: dict | None = None) -> None:
+        """Keep ``answer`` as if the request had just been answered (a resumed run's cache, filled from the
+        answers recorded before its checkpoint; counts neither a hit nor a miss)."""
+        self._keep(self._key(messages, max_tokens, temperature, seed, json_schema), answer)
 
 
 __all__ = ["BudgetedModel", "CachingModel", "RecordingModel", "RetryingModel", "UsageMeter", "call_time_bound_s",
