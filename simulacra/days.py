@@ -9,12 +9,13 @@ The clock is linear (game minutes from day 1, 00:00; :mod:`simulacra.clock`); da
   to the next calendar day's wake-up (so it crosses midnight; its length differs from 24 hours when the two
   routines start at different times). Minutes before today's wake-up belong to yesterday's plan day: the agent
   is still in yesterday's last entry. Minds plan once per plan day, at its wake-up.
-- **Sleep**: an agent is asleep when the entry of its plan day's routine in force is a sleep entry (its activity
-  says "sleep", :func:`~simulacra.cognition.plan.is_asleep`) at its home and the agent is at home. Sleep follows
-  the routine, whatever a language-model mind planned. A sleeping agent perceives nothing, retrieves nothing,
-  reacts to nothing and talks with nobody; it still acts (sleeps), and its memory still consolidates and decays.
-  Write the night as the routine's last entry, e.g. ``{"start": "22:00", "activity": "going to sleep",
-  "place": <home>}``.
+- **Night**: the last entry of a day's routine, when it is at the persona's home and is not also its first (a
+  one-entry routine has no night), is the night: from its start to the next wake-up the agent sleeps once it is at
+  home. The rule reads the routine's structure, not its words ("going to sleep", "going to bed" and "reading by
+  the fire, then bed" are all nights), and it follows the routine whatever a language-model mind planned. A
+  sleeping agent perceives nothing, retrieves nothing, reacts to nothing and talks with nobody; it still acts
+  (stays at home), and its memory still consolidates and decays. A resident whose last entry is elsewhere (a
+  night shift) stays awake.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from simulacra.clock import MINUTES_PER_DAY
-from simulacra.cognition.plan import is_asleep
 from simulacra.persona import Persona, RoutineEntry
 
 if TYPE_CHECKING:
@@ -86,8 +86,10 @@ def routine_entry_at(persona: Persona, world: World, minute: float) -> tuple[int
 
 def is_sleeping(persona: Persona, world: World, minute: float, place: str) -> bool:
     """Whether an agent of ``persona`` at ``place`` is asleep at game minute ``minute``: the routine entry in
-    force is a sleep entry at the persona's home, and ``place`` is that home (module docstring)."""
+    force is the night (the last entry of its day's routine, not also the first, at the persona's home) and
+    ``place`` is that home (module docstring)."""
     if place != persona.home:
         return False
-    _, entry = routine_entry_at(persona, world, minute)
-    return entry.place == persona.home and is_asleep(entry.activity)
+    day = plan_day_at(persona, world, minute)
+    index, entry = day.entry_at(minute)
+    return 0 < index == len(day.routine) - 1 and entry.place == persona.home

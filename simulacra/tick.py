@@ -82,8 +82,8 @@ def view_of(state: TownState, rt: Runtime, agent: str, now: int, memories: Seque
 
 
 def sleepers(state: TownState, rt: Runtime, now: int) -> set[str]:
-    """The agents asleep as the tick at game minute ``now`` begins (:func:`simulacra.days.is_sleeping`: a sleep
-    entry of the day's routine at home, and at home). They perceive, retrieve, react and talk not at all."""
+    """The agents asleep as the tick at game minute ``now`` begins (:func:`simulacra.days.is_sleeping`: in the
+    night entry of the day's routine, at home). They perceive, retrieve, react and talk not at all."""
     return {pid for pid, a in state.agents.items() if is_sleeping(rt.persona(pid), rt.world, now, a.place)}
 
 

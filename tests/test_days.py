@@ -36,6 +36,15 @@ def at(day: int, hhmm: str) -> int:
 
 
 @pytest.fixture(scope="module")
+def exact_embedder():
+    """Embeddings as a run makes them (``embedding.exact``: a text's vector never depends on its batch), so that
+    in-process runs and a resumed run match the CLI's run bit for bit."""
+    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+
+    return CachedEmbedder(SentenceTransformerEmbedder(exact=True))
+
+
+@pytest.fixture(scope="module")
 def world():
     return load_world(WORLD, PERSONAS)
 
@@ -91,6 +100,20 @@ def test_plan_days_follow_the_rest_days_and_cross_midnight(world):
                                                                                         "cottage_a")
 
 
+def test_the_night_is_the_last_routine_entry_at_home_whatever_its_words(world):
+    fernhollow = load_world(ROOT / "worlds" / "fernhollow.yaml")
+    yusuf = fernhollow.personas["yusuf_demir"]  # his last entry: "reading by the fire and going to bed"
+    assert "sleep" not in yusuf.routine[-1].activity
+    assert is_sleeping(yusuf, fernhollow, at(1, "23:00"), yusuf.home)
+    assert not is_sleeping(yusuf, fernhollow, at(1, "18:00"), yusuf.home)
+    # a one-entry routine has no night; a last entry away from home (a night shift) neither
+    one = world.personas["cal"].model_copy(update={"routine": world.personas["cal"].routine[:1]})
+    assert not is_sleeping(one, world, at(2, "03:00"), one.home)
+    shift = world.personas["ben"].model_copy(update={"routine": world.personas["ben"].routine[:2],
+                                                     "home": "well", "rest_day_routine": None})
+    assert not is_sleeping(shift, world, at(2, "03:00"), "well")
+
+
 def test_run_length_weekday_and_rest_day_facts(world):
     assert world.run_minutes() == parse_hhmm("21:00") - parse_hhmm("07:00")
     assert world.run_minutes(2) == MINUTES_PER_DAY + world.run_minutes()
@@ -118,8 +141,9 @@ def test_the_cli_runs_two_days_and_the_summary_names_day_and_weekday(reference):
     _, ticks, summary = reference
     assert len(ticks) == TICKS and ticks[0]["time"] == at(1, "07:00") and ticks[-1]["time"] == at(2, "20:30")
     assert summary["game_time"] == "day 2 (Sunday, rest day) 21:00"
-    days = {e["text"][:19]: (e["day"], e["weekday"]) for e in summary["events"]}
-    assert days == {TINKER[:19]: (2, "Sunday"), FOX[:19]: (1, "Saturday"), "The old well's rope": (1, "Saturday")}
+    days = {e["text"].split()[2]: (e["day"], e["weekday"], e["time"]) for e in summary["events"]}
+    assert days == {"tinker": (2, "Sunday", "12:00"), "slips": (1, "Saturday", "23:30"),
+                    "well's": (1, "Saturday", "09:00")}
 
 
 def test_each_agent_plans_once_per_day_and_sunday_follows_the_rest_day_routine(reference, world):
@@ -209,14 +233,14 @@ def test_replay_and_inspect_show_day_weekday_and_sleep(reference):
                                             "sleep at Corner Shop (asleep")
 
 
-def test_same_seed_same_trace_over_midnight(tmp_path, rater_url, embedder, reference):
+def test_same_seed_same_trace_over_midnight(tmp_path, rater_url, exact_embedder, reference):
     ref_dir, _, _ = reference
-    with create(tmp_path, rater_url, embedder, "again") as sim:
+    with create(tmp_path, rater_url, exact_embedder, "again") as sim:
         sim.run(TICKS)
     assert tick_lines(tmp_path / "again") == tick_lines(ref_dir)
 
 
-def test_resume_across_midnight_ends_identical(tmp_path, rater_url, embedder, reference, monkeypatch):
+def test_resume_across_midnight_ends_identical(tmp_path, rater_url, exact_embedder, reference, monkeypatch):
     """Faults inside the midnight tick and inside Sunday's first planning tick; each time the run is resumed from
     its checkpoint; it ends with the reference's trace and stores."""
     ref_dir, ref_ticks, _ = reference
@@ -226,12 +250,13 @@ def test_resume_across_midnight_ends_identical(tmp_path, rater_url, embedder, re
     faults = [(midnight, "consolidate"), (morning, "remember2")]
     for i, (tick, phase) in enumerate(faults):
         monkeypatch.setenv(ENV, f"tick={tick}:phase={phase}:mode=raise")
-        sim = create(tmp_path, rater_url, embedder, "k") if i == 0 else Simulation.resume(run_dir, embedder=embedder)
+        sim = (create(tmp_path, rater_url, exact_embedder, "k") if i == 0
+               else Simulation.resume(run_dir, embedder=exact_embedder))
         with sim, pytest.raises(InjectedFault):
             sim.run(TICKS - sim.ticks_done)
         assert json.loads((run_dir / "checkpoint.json").read_text())["ticks_done"] == tick
     monkeypatch.delenv(ENV)
-    with Simulation.resume(run_dir, embedder=embedder) as sim:
+    with Simulation.resume(run_dir, embedder=exact_embedder) as sim:
         assert sim.state.now == at(2, "08:00")
         sim.run(TICKS - sim.ticks_done)
     assert tick_lines(run_dir) == tick_lines(ref_dir)
