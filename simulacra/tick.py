@@ -328,8 +328,12 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
         text = plan_memory_text(rt.persona(pid), d.value, rt.place_names, days[pid].day)
         pending.append(Pending(pid, new_record(pid, text, "plan", now, tick)))
 
-    # 2. decompose the next hours when no action covers now (asleep: the plan item itself)
+    # 2. decompose the next hours when no action covers now (asleep: the plan item in force, no decision)
     need = [pid for pid in state.agents if in_force(steps[pid], now) is None]
+    for pid in need:
+        if pid in asleep and (item := in_force(plans[pid], now)) is not None:
+            steps[pid] = [s for s in steps[pid] if s.end > now] + [item]
+    need = [pid for pid in need if pid not in asleep]
 
     def decompose(pid):
         end = min(now + cfg.plan_hours_per_call * MINUTES_PER_HOUR, days[pid].end)

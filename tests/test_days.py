@@ -50,9 +50,8 @@ def world():
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory, rater_url, rater_backend):
+def reference(tmp_path_factory, rater_url):
     """``simulacra run --days 2`` of the week town (a real subprocess): its folder and its tick records."""
-    rater_backend.rate(["The rater fits its model at its first rating."])  # not on the subprocess's clock
     db = tmp_path_factory.mktemp("days")
     args = ["--world", str(WORLD), "--personas-dir", str(PERSONAS), "--days", "2", "--run-name", "ref",
             "--db-dir", str(db), "--rater-url", rater_url, "--quiet", "--json"]
