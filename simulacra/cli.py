@@ -32,6 +32,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     length.add_argument("--hours", type=float, default=None,
                         help="game hours to simulate [the world's start_time to end_time]")
     length.add_argument("--ticks", type=int, default=None, help="ticks to simulate (instead of --hours)")
+    length.add_argument("--days", type=int, default=None,
+                        help="game days to simulate: from the world's start_time on day 1 to its end_time on day "
+                             "DAYS, through the nights (--days 1 is the default length)")
     p.add_argument("--seed", type=int, default=None, help="random seed [config simulation.seed, 0]")
     p.add_argument("--run-name", default=None, help="run folder name under the database dir [<world>-seed<seed>]")
     p.add_argument("--db-dir", default="database", help="database directory holding run folders [%(default)s]")
@@ -52,7 +55,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing run folder of the same name")
     p.add_argument("--resume", default=None, metavar="RUN_DIR",
                    help="continue a killed or stopped run (database/<run>) from its last checkpoint with its own "
-                        "config, world and personas; --ticks/--hours then count from the run's start "
+                        "config, world and personas; --ticks/--hours/--days then count from the run's start "
                         "[the length first asked]")
     p.add_argument("--allow-changed", action="store_true",
                    help="with --resume: resume although the world or a persona file changed since the run started")
@@ -199,15 +202,18 @@ def _resume_conflicts(args: argparse.Namespace) -> list[str]:
 def cmd_run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from simulacra.clock import format_hhmm
+    from simulacra.clock import day_number, format_game_time
     from simulacra.config import load_config
     from simulacra.simulation import Simulation
 
+    if args.days is not None and args.days < 1:
+        raise SimulacraError(f"--days must be >= 1, got {args.days}")
     if args.resume is not None:
         conflicts = _resume_conflicts(args)
         if conflicts:
             raise SimulacraError(f"--resume continues a run with its own config, world and agents; drop "
-                                 f"{', '.join(conflicts)} (only --ticks, --hours, --rater-url, --allow-changed apply)")
+                                 f"{', '.join(conflicts)} (only --ticks, --hours, --days, --rater-url, "
+                                 f"--allow-changed apply)")
         print(f"simulacra: resuming {args.resume}; loading the embedding model ...", file=sys.stderr)
         sim = Simulation.resume(args.resume, allow_changed=args.allow_changed, rater_url=args.rater_url)
     else:
@@ -229,23 +235,30 @@ def cmd_run(args: argparse.Namespace) -> int:
         w = sim.world
         if args.ticks is not None:
             ticks = args.ticks
-        elif args.hours is None and sim.target_ticks is not None:
+        elif args.hours is None and args.days is None and sim.target_ticks is not None:
             ticks = sim.target_ticks
         else:
-            minutes = args.hours * 60 if args.hours is not None else w.end_minute - w.start_minute
+            minutes = args.hours * 60 if args.hours is not None else w.run_minutes(args.days or 1)
             ticks = max(1, int(round(minutes / w.tick_minutes)))
         if ticks < 0:
             raise SimulacraError("--ticks must be >= 0")
         done = sim.ticks_done
         ticks = max(0, ticks - done)  # a resumed run counts from its start
         print(f"simulacra: {len(sim.rt.agents)} agents in {w.name}, {ticks} ticks of {w.tick_minutes} game minutes "
-              f"from {format_hhmm(sim.state.now)}; run folder {sim.run_dir}", file=sys.stderr)
+              f"from {format_game_time(sim.state.now, w.start_weekday, w.rest_days)}; run folder {sim.run_dir}",
+              file=sys.stderr)
         bar = tqdm(total=ticks, unit="tick", disable=args.quiet, file=sys.stderr, dynamic_ncols=True)
+        days_seen = {day_number(sim.state.now)}
 
         def on_tick(result):
             bar.set_postfix_str(f"{result.record['clock']}", refresh=False)
             bar.update(1)
             if not args.quiet:
+                day = day_number(result.record["time"])
+                if day not in days_seen:  # a new day begins: say which
+                    days_seen.add(day)
+                    bar.write(f"--- day {day}, {w.weekday(result.record['time'])}"
+                              f"{' (a rest day)' if w.is_rest_day(result.record['time']) else ''} ---", file=sys.stderr)
                 for line in result.notable:
                     bar.write(line, file=sys.stderr)
 
@@ -292,7 +305,8 @@ def format_summary(summary: dict) -> str:
     if summary["events"]:
         out.append("\nhow far the news travelled:")
         for ev in summary["events"]:
-            out.append(f"  {ev['time']} {ev['text']} -> known by {len(ev['known_by'])}")
+            when = f"day {ev['day']} {ev['time']}" if "day" in ev else ev["time"]
+            out.append(f"  {when} {ev['text']} -> known by {len(ev['known_by'])}")
     if summary.get("shared_memory") is not None:
         out.append(f"\ntown's shared memory: {summary['shared_memory']} notices")
     if summary.get("reflection_failures"):
@@ -398,6 +412,7 @@ def _run_argv(args: argparse.Namespace, run_name: str) -> list[str]:
     """``simulacra run`` options equivalent to a ``view`` command's."""
     argv = ["run", "--world", args.world, "--db-dir", args.db_dir, "--run-name", run_name, "--quiet"]
     for flag, value in (("--personas-dir", args.personas_dir), ("--hours", args.hours), ("--ticks", args.ticks),
+                        ("--days", args.days),
                         ("--seed", args.seed), ("--rater-url", args.rater_url), ("--agents", args.agents),
                         ("--config", args.config), ("--llm", args.llm)):
         if value is not None:

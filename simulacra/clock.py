@@ -5,10 +5,12 @@ Nothing in the domain reads the wall clock: the :class:`GameClock` is the only s
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 MINUTES_PER_HOUR = 60
 MINUTES_PER_DAY = 24 * MINUTES_PER_HOUR
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 
 def parse_hhmm(text: str) -> int:
@@ -34,9 +36,31 @@ def format_hhmm(game_minutes: float) -> str:
     return f"{m // MINUTES_PER_HOUR:02d}:{m % MINUTES_PER_HOUR:02d}"
 
 
-def format_game_time(game_minutes: float) -> str:
-    """Format game minutes as ``"day D HH:MM"`` (day counted from 1)."""
-    return f"day {int(game_minutes) // MINUTES_PER_DAY + 1} {format_hhmm(game_minutes)}"
+def day_number(game_minutes: float) -> int:
+    """The game day holding ``game_minutes``, counted from 1 (minutes 0..1439 are day 1)."""
+    return int(game_minutes) // MINUTES_PER_DAY + 1
+
+
+def weekday_of(game_minutes: float, start_weekday: str = "Monday") -> str:
+    """The weekday (``"Monday"``..``"Sunday"``) of the game day holding ``game_minutes``, day 1 being
+    ``start_weekday``.
+
+    Raises:
+        ValueError: ``start_weekday`` is not one of :data:`WEEKDAYS`.
+    """
+    if start_weekday not in WEEKDAYS:
+        raise ValueError(f"expected a weekday ({', '.join(WEEKDAYS)}), got {start_weekday!r}")
+    return WEEKDAYS[(WEEKDAYS.index(start_weekday) + day_number(game_minutes) - 1) % 7]
+
+
+def format_game_time(game_minutes: float, start_weekday: str | None = None, rest_days: Iterable[str] = ()) -> str:
+    """Format game minutes as ``"day D HH:MM"`` (day counted from 1), or, given the weekday of day 1, as
+    ``"day D (Weekday) HH:MM"``, ``"day D (Weekday, rest day) HH:MM"`` when the weekday is one of ``rest_days``."""
+    day = f"day {day_number(game_minutes)}"
+    if start_weekday is not None:
+        weekday = weekday_of(game_minutes, start_weekday)
+        day += f" ({weekday}, rest day)" if weekday in set(rest_days) else f" ({weekday})"
+    return f"{day} {format_hhmm(game_minutes)}"
 
 
 @dataclass

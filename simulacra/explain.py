@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from simulacra.clock import format_game_time
 from simulacra.errors import SimulacraError
 from simulacra.trace import read_trace
 
@@ -15,8 +16,9 @@ def explain_tick(run: str | Path, agent: str, tick: int) -> dict[str, Any]:
     """Agent ``agent`` at tick ``tick`` of ``run``, from the trace alone.
 
     Returns:
-        ``{"agent", "name", "tick", "clock", "place", "action", "perceived": [texts], "remembered": [{text,
-        kind, rating, tier}], "said": [texts], "heard": [texts], "retrieved": [{purpose, query, results: [{id,
+        ``{"agent", "name", "tick", "clock", "when" ("day 2 (Sunday, rest day) 09:00"), "asleep", "place",
+        "action", "perceived": [texts], "remembered": [{text, kind, rating, tier}], "said": [texts], "heard":
+        [texts], "retrieved": [{purpose, query, results: [{id,
         text, tier, kind, recency, importance, relevance, score, and under lexical or hybrid relevance dense
         and lexical}]}], "reflections": [...], "moved": [...],
         "forgotten": [...], "posted": [...], "decisions": [{kind, source, memory_ids, memories: [texts], value}],
@@ -35,12 +37,15 @@ def explain_tick(run: str | Path, agent: str, tick: int) -> dict[str, Any]:
     lines = [ln for c in t["conversations"] if agent in c["participants"] for ln in c["lines"]]
     persona = header["personas"][agent]
     place = t["positions"][agent]
-    place_name = header.get("world", {}).get("places", {}).get(place, {}).get("name", place)
+    world = header.get("world", {})
+    place_name = world.get("places", {}).get(place, {}).get("name", place)
     return {
         "agent": agent,
         "name": persona.get("name", agent),
         "tick": t["tick"],
         "clock": t["clock"],
+        "when": format_game_time(t["time"], world.get("start_weekday") or "Monday", world.get("rest_days") or ()),
+        "asleep": agent in t.get("asleep", ()),
         "place": place_name,
         "action": t["actions"][agent],
         "perceived": [op["text"] for op in adds if op["kind"] in PERCEIVED],
@@ -94,7 +99,9 @@ def format_explanation(e: dict[str, Any]) -> str:
         return "  -  " if x is None else f"{x:.3f}"
 
     act = e["action"]
-    out = [f"{e['name']} ({e['agent']}) at tick {e['tick']}, {e['clock']}: {act.get('activity', act)} at {e['place']}"]
+    when = e.get("when", e["clock"])
+    out = [f"{e['name']} ({e['agent']}) at tick {e['tick']}, {when}: {act.get('activity', act)} at {e['place']}"
+           + (" (asleep: perceives, retrieves and says nothing)" if e.get("asleep") else "")]
     if e["perceived"]:
         out.append("perceived:")
         out += [f"  {x}" for x in e["perceived"]]

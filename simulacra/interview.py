@@ -32,13 +32,13 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         embedder, mind: parts to use instead of building them from the config (tests).
 
     Returns:
-        ``{"agent", "name", "question", "time", "clock", "answer", "source", "used": [memory dicts],
-        "retrieved": [memory dicts]}``; each memory dict has id, text, tier, kind, recency, importance,
-        relevance, score.
+        ``{"agent", "name", "question", "time", "clock" ("day 2 (Sunday, rest day) 09:00"), "answer", "source",
+        "used": [memory dicts], "retrieved": [memory dicts]}``; each memory dict has id, text, tier, kind, recency,
+        importance, relevance, score.
     Raises:
         SimulacraError: unknown agent, a tick outside the trace, an empty question, or a run without stores.
     """
-    from simulacra.clock import format_game_time
+    from simulacra.clock import format_game_time, weekday_of
     from simulacra.memory.stream import AgentMemory, open_chroma
     from simulacra.runtime import build_language_model, build_mind
 
@@ -65,6 +65,7 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         p.id = pid
     names = {pid: p.name for pid, p in personas.items()}
     place_names = {pid: p["name"] for pid, p in header["world"]["places"].items()}
+    start_weekday, rest_days = header["world"].get("start_weekday") or "Monday", header["world"].get("rest_days") or ()
     if embedder is None:
         from simulacra.embeddings import SentenceTransformerEmbedder
 
@@ -86,14 +87,16 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         found = [m for m in memory.retrieve(qv, now, top_k=4 * k, query_text=question)
                  if m.record is None or m.record.timestamp is None or m.record.timestamp < now][:k]
         place = ticks[n]["positions"][agent]
-        view = AgentView(agent, personas[agent], now, place, tuple(found), names, place_names)
+        view = AgentView(agent, personas[agent], now, place, tuple(found), names, place_names,
+                         weekday=weekday_of(now, start_weekday))
         d = mind.interview(view, question)
     finally:
         for c in reversed(closers):
             c()
     by_id = {m.id: m for m in found}
     return {
-        "agent": agent, "name": names[agent], "question": question, "time": now, "clock": format_game_time(now),
+        "agent": agent, "name": names[agent], "question": question, "time": now,
+        "clock": format_game_time(now, start_weekday, rest_days),
         "tick": n, "answer": d.value.text, "source": d.source, "mind": mind.name,
         "used": [by_id[i].to_dict() for i in d.value.memory_ids if i in by_id],
         "retrieved": [m.to_dict() for m in found],

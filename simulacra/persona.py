@@ -96,7 +96,8 @@ class Persona(BaseModel):
         return current, routine[current]
 
     def facts(self) -> list[str]:
-        """Static-memory sentences about this persona, in a fixed order."""
+        """Static-memory sentences about this persona, in a fixed order: identity, traits, background, lifestyle,
+        interests, one sentence per routine entry, then one per rest-day routine entry (when it has one)."""
         out = [
             f"{self.name}, {self.age}, is {_article(self.occupation)}.",
             f"{self.name} is {_join(self.traits)}.",
@@ -108,6 +109,8 @@ class Persona(BaseModel):
             out.append(f"{self.name} is interested in {_join(self.interests)}.")
         for entry in self.routine:
             out.append(f"On a usual day at {entry.start}, {self.name} is {entry.activity}.")
+        for entry in self.rest_day_routine or ():
+            out.append(f"On a rest day at {entry.start}, {self.name} is {entry.activity}.")
         return out
 
 

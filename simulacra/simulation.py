@@ -29,7 +29,7 @@ from simulacra.checkpoint import (
     read_checkpoint,
     restore_layer_counters,
 )
-from simulacra.clock import GameClock, format_hhmm
+from simulacra.clock import GameClock, format_game_time, format_hhmm
 from simulacra.config import Config, config_from_dict
 from simulacra.errors import CheckpointError, RaterError
 from simulacra.killpoint import kill_point
@@ -50,6 +50,7 @@ from simulacra.tick import (
     reflect_stage,
     remember_stage,
     retrieve_stage,
+    sleepers,
     world_events,
 )
 from simulacra.trace import TraceWriter, read_header
@@ -285,11 +286,12 @@ class Simulation:
                     posted.add(ev.text)
                     notices.append(n)
 
-        perception = perceive_stage(state, rt, events, objects, now, tick)
+        asleep = sleepers(state, rt, now)
+        perception = perceive_stage(state, rt, events, objects, now, tick, asleep)
         seen = remember_stage(rt, notices + perception.pending, "remember1")
-        retrieval = retrieve_stage(state, rt, perception, seen.ratings, now)
-        decided = decide_stage(state, rt, retrieval, now, tick)
-        applied = apply_stage(rt, decided.actions)
+        retrieval = retrieve_stage(state, rt, perception, seen.ratings, now, asleep)
+        decided = decide_stage(state, rt, retrieval, now, tick, asleep)
+        applied = apply_stage(rt, decided.actions, now)
         doing = {pid: step.activity if (step := decided.planned[pid]) is not None else decided.actions[pid].activity
                  for pid in decided.actions}
         # conversations happen where the agents are after the world step
@@ -354,6 +356,8 @@ class Simulation:
                             "step": decided.step_keys[pid]} for pid in rt.agents},
             "memory": memory_ops,
         }
+        if asleep:
+            record["asleep"] = sorted(asleep)
         self.trace.write(record)
         state.tick += 1
         self.ticks_done += 1
@@ -392,7 +396,8 @@ class Simulation:
     def summary(self) -> dict[str, Any]:
         """Per agent: memory counts per tier, its three most important long-term memories (decayed
         importance), its latest reflections (depth, evidence count), its plan for the day, how many memories
-        it forgot, whom it talked to; per world event: who came to know it; the mind and its decisions by
+        it forgot, whom it talked to; per world event (day, weekday, time): who came to know it; the game time
+        reached (``"day D (Weekday) HH:MM"``); the mind and its decisions by
         source (with fallbacks per kind); token use per conversation-history strategy; the shared memory's
         size; where the run is."""
         state, rt = self.state, self.rt
@@ -423,7 +428,8 @@ class Simulation:
         for ev in self.world.events:
             if ev.minute < now:
                 knowers = sorted(pid for pid, a in state.agents.items() if ev.text in a.knows)
-                events.append({"time": ev.time, "place": ev.place, "text": ev.text, "known_by": knowers})
+                events.append({"day": ev.day, "weekday": self.world.weekday(ev.minute), "time": ev.time,
+                               "place": ev.place, "text": ev.text, "known_by": knowers})
         mind = {"name": rt.mind.name,
                 "decisions": {k.split(":", 1)[1]: v for k, v in sorted(counters.items()) if k.startswith("decisions:")},
                 "fallbacks": {k.split(":", 1)[1]: v for k, v in sorted(counters.items()) if k.startswith("fallback:")}}
@@ -433,7 +439,7 @@ class Simulation:
             "run_dir": str(self.run_dir),
             "trace": str(self.run_dir / "trace.jsonl"),
             "ticks": self.ticks_done,
-            "game_time": format_hhmm(now),
+            "game_time": format_game_time(now, self.world.start_weekday, self.world.rest_days),
             "agents": agents,
             "events": events,
             "stopped": self.stopped,

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from simulacra.clock import MINUTES_PER_DAY, MINUTES_PER_HOUR, format_hhmm
+from simulacra.clock import MINUTES_PER_HOUR, format_hhmm
 from simulacra.cognition.mind import (
     AgentView,
     ConversationView,
@@ -33,7 +33,8 @@ from simulacra.cognition.mind import (
 )
 from simulacra.cognition.plan import Action, action_for, is_asleep, is_free
 from simulacra.cognition.reflect import ReflectionRequest, focal_points, gather_evidence, insight_records
-from simulacra.cognition.scripted import news_candidates, wake_minute
+from simulacra.cognition.scripted import news_candidates
+from simulacra.days import is_sleeping, plan_day_at, routine_entry_at
 from simulacra.errors import RaterError
 from simulacra.killpoint import kill_point
 from simulacra.memory.records import MemoryRecord, RetrievedMemory, memory_id
@@ -76,7 +77,14 @@ def notice(posted: set[str], rt: Runtime, text: str, author: str, place: str, no
 def view_of(state: TownState, rt: Runtime, agent: str, now: int, memories: Sequence[RetrievedMemory] = (),
             place: str | None = None) -> AgentView:
     return AgentView(agent, rt.persona(agent), now, place or state.agents[agent].place, tuple(memories), rt.names,
-                     rt.place_names, current_activity(state, rt, agent, now))
+                     rt.place_names, current_activity(state, rt, agent, now), rt.world.weekday(now),
+                     plan_day_at(rt.persona(agent), rt.world, now).rest_day)
+
+
+def sleepers(state: TownState, rt: Runtime, now: int) -> set[str]:
+    """The agents asleep as the tick at game minute ``now`` begins (:func:`simulacra.days.is_sleeping`: in the
+    night entry of the day's routine, at home). They perceive, retrieve, react and talk not at all."""
+    return {pid for pid, a in state.agents.items() if is_sleeping(rt.persona(pid), rt.world, now, a.place)}
 
 
 def current_activity(state: TownState, rt: Runtime, agent: str, now: int) -> str:
@@ -87,7 +95,7 @@ def current_activity(state: TownState, rt: Runtime, agent: str, now: int) -> str
     step = a.step_at(now)
     if step is not None:
         return step.activity
-    return rt.persona(agent).routine_at(now % MINUTES_PER_DAY)[1].activity
+    return routine_entry_at(rt.persona(agent), rt.world, now)[1].activity
 
 
 def retrieve_many(rt: Runtime, asks: Sequence[tuple[str, str, str]], now: int
@@ -147,15 +155,19 @@ class Perception:
 
 
 def perceive_stage(state: TownState, rt: Runtime, events: WorldEvents, object_states: dict[str, str], now: int,
-                   tick: int) -> Perception:
+                   tick: int, asleep: set[str] = frozenset()) -> Perception:
     """Each agent perceives its place as the tick begins (events, others and what they do, conversations held
-    last tick, objects), within its attention bandwidth; only what changed since last tick is remembered."""
+    last tick, objects), within its attention bandwidth; only what changed since last tick is remembered.
+    Agents ``asleep`` perceive nothing (and, on waking, everything they perceive is new)."""
     positions = {pid: a.place for pid, a in state.agents.items()}
     activities = {pid: current_activity(state, rt, pid, now) for pid in state.agents}
     talking = sorted({tuple(sorted((pid, a.action["partner"]))) for pid, a in state.agents.items()
                       if a.action and a.action.get("partner") in state.agents})
     percepts, new, pending, last, learned = {}, {}, [], {}, {}
     for pid, agent in state.agents.items():
+        if pid in asleep:
+            percepts[pid], new[pid], learned[pid], last[pid] = [], [], set(), set()
+            continue
         related = set(rt.persona(pid).relationships)
         seen = perceive(pid, agent.place, rt.world, positions, activities, object_states, events.active, talking,
                         rt.names, related, rt.config.simulation.attention_bandwidth)
@@ -241,15 +253,15 @@ def salient_percepts(state: TownState, rt: Runtime, agent: str, new: Sequence[Pe
 
 
 def retrieve_stage(state: TownState, rt: Runtime, perception: Perception, ratings: dict[str, int],
-                   now: int) -> Retrieval:
-    """The focus retrieval of every agent (its activity at its place), and, for a mind that reacts, one
-    retrieval about its most salient new percept (awake agents only)."""
+                   now: int, asleep: set[str] = frozenset()) -> Retrieval:
+    """The focus retrieval of every agent not ``asleep`` (its activity at its place), and, for a mind that
+    reacts, one retrieval about its most salient new percept (agents whose activity is not sleep only)."""
     asks = [(pid, f"{current_activity(state, rt, pid, now)} at {rt.place_names[state.agents[pid].place]}", "focus")
-            for pid in state.agents]
+            for pid in state.agents if pid not in asleep]
     salient: dict[str, list[Percept]] = {}
     if getattr(rt.mind, "reactive", False):
         for pid in state.agents:
-            if is_asleep(current_activity(state, rt, pid, now)):
+            if pid in asleep or is_asleep(current_activity(state, rt, pid, now)):
                 continue
             top = salient_percepts(state, rt, pid, perception.new[pid], ratings, now)[:1]
             if top:
@@ -281,9 +293,12 @@ class Decided:
     notable: list[str] = field(default_factory=list)
 
 
-def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, tick: int) -> Decided:
-    """Plan at wake-up, decompose the next hours when no action covers now, react to salient percepts, then
-    take this tick's action from the plan; pair free agents at the same place for conversations.
+def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, tick: int,
+                 asleep: set[str] = frozenset()) -> Decided:
+    """Plan at each wake-up (once per plan day, :func:`simulacra.days.plan_day_at`: rest days follow the
+    persona's ``rest_day_routine``), decompose the next hours when no action covers now, react to salient
+    percepts, then take this tick's action from the plan; pair free agents at the same place for conversations
+    (agents ``asleep`` talk with nobody).
 
     All from the pre-tick state; the model calls of each step go out together.
     """
@@ -297,28 +312,31 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
     plans = {pid: list(a.plan) for pid, a in state.agents.items()}
     steps = {pid: list(a.steps) for pid, a in state.agents.items()}
 
+    days = {pid: plan_day_at(rt.persona(pid), rt.world, now) for pid in state.agents}
+
     # 1. a day plan at wake-up (memories retrieved for "plans for today")
-    due = [pid for pid in state.agents if plan_start[pid] != wake_minute(rt.persona(pid), now)]
+    due = [pid for pid in state.agents if plan_start[pid] != days[pid].start]
     found, ops = retrieve_many(rt, [(pid, f"{rt.names[pid]}'s plans for today", "plan") for pid in due], now)
 
     def plan_one(item):
         pid, mems = item
-        start = wake_minute(rt.persona(pid), now)
-        return mind.plan_day(view_of(state, rt, pid, now, mems), start, start + MINUTES_PER_DAY)
+        return mind.plan_day(view_of(state, rt, pid, now, mems), days[pid].start, days[pid].end)
 
     for pid, d in zip(due, rt.map(plan_one, list(zip(due, found)))):
-        start = wake_minute(rt.persona(pid), now)
-        plan_start[pid], plans[pid], steps[pid] = start, list(d.value), []
+        plan_start[pid], plans[pid], steps[pid] = days[pid].start, list(d.value), []
         records.append(decision_record(pid, "plan_day", d, [p.to_dict() for p in d.value]))
-        day = start // MINUTES_PER_DAY + 1
-        text = plan_memory_text(rt.persona(pid), d.value, rt.place_names, day)
+        text = plan_memory_text(rt.persona(pid), d.value, rt.place_names, days[pid].day)
         pending.append(Pending(pid, new_record(pid, text, "plan", now, tick)))
 
-    # 2. decompose the next hours when no action covers now (asleep: the plan item itself)
+    # 2. decompose the next hours when no action covers now (asleep: the plan item in force, no decision)
     need = [pid for pid in state.agents if in_force(steps[pid], now) is None]
+    for pid in need:
+        if pid in asleep and (item := in_force(plans[pid], now)) is not None:
+            steps[pid] = [s for s in steps[pid] if s.end > now] + [item]
+    need = [pid for pid in need if pid not in asleep]
 
     def decompose(pid):
-        end = min(now + cfg.plan_hours_per_call * MINUTES_PER_HOUR, plan_start[pid] + MINUTES_PER_DAY)
+        end = min(now + cfg.plan_hours_per_call * MINUTES_PER_HOUR, days[pid].end)
         return mind.next_actions(view_of(state, rt, pid, now, retrieval.focus.get(pid, ())), plans[pid], now, end)
 
     for pid, d in zip(need, rt.map(decompose, need)):
@@ -356,7 +374,7 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
     for pid, agent in state.agents.items():
         step = planned[pid] = in_force(steps[pid], now)
         if step is None:  # a plan that leaves a gap: stay and follow the routine's entry
-            idx, entry = rt.persona(pid).routine_at(now % MINUTES_PER_DAY)
+            idx, entry = days[pid].entry_at(now)
             step = PlanItem(now, now + rt.world.tick_minutes, entry.activity, entry.place, idx)
         actions[pid] = action_for(step, agent.place, rt.world)
         key = f"{step.start}|{step.activity}|{step.place}"
@@ -366,7 +384,7 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
                                                    "plan", now, tick)))
 
     # 5. conversations: invitations first, then chance meetings of free agents at the same place
-    pairs, last_talk = pair_conversations(state, rt, actions, invitations, now)
+    pairs, last_talk = pair_conversations(state, rt, actions, invitations, now, asleep)
     for a, b in pairs:
         for me, other in ((a, b), (b, a)):
             act = actions[me]
@@ -377,16 +395,17 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
 
 
 def pair_conversations(state: TownState, rt: Runtime, actions: dict[str, Action],
-                       invitations: Sequence[tuple[str, str]], now: int
+                       invitations: Sequence[tuple[str, str]], now: int, asleep: set[str] = frozenset()
                        ) -> tuple[list[tuple[str, str]], dict[str, int]]:
     """Pairs that talk this tick and the updated cooldowns. An agent talks with one other at most; both must be
-    free (staying, awake) at the same place and the pair not have talked within ``conversation_cooldown_minutes``.
+    free (staying, awake, not ``asleep``) at the same place and the pair not have talked within
+    ``conversation_cooldown_minutes``.
     Invitations (reactions) are honoured first, in order; then, for a mind that does not react (or with
     ``cognition.chance_meetings``), free agents meet by chance: ``conversation_probability`` (+
     ``acquaintance_bonus`` when they know each other), from the run's RNG."""
     sim = rt.config.simulation
     last = dict(state.pair_last_talk)
-    taken: set[str] = set()
+    taken: set[str] = set(asleep)
     pairs: list[tuple[str, str]] = []
 
     def ok(a: str, b: str) -> bool:
@@ -432,13 +451,14 @@ class Applied:
     object_changes: dict[str, str]
 
 
-def apply_stage(rt: Runtime, actions: dict[str, Action]) -> Applied:
-    """The world step: every agent ends the tick at its action's place; acting at a routine entry's place sets
-    the objects that entry names."""
+def apply_stage(rt: Runtime, actions: dict[str, Action], now: int) -> Applied:
+    """The world step at game minute ``now``: every agent ends the tick at its action's place; acting at a
+    routine entry's place sets the objects that entry names (``routine_index`` indexes the routine of the
+    agent's plan day, a rest day's routine on rest days)."""
     changes: dict[str, str] = {}
     for pid, act in actions.items():
         if act.type != "move" and act.routine_index is not None:
-            entry = rt.persona(pid).routine[act.routine_index]
+            entry = plan_day_at(rt.persona(pid), rt.world, now).routine[act.routine_index]
             if entry.place == act.place:
                 changes.update(entry.object_state)
     return Applied({pid: act.place for pid, act in actions.items()}, changes)

@@ -199,7 +199,8 @@ def test_inspect_reconstructs_a_tick(tmp_path):
     assert e["said"] == ["Hello, Ben!"] and e["heard"] == []
     assert [m["id"] for m in e["retrieved"][0]["results"]] == ["s1", "old"]
     text = format_explanation(e)
-    assert "Ann Archer (ann) at tick 0, 08:00: drawing water at well" in text and "0.881" in text
+    assert "Ann Archer (ann) at tick 0, day 1 (Monday) 08:00: drawing water at well" in text and "0.881" in text
+    assert e["when"] == "day 1 (Monday) 08:00" and not e["asleep"]
     with pytest.raises(SimulacraError, match="no agent 'zed'"):
         explain_tick(trace, "zed", 0)
     with pytest.raises(SimulacraError, match="outside the trace"):

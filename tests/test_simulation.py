@@ -61,7 +61,10 @@ def test_end_to_end_trace_memory_counts_and_news_passing(tmp_path, rater_url, em
             assert summary["agents"][pid]["counts"] == mem.counts()
         # retrievals record the three terms of every returned memory
         retrievals = [op for t in ticks for op in t["memory"] if op["op"] == "retrieve"]
-        assert len([r for r in retrievals if r["purpose"] == "focus"]) == 3 * 12
+        # one focus retrieval per awake agent and tick: Ann's last routine entry (09:30, at home) is her night, and
+        # from 09:50, home again, she sleeps (simulacra.days)
+        assert [t.get("asleep", []) for t in ticks] == [[]] * 11 + [["ann"]]
+        assert len([r for r in retrievals if r["purpose"] == "focus"]) == 3 * 12 - 1
         for op in retrievals:
             for m in op["results"]:
                 assert m["score"] >= 0.35 and m["tier"] in ("static", "short_term", "long_term")

@@ -275,7 +275,10 @@ class LLMMind:
         lines = [f"You are {p.name}, {p.age}, {p.occupation}. You are {', '.join(p.traits)}.", p.background]
         if p.speech_style:
             lines.append(f"You speak {p.speech_style}" if not p.speech_style[0].isupper() else p.speech_style)
-        lines.append(f"It is {format_hhmm(view.now)} on day {view.now // MINUTES_PER_DAY + 1}. You are at "
+        day = f"day {view.now // MINUTES_PER_DAY + 1}"
+        if view.weekday:
+            day = f"{view.weekday}, {day}"
+        lines.append(f"It is {format_hhmm(view.now)} on {day}. You are at "
                      f"{view.place_names.get(view.place, view.place)}.")
         return "\n".join(lines)
 
@@ -300,16 +303,17 @@ class LLMMind:
 
     # ------------------------------------------------------------------ plan
     def plan_day(self, view: AgentView, day_start: int, day_end: int) -> Decision[list[PlanItem]]:
-        """Broad items for the day, from the persona's usual day, the memories retrieved for its plans (yesterday's
-        plans and reflections among them) and the places of the world."""
+        """Broad items for the day, from the persona's usual day (its rest-day routine on a rest day), the memories
+        retrieved for its plans (yesterday's plans and reflections among them) and the places of the world."""
         p = view.persona
-        usual = "; ".join(f"{e.start} {e.activity} at {e.place}" for e in p.routine)
+        usual = "; ".join(f"{e.start} {e.activity} at {e.place}" for e in p.routine_for(view.rest_day))
         mems = self._prompt_memories(view)
         places = list(view.place_names)
         messages = [
             {"role": "system", "content": self.persona_text(view)},
             {"role": "user", "content": (
-                f"{self.memories_text(mems)}\n\n{self.places_text(view)}\nYour usual day: {usual}.\n\n"
+                f"{self.memories_text(mems)}\n\n{self.places_text(view)}\nYour usual "
+                f"{'rest day' if view.rest_day else 'day'}: {usual}.\n\n"
                 f"Plan your day from {format_hhmm(day_start)}: 4 to 8 broad items in time order, each with its start "
                 "time (HH:MM), what you will do, and the id of the place. Keep to your usual day unless what you "
                 "remember gives you a reason to change it.")},

@@ -132,6 +132,9 @@ class AgentView:
         memories: what retrieval returned for the decision's query, best first (the prompt's memories).
         names: agent id -> full name for everyone in the town; place_names: place id -> name.
         activity: what the agent is doing as it decides (``""``: unknown).
+        weekday: the weekday of ``now`` (``""``: unknown); rest_day: whether the agent's plan day
+            (:func:`simulacra.days.plan_day_at`) is a rest day of the world (its plan then follows the persona's
+            ``rest_day_routine``).
     """
 
     agent: str
@@ -142,6 +145,8 @@ class AgentView:
     names: dict[str, str]
     place_names: dict[str, str]
     activity: str = ""
+    weekday: str = ""
+    rest_day: bool = False
 
     @property
     def memory_ids(self) -> tuple[str, ...]:

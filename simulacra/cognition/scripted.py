@@ -27,25 +27,19 @@ from simulacra.memory.records import RetrievedMemory
 from simulacra.persona import Persona
 
 
-def wake_minute(persona: Persona, now: float) -> int:
-    """Game minute at which the plan day containing ``now`` began: the start of the persona's first routine
-    entry today, or yesterday's when ``now`` is earlier (the agent is still in yesterday's last entry)."""
-    first = persona.routine[0].start_minute
-    day_base = int(now) // MINUTES_PER_DAY * MINUTES_PER_DAY
-    wake = day_base + first
-    return wake if now >= wake else wake - MINUTES_PER_DAY
-
-
-def routine_plan(persona: Persona, day_start: int) -> list[PlanItem]:
-    """The routine as plan items from ``day_start`` (a wake minute, :func:`wake_minute`) to the next wake-up,
-    each item lasting until the next routine entry starts."""
-    base = day_start - persona.routine[0].start_minute
-    entries = persona.routine
+def routine_plan(persona: Persona, day_start: int, day_end: int | None = None,
+                 rest_day: bool = False) -> list[PlanItem]:
+    """The routine of the day (:meth:`Persona.routine_for` ``rest_day``) as plan items from ``day_start`` (the wake
+    minute, :func:`simulacra.days.plan_day_at`) to ``day_end`` (the next wake-up; default 24 hours after
+    ``day_start``), each item lasting until the next routine entry starts; ``routine_index`` indexes that routine."""
+    entries = persona.routine_for(rest_day)
+    base = day_start - entries[0].start_minute
+    if day_end is None:
+        day_end = day_start + MINUTES_PER_DAY
     items = []
     for i, entry in enumerate(entries):
         start = base + entry.start_minute
-        nxt = entries[i + 1].start_minute if i + 1 < len(entries) else MINUTES_PER_DAY + entries[0].start_minute
-        end = base + nxt
+        end = base + entries[i + 1].start_minute if i + 1 < len(entries) else day_end
         items.append(PlanItem(start, end, entry.activity, entry.place, routine_index=i))
     return items
 
@@ -99,7 +93,7 @@ class ScriptedMind:
         return reflect_with(self.reflector, view, evidence, max_insights, "scripted")
 
     def plan_day(self, view: AgentView, day_start: int, day_end: int) -> Decision[list[PlanItem]]:
-        return Decision(routine_plan(view.persona, day_start), view.memory_ids)
+        return Decision(routine_plan(view.persona, day_start, day_end, view.rest_day), view.memory_ids)
 
     def next_actions(self, view: AgentView, plan: Sequence[PlanItem], start: int,
                      end: int) -> Decision[list[PlanItem]]:

@@ -321,7 +321,7 @@ class Renderer:
         bar = pygame.Rect(0, 0, self.map_rect.width, self.top)
         pygame.draw.rect(surface, TOPBAR, bar)
         r = self.replay
-        clock = self.f_title.render(state.clock, True, (255, 255, 255))
+        clock = self.f_title.render(state.when or state.clock, True, (255, 255, 255))
         surface.blit(clock, (12, (self.top - clock.get_height()) // 2))
         status = "paused" if overlay.paused else f"playing x{overlay.speed:g}"
         info = f"{r.world_name}   tick {state.tick} / {r.last_tick}   {status}"
@@ -359,7 +359,7 @@ class Renderer:
         self.panel_lines.append(a.name)
         y += name.get_height() + 8
         line(f"at {a.place_name}", colour=PANEL_MUTED)
-        for ln in wrap(self.f_text, f"{a.action_type}: {a.activity}", width, 2):
+        for ln in wrap(self.f_text, f"{'asleep' if a.asleep else a.action_type}: {a.activity}", width, 2):
             line(ln)
         y += 4
         counts = "   ".join(f"{TIER_LABEL[t]} {'?' if a.counts.get(t) is None else a.counts[t]}" for t in TIERS)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simulacra.clock import format_hhmm
+from simulacra.clock import format_game_time, format_hhmm
 from simulacra.memory.records import RetrievedMemory
 from simulacra.trace import TraceFormatError, read_trace
 
@@ -57,11 +57,13 @@ class AgentView:
     last_retrieval: Retrieval | None
     plan: tuple[str, ...] = ()  # the day plan's items, "HH:MM activity at place", as of this tick
     plan_source: str = ""  # "scripted", "llm" or "fallback"
+    asleep: bool = False  # asleep during the tick (simulacra.days: perceives, retrieves and says nothing)
 
 
 @dataclass(frozen=True)
 class TickState:
-    """The town at the end of tick ``tick`` (game minute ``time``, ``clock`` "HH:MM")."""
+    """The town at the end of tick ``tick`` (game minute ``time``, ``clock`` "HH:MM"; ``when``: day, weekday and
+    time, ``"day 2 (Tuesday) 07:00"``, ``"day 7 (Sunday, rest day) 07:00"``; :func:`format_game_time`)."""
 
     tick: int
     time: int
@@ -69,6 +71,7 @@ class TickState:
     agents: dict[str, AgentView]
     utterances: tuple[Utterance, ...]
     events: tuple[str, ...] = field(default_factory=tuple)
+    when: str = ""
 
 
 def initials(name: str) -> str:
@@ -138,6 +141,8 @@ class ReplayState:
         self.names = {pid: (personas.get(pid) or {}).get("name", pid) for pid in self.agents}
         self.initials = {pid: initials(self.names[pid]) for pid in self.agents}
         self.tick_minutes = header.get("tick_minutes")
+        self.start_weekday: str = world.get("start_weekday") or "Monday"
+        self.rest_days: set[str] = set(world.get("rest_days") or ())
         self._static = _static_counts(header)
         self._ids: dict[str, dict[str, set[str]]] = {pid: {"short_term": set(), "long_term": set()}
                                                      for pid in self.agents}
@@ -192,6 +197,7 @@ class ReplayState:
                               f"{self.places.get(i['place'], {}).get('name', i['place'])}" for i in d.get("value", []))
                 self._plans[d["agent"]] = (items, str(d.get("source", "")))
         views = {}
+        asleep = set(rec.get("asleep", ()))
         for pid in self.agents:
             place = rec["positions"].get(pid, "")
             act = rec.get("actions", {}).get(pid) or {}
@@ -201,13 +207,16 @@ class ReplayState:
                 activity=str(act.get("activity", "")),
                 counts={"static": self._static.get(pid), "short_term": len(ids[pid]["short_term"]),
                         "long_term": len(ids[pid]["long_term"])},
-                last_retrieval=last[pid], plan=self._plans[pid][0], plan_source=self._plans[pid][1])
+                last_retrieval=last[pid], plan=self._plans[pid][0], plan_source=self._plans[pid][1],
+                asleep=pid in asleep)
         utterances = tuple(
             Utterance(speaker=ln["speaker"], listener=ln["listener"], text=ln["text"], place=conv.get("place", ""),
                       topic=ln.get("topic"))
             for conv in rec.get("conversations", []) for ln in conv.get("lines", []))
-        return TickState(tick=tick, time=int(rec.get("time", 0)), clock=str(rec.get("clock", "")),
-                         agents=views, utterances=utterances, events=tuple(rec.get("events", [])))
+        time = int(rec.get("time", 0))
+        when = format_game_time(time, self.start_weekday, self.rest_days)
+        return TickState(tick=tick, time=time, clock=str(rec.get("clock", "")), agents=views, utterances=utterances,
+                         events=tuple(rec.get("events", [])), when=when)
 
     # ----------------------------------------------------------------- queries
     def __len__(self) -> int:

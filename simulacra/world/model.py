@@ -13,7 +13,8 @@ from typing import Annotated, ClassVar, Literal
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 
-from simulacra.clock import parse_hhmm
+from simulacra.clock import WEEKDAYS as WEEKDAYS  # re-exported: the weekday names
+from simulacra.clock import parse_hhmm, weekday_of
 from simulacra.errors import WorldError, read_yaml, unknown_name, validation_problem
 from simulacra.persona import Persona, load_persona
 
@@ -66,7 +67,6 @@ class Event(_Strict):
         return (self.day - 1) * 24 * 60 + parse_hhmm(self.time)
 
 
-WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 Weekday = Literal["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
 
@@ -139,8 +139,7 @@ class World(_Strict):
     def weekday(self, game_minute: int) -> str:
         """The weekday (``"Monday"``..``"Sunday"``) of the game day holding ``game_minute`` (day 1 is
         ``start_weekday``)."""
-        day_index = int(game_minute) // (24 * 60)
-        return WEEKDAYS[(WEEKDAYS.index(self.start_weekday) + day_index) % 7]
+        return weekday_of(game_minute, self.start_weekday)
 
     def is_rest_day(self, game_minute: int) -> bool:
         """True when the game day holding ``game_minute`` is one of ``rest_days``."""
@@ -154,6 +153,13 @@ class World(_Strict):
     def end_minute(self) -> int:
         end = parse_hhmm(self.end_time)
         return end if end > self.start_minute else end + 24 * 60
+
+    def run_minutes(self, days: int = 1) -> int:
+        """Game minutes from ``start_time`` on day 1 to ``end_time`` on day ``days`` (>= 1): the default length of a
+        run (``days=1``: ``start_time`` to ``end_time``; each further day adds 24 hours, its night included)."""
+        if days < 1:
+            raise ValueError(f"days must be >= 1, got {days}")
+        return (days - 1) * 24 * 60 + self.end_minute - self.start_minute
 
     def route(self, src: str, dst: str) -> list[str]:
         """Shortest path of place ids from ``src`` to ``dst`` (both included): networkx's breadth-first search
