@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from simulacra.checkpoint import read_checkpoint
 from simulacra.clock import MINUTES_PER_DAY, format_game_time, parse_hhmm
 from simulacra.config import load_config
 from simulacra.days import is_sleeping, plan_day_at, routine_entry_at
@@ -253,7 +254,7 @@ def test_resume_across_midnight_ends_identical(tmp_path, rater_url, exact_embedd
                else Simulation.resume(run_dir, embedder=exact_embedder))
         with sim, pytest.raises(InjectedFault):
             sim.run(TICKS - sim.ticks_done)
-        assert json.loads((run_dir / "checkpoint.json").read_text())["ticks_done"] == tick
+        assert read_checkpoint(run_dir)["ticks_done"] == tick  # the whole file plus its journal
     monkeypatch.delenv(ENV)
     with Simulation.resume(run_dir, embedder=exact_embedder) as sim:
         assert sim.state.now == at(2, "08:00")
