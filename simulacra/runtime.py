@@ -16,7 +16,7 @@ import numpy as np
 
 from simulacra.config import Config, MemoryConfig
 from simulacra.disk import check_run_folder, make_run_folder, remove_run_folder
-from simulacra.errors import CheckpointError, RunExistsError, SimulacraError
+from simulacra.errors import CheckpointError, RunExistsError, RunFolderError, SimulacraError
 from simulacra.memory.chroma import ChromaServer, EmbeddedChroma
 from simulacra.memory.records import MemoryRecord, memory_id
 from simulacra.memory.store import MemoryTier
@@ -164,7 +164,12 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
             forget_chroma_clients()
             remove_run_folder(run_dir)
         make_run_folder(run_dir)
-    check_run_folder(run_dir, config.simulation.min_free_mb)
+    try:
+        check_run_folder(run_dir, config.simulation.min_free_mb)
+    except RunFolderError:
+        if not resume:  # the empty folder made just now: a second try needs no --overwrite
+            remove_run_folder(run_dir)
+        raise
     location = store_location(config.memory, run_dir)
     if location.remote:
         held = location.run_collections()

@@ -65,16 +65,17 @@ def contents(collection):
             for i, d, m, e in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"])}
 
 
-def embedded_stores(run_dir):
+def embedded_stores(run_dir, shared=True):
     """owner -> tier -> {id: (text, metadata, embedding bytes)}, read straight from the run folder's stores."""
     from simulacra.memory.chroma import open_chroma
 
     out = {a: {t: contents(open_chroma(run_dir / a).get_collection(t)) for t in (*TIERS, "trash")} for a in AGENTS}
-    out["town"] = {"shared": contents(open_chroma(run_dir / "town").get_collection("shared"))}
+    if shared:
+        out["town"] = {"shared": contents(open_chroma(run_dir / "town").get_collection("shared"))}
     return out
 
 
-def server_stores(url, run):
+def server_stores(url, run, shared=True):
     """The same, read straight from the Chroma server by the collection names of the run."""
     import chromadb
     from chromadb.config import Settings
@@ -83,7 +84,8 @@ def server_stores(url, run):
     client = chromadb.HttpClient(host=host, port=int(port), settings=Settings(anonymized_telemetry=False))
     out = {a: {t: contents(client.get_collection(collection_name(run, a, t))) for t in (*TIERS, "trash")}
            for a in AGENTS}
-    out["town"] = {"shared": contents(client.get_collection(collection_name(run, "town", "shared")))}
+    if shared:
+        out["town"] = {"shared": contents(client.get_collection(collection_name(run, "town", "shared")))}
     return out
 
 
