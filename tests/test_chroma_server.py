@@ -130,6 +130,11 @@ def test_a_town_on_the_server_matches_the_embedded_run(tmp_path, world, embedder
     got, want = server_stores(chroma.base, "srv"), embedded_stores(embedded)
     assert got == want
     assert sum(len(s["long_term"]) for a, s in got.items() if a != "town") > 0 and got["town"]["shared"]
+    # interview reads the agent's stores on the server: the same answer and memories as from the embedded run
+    from simulacra.interview import interview
+
+    asked = [interview(d, "ann", "What happened at the well?", embedder=embedder) for d in (run_dir, embedded)]
+    assert asked[0]["retrieved"] and asked[0] == asked[1]
     # rescore reads the trace alone: the same figures for both runs
     report = rescore_run(run_dir, 1, 1, 1)
     assert report["rescored"] > 0 and report["changed"] > 0

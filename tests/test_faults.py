@@ -220,3 +220,31 @@ def test_a_read_only_run_folder_is_refused_before_the_first_tick(tmp_path, embed
     assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
     assert not (top / "new").exists()
     assert json.loads(before["checkpoint.json"])["ticks_done"] == 2
+
+
+def test_a_rater_whose_language_model_is_gone_answers_503_and_the_client_gives_up(tmp_path, rater_backend):
+    """The rater's model server closed: the rater does not quietly rate offline for the rest of the run; it answers
+    503 naming the model, and the run's client, after its retries, raises the RaterError that stops the run."""
+    from rater_server import create_app
+    from rater_server.llm_backend import LLMRater
+    from simulacra.errors import RaterError
+    from simulacra.llm import OpenAIChatModel, RetryingModel
+    from simulacra.rater import LocalRaterServer, RaterClient
+
+    double = OpenAIDouble()
+    double.script([], then=SchemaAnswers())
+    model = RetryingModel(OpenAIChatModel("double-model", base_url=double.url, timeout_s=2.0), attempts=2,
+                          initial_wait_s=0.01, max_wait_s=0.05)
+    backend = LLMRater(model, rater_backend, batch_size=4)
+    server = LocalRaterServer(create_app(backend), "127.0.0.1", 0)
+    try:
+        client = RaterClient(server.url, timeout_s=10, attempts=2)
+        assert len(client.rate_many(["Ann found a coin by the well."])) == 1 and double.requests  # the model rated
+        double.close()
+        resp = requests.post(server.url, json={"memory": "Ben lost his keys."}, timeout=30)
+        assert resp.status_code == 503 and "unreachable" in resp.json()["error"]
+        with pytest.raises(RaterError, match="failed after 2 attempts: HTTP 503"):
+            client.rate_many(["Cal saw a fox in the field."])
+    finally:
+        server.close()
+        double.close()
