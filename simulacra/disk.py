@@ -16,7 +16,7 @@ from simulacra.errors import RunFolderError
 MB = 1024 * 1024
 
 
-def check_run_folder(run_dir: str | Path, min_free_mb: float) -> float:
+def check_run_folder(run_dir: str | Path, min_free_mb: float, remove_on_error: bool = False) -> float:
     """Check that ``run_dir`` (an existing folder) can be written and its disk has ``min_free_mb`` MB free.
 
     Writability is tested by creating, writing, fsyncing and deleting a small file in it (what the trace and the
@@ -25,13 +25,23 @@ def check_run_folder(run_dir: str | Path, min_free_mb: float) -> float:
     Args:
         run_dir: the run folder (``database/<run>``).
         min_free_mb: least free space in MB (``simulation.min_free_mb``); 0 = not checked.
+        remove_on_error: delete the (empty) folder when the check fails, so that a second try needs no
+            ``--overwrite`` (a folder made for a new run just now).
     Returns:
         the free space of the folder's disk in MB.
     Raises:
         RunFolderError: the folder cannot be written (naming it and the system's reason), or less than
             ``min_free_mb`` MB are free (naming both figures and the setting that lowers the minimum).
     """
-    run_dir = Path(run_dir)
+    try:
+        return _check(Path(run_dir), min_free_mb)
+    except RunFolderError:
+        if remove_on_error:
+            remove_run_folder(run_dir)
+        raise
+
+
+def _check(run_dir: Path, min_free_mb: float) -> float:
     try:
         fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=run_dir)
         try:

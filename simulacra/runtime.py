@@ -16,7 +16,7 @@ import numpy as np
 
 from simulacra.config import Config, MemoryConfig
 from simulacra.disk import check_run_folder, make_run_folder, remove_run_folder
-from simulacra.errors import CheckpointError, RunExistsError, RunFolderError, SimulacraError
+from simulacra.errors import CheckpointError, RunExistsError, SimulacraError
 from simulacra.memory.chroma import ChromaServer, EmbeddedChroma
 from simulacra.memory.records import MemoryRecord, memory_id
 from simulacra.memory.store import MemoryTier
@@ -164,24 +164,9 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
             forget_chroma_clients()
             remove_run_folder(run_dir)
         make_run_folder(run_dir)
-    try:
-        check_run_folder(run_dir, config.simulation.min_free_mb)
-    except RunFolderError:
-        if not resume:  # the empty folder made just now: a second try needs no --overwrite
-            remove_run_folder(run_dir)
-        raise
+    check_run_folder(run_dir, config.simulation.min_free_mb, remove_on_error=not resume)
     location = store_location(config.memory, run_dir)
-    if location.remote:
-        held = location.run_collections()
-        if resume and not held:
-            raise CheckpointError(f"{location} holds no collection of run {run_dir.name}: is memory.chroma_url "
-                                  f"(--chroma-url) the server this run used?")
-        if not resume and held:
-            if not overwrite:
-                raise RunExistsError(f"{location} already holds {len(held)} collections of a run named "
-                                     f"{run_dir.name} ({held[0]}, ...); pass --overwrite to replace them or choose "
-                                     "another --run-name")
-            location.delete_run(held)
+    location.claim(resume, overwrite)
     closers: list[Callable[[], None]] = []
     try:
         if embedder is None:

@@ -29,7 +29,7 @@ from urllib.parse import urlparse
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
-from simulacra.errors import StoreUnavailable
+from simulacra.errors import CheckpointError, RunExistsError, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,9 @@ class EmbeddedChroma:
         """Keyword arguments of :class:`~simulacra.memory.store.MemoryTier` for ``owner``'s ``tier``: none (the
         collection is named after the tier)."""
         return {}
+
+    def claim(self, resume: bool, overwrite: bool) -> None:
+        """Nothing to do: the run folder, made or reopened by the caller, holds the stores."""
 
     def has_store(self, owner: str, tier: str = "static") -> bool:
         """Whether ``owner`` has a store in the run folder (``tier`` is not checked: one store holds every tier)."""
@@ -216,6 +219,26 @@ class ChromaServer:
         collection's name (:func:`collection_name`), its metadata and the retrying call."""
         return {"name": collection_name(self.run, owner, tier),
                 "metadata": {RUN_KEY: self.run, "owner": owner, "tier": tier}, "retry": self.call}
+
+    def claim(self, resume: bool, overwrite: bool) -> None:
+        """Make sure the server's collections of this run are what the run expects before anything is written:
+        a resumed run's are there; a new run's are not (deleted first with ``overwrite``).
+
+        Raises:
+            CheckpointError: ``resume`` and the server holds no collection of the run (another server?).
+            RunExistsError: a new run, the server already holds collections of a run of this name, and not
+                ``overwrite``.
+            StoreUnavailable: the server stopped answering.
+        """
+        held = self.run_collections()
+        if resume and not held:
+            raise CheckpointError(f"{self} holds no collection of run {self.run}: is memory.chroma_url (--chroma-url) "
+                                  "the server this run used?")
+        if not resume and held:
+            if not overwrite:
+                raise RunExistsError(f"{self} already holds {len(held)} collections of a run named {self.run} "
+                                     f"({held[0]}, ...); pass --overwrite to replace them or choose another --run-name")
+            self.delete_run(held)
 
     def run_collections(self) -> list[str]:
         """Names of the server's collections tagged with this run, sorted."""
