@@ -285,12 +285,19 @@ def create_app(backend=None, token: str | None = None, *, max_body_bytes: int = 
         return response, status
 
     from simulacra.llm import BudgetExceeded
+    from simulacra.llm.base import LLMUnreachable
 
     @app.errorhandler(BudgetExceeded)
     def _budget(err: BudgetExceeded):
         """The LLM budget is spent: 402, not retried by clients, so the run stops with this message."""
         count("errors")
         return _error(402, f"LLM budget exceeded: {err}")
+
+    @app.errorhandler(LLMUnreachable)
+    def _unreachable(err: LLMUnreachable):
+        """The rater's language model cannot be connected to: 503, so clients retry and then stop their run."""
+        count("errors")
+        return _error(503, f"the rater's language model is unreachable: {err}")
 
     @app.errorhandler(Exception)
     def _unexpected(err: Exception):  # pragma: no cover - defensive

@@ -39,7 +39,7 @@ from rater_server.backends import Rating, RatingCache
 from rater_server.parsing import ParsedRating, parse_insights, parse_rating, parse_ratings
 from rater_server.quality import QualityCheck, describe, measure
 from rater_server.reflection import Insight
-from simulacra.llm import BudgetExceeded, Completion, LLMError, call_time_bound_s
+from simulacra.llm import BudgetExceeded, Completion, LLMError, LLMUnreachable, call_time_bound_s
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ class LLMRater:
         start = time.perf_counter()
         try:
             answer = self.llm.complete(messages, max_tokens=max_tokens, temperature=0.0, json_schema=schema)
-        except BudgetExceeded:
+        except (BudgetExceeded, LLMUnreachable):  # the rater answers 402 / 503 and the run stops
             raise
         except LLMError as err:
             log.warning("LLM call failed, using the offline rater: %s", err)

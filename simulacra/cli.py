@@ -40,6 +40,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db-dir", default="database", help="database directory holding run folders [%(default)s]")
     p.add_argument("--rater-url", default=None,
                    help="importance rater endpoint [config rater.url, http://127.0.0.1:5000/rate]")
+    p.add_argument("--chroma-url", default=None, metavar="URL",
+                   help="keep every agent's memory tiers on this Chroma server (http://host:port, e.g. from 'chroma "
+                        "run --path DIR --port 8000') instead of folders in the run folder [config memory.chroma_url]")
     p.add_argument("--agents", default=None, help="comma-separated resident ids to simulate [all residents]")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--config", default=None,
@@ -212,10 +215,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         conflicts = _resume_conflicts(args)
         if conflicts:
             raise SimulacraError(f"--resume continues a run with its own config, world and agents; drop "
-                                 f"{', '.join(conflicts)} (only --ticks, --hours, --days, --rater-url, "
+                                 f"{', '.join(conflicts)} (only --ticks, --hours, --days, --rater-url, --chroma-url, "
                                  f"--allow-changed apply)")
         print(f"simulacra: resuming {args.resume}; loading the embedding model ...", file=sys.stderr)
-        sim = Simulation.resume(args.resume, allow_changed=args.allow_changed, rater_url=args.rater_url)
+        sim = Simulation.resume(args.resume, allow_changed=args.allow_changed, rater_url=args.rater_url,
+                                chroma_url=args.chroma_url)
     else:
         if args.allow_changed:
             raise SimulacraError("--allow-changed only applies with --resume")
@@ -224,6 +228,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             overrides.append(f"simulation.seed={args.seed}")
         if args.rater_url is not None:
             overrides.append(f"rater.url={args.rater_url}")
+        if args.chroma_url is not None:
+            overrides.append(f"memory.chroma_url={args.chroma_url}")
         if args.llm == "local":
             overrides.append("llm.provider=local")
         config = load_config(args.config, overrides)
@@ -278,8 +284,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         print(format_summary(summary))
     if summary.get("stopped"):
-        print(f"simulacra: run {summary['stopped']}\nsimulacra: continue it with: simulacra run --resume "
-              f"{sim.run_dir}", file=sys.stderr)
+        print(f"simulacra: run {summary['stopped']}", file=sys.stderr)  # it says how to resume
         return 3
     return 0
 
@@ -370,7 +375,9 @@ def cmd_rater(args: argparse.Namespace) -> int:
     if args.check and llm is None:
         raise SimulacraError("no model to check: set llm.model (or OPENAI_MODEL), e.g. --set llm.model=llama3.1:8b "
                              "--set llm.base_url=http://127.0.0.1:11434/v1")
-    backend = EmbeddingRater(CachedEmbedder(SentenceTransformerEmbedder()), k=config.rater.neighbours)
+    e = config.embedding  # embedded as a run embeds (embedding.exact): a restarted rater rates exactly as before
+    backend = EmbeddingRater(CachedEmbedder(SentenceTransformerEmbedder(e.model, e.device, e.batch_size, e.exact),
+                                            e.cache_size), k=config.rater.neighbours)
     if llm is not None:
         from rater_server.llm_backend import LLMRater
         from rater_server.quality import QualityCheck, describe, format_figures
@@ -414,6 +421,7 @@ def _run_argv(args: argparse.Namespace, run_name: str) -> list[str]:
     for flag, value in (("--personas-dir", args.personas_dir), ("--hours", args.hours), ("--ticks", args.ticks),
                         ("--days", args.days),
                         ("--seed", args.seed), ("--rater-url", args.rater_url), ("--agents", args.agents),
+                        ("--chroma-url", args.chroma_url),
                         ("--config", args.config), ("--llm", args.llm)):
         if value is not None:
             argv += [flag, str(value)]

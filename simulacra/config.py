@@ -95,6 +95,20 @@ class MemoryConfig(_Section):
     forget_floor: float | None = Field(
         0.1, ge=0, le=1, description="forget long-term memories whose decayed importance falls below; null = never"
     )
+    chroma_url: str | None = Field(
+        None, description="http://host:port of a Chroma server holding every agent's tiers (one collection per agent "
+        "and tier, named after the run); null = embedded stores in the run folder"
+    )
+    chroma_retry_s: float = Field(
+        60.0, gt=0, description="seconds a Chroma server may stay unreachable (retried with backoff) before the run "
+        "stops at its last complete tick"
+    )
+    chroma_timeout_s: float = Field(60.0, gt=0, description="seconds one request to the Chroma server may take")
+
+    @field_validator("chroma_url", mode="before")
+    @classmethod
+    def _blank_url(cls, v):
+        return None if isinstance(v, str) and not v.strip() else v
 
 
 class ReflectionConfig(_Section):
@@ -130,6 +144,8 @@ class RaterConfig(_Section):
     url: str = "http://127.0.0.1:5000/rate"
     timeout_s: float = Field(30.0, gt=0, description="seconds per HTTP request")
     start_local: bool = Field(True, description="start an in-process rater when nothing answers at url")
+    attempts: int = Field(3, ge=1, description="tries per request on connection errors, timeouts and 5xx "
+                          "(exponential backoff from 0.2 s); then the run stops at its last complete tick")
     neighbours: int = Field(11, ge=1, description="k of the offline rater's nearest-neighbour half")
     llm_batch_size: int = Field(16, ge=1, le=100, description="memories per LLM call when an LLM rates (llm section)")
     check_sample: int = Field(
@@ -158,6 +174,8 @@ class SimulationConfig(_Section):
     news_max_age_minutes: int = Field(24 * 60, gt=0, description="news older than this is not retold")
     checkpoint_every: int = Field(1, ge=1, description="ticks between checkpoints (a resume redoes at most this "
                                   "many minus one); the last tick of a run is always checkpointed")
+    min_free_mb: float = Field(100.0, ge=0, description="free disk space (MB) the run folder's disk must have "
+                               "before the first tick; 0 = no check")
 
 
 class LLMConfig(_Section):

@@ -278,3 +278,13 @@ class RunExistsError(SimulacraError):
 class CheckpointError(SimulacraError):
     """A run cannot be resumed from its checkpoint (missing, malformed, inconsistent with the stores or trace,
     or its input files changed); the message says which file and why."""
+
+
+class StoreUnavailable(SimulacraError):
+    """The Chroma server holding the memory stores did not answer within ``memory.chroma_retry_s`` seconds
+    (a run stops cleanly at its last complete tick), or cannot be reached at the start of a run."""
+
+
+class RunFolderError(SimulacraError):
+    """The run folder cannot be written, or its disk has less free space than ``simulation.min_free_mb``;
+    raised before the first tick."""

@@ -39,8 +39,8 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         SimulacraError: unknown agent, a tick outside the trace, an empty question, or a run without stores.
     """
     from simulacra.clock import format_game_time, weekday_of
-    from simulacra.memory.stream import AgentMemory, open_chroma
-    from simulacra.runtime import build_language_model, build_mind
+    from simulacra.memory.stream import AgentMemory
+    from simulacra.runtime import build_language_model, build_mind, open_shared, store_location
 
     if not question or not question.strip():
         raise SimulacraError("the question is empty")
@@ -58,8 +58,10 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     now = int(ticks[n]["time"]) + int(header["tick_minutes"])
     source = f"{run_dir}/trace.jsonl header" + (f" with --set {' '.join(overrides)}" if overrides else "")
     config = config_from_dict(apply_overrides(dict(header["config"]), list(overrides), source), source)
-    if not (run_dir / agent).is_dir():
-        raise SimulacraError(f"{run_dir}: no memory store for {agent} (expected the folder {run_dir / agent})")
+    location = store_location(config.memory, run_dir)
+    if not location.has_store(agent):
+        raise SimulacraError(f"{run_dir}: no memory store for {agent} in {location}"
+                             + ("" if location.remote else f" (expected the folder {run_dir / agent})"))
     personas = {pid: Persona.model_validate(p) for pid, p in header["personas"].items()}
     for pid, p in personas.items():
         p.id = pid
@@ -72,11 +74,9 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         e = config.embedding
         embedder = SentenceTransformerEmbedder(e.model, e.device, e.batch_size)
     shared = None
-    if header["world"].get("shared_memory") and (run_dir / "town").is_dir():
-        from simulacra.memory.store import MemoryTier
-
-        shared = MemoryTier(open_chroma(run_dir / "town"), "shared", embedder.dim, config.memory.distance)
-    memory = AgentMemory(agent, run_dir / agent, config.memory, embedder.dim, shared=shared)
+    if header["world"].get("shared_memory") and location.has_store("town", "shared"):
+        shared = open_shared(location, config.memory, embedder.dim)
+    memory = AgentMemory(agent, run_dir / agent, config.memory, embedder.dim, shared=shared, location=location)
     closers: list = []
     try:
         if mind is None:

@@ -485,7 +485,8 @@ def _log_quality(client: RaterClient, health: dict) -> None:
 
 def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neighbours: int = 11, *,
                   backend=None, token: str | None = None,
-                  on_wait: Callable[[str, float, float], None] | None = None, wait_report_s: float = 10.0):
+                  on_wait: Callable[[str, float, float], None] | None = None, wait_report_s: float = 10.0,
+                  attempts: int = 3):
     """A :class:`RaterClient` for ``url``; starts a rater in-process if nothing answers there.
 
     Args:
@@ -498,6 +499,7 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
         token: bearer token; ``None`` takes it from :data:`TOKEN_ENV`, ``""`` sends none. A rater started
             in-process requires the same token.
         on_wait, wait_report_s: progress while a request waits (:class:`RaterClient`).
+        attempts: tries per request (:class:`RaterClient`); after them a :class:`RaterError` stops the run.
 
     Before a rater is started in-process, its backend's start-up check runs when it has one
     (``backend.ensure_checked()``: :class:`rater_server.llm_backend.LLMRater` with a quality check). The
@@ -511,7 +513,7 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
             taken by something that is not a rater; or the rater answering requires a token and there is none.
     """
     waiting = {"on_wait": on_wait, "wait_report_s": wait_report_s}
-    client = RaterClient(url, timeout_s, token=token, **waiting)
+    client = RaterClient(url, timeout_s, attempts, token=token, **waiting)
     health = client.health()
     if health is not None:
         if health.get("token_required") and not client.has_token:
@@ -540,7 +542,7 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
              " (token required)" if secret else "")
     client.close()
     # port 0 asks the OS for a free port: talk to the one it gave
-    client = RaterClient(url if p.port else server.url, timeout_s, token=secret or "", **waiting)
+    client = RaterClient(url if p.port else server.url, timeout_s, attempts, token=secret or "", **waiting)
     health = client.refresh_limits()
     if health is not None:
         _log_quality(client, health)

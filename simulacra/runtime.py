@@ -5,7 +5,6 @@ mind, memory stores, trace), and the tear-down. :class:`~simulacra.simulation.Si
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -15,11 +14,13 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from simulacra.config import Config
+from simulacra.config import Config, MemoryConfig
+from simulacra.disk import check_run_folder, make_run_folder, remove_run_folder
 from simulacra.errors import CheckpointError, RunExistsError, SimulacraError
+from simulacra.memory.chroma import ChromaServer, EmbeddedChroma
 from simulacra.memory.records import MemoryRecord, memory_id
 from simulacra.memory.store import MemoryTier
-from simulacra.memory.stream import AgentMemory, open_chroma
+from simulacra.memory.stream import AgentMemory
 from simulacra.persona import Persona
 from simulacra.world.model import World, load_world
 
@@ -66,6 +67,7 @@ class Runtime:
         embedder: :class:`~simulacra.embeddings.Embedder`; rater: :class:`~simulacra.rater.RaterClient`.
         memories: agent id -> :class:`AgentMemory`; shared: the town's shared tier or ``None``.
         mind: the agents' :class:`~simulacra.cognition.mind.Mind`; llm: the language model (``None`` offline).
+        location: where the stores live (:func:`store_location`).
     """
 
     world: World
@@ -78,6 +80,7 @@ class Runtime:
     memories: dict[str, AgentMemory]
     shared: MemoryTier | None = None
     llm: Any = None
+    location: Any = None
     closers: list[Callable[[], None]] = field(default_factory=list)
     _pool: ThreadPoolExecutor | None = None
 
@@ -123,14 +126,18 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
 
     With ``resume`` the run folder must exist and is kept as it is (its stores are reopened).
 
-    Order: world and personas (validated), run folder, embedder, language model (a bundled local model is
-    started here when ``llm.provider: local``), rater (connected, or started in-process with the model's
-    backend), mind, memory stores with the static memories embedded.
+    Order: world and personas (validated), run folder (writable, ``simulation.min_free_mb`` free), the Chroma server
+    when ``memory.chroma_url`` is set (reachable; a new run's collections not there yet), embedder, language model (a
+    bundled local model is started here when ``llm.provider: local``), rater (connected, or started in-process with the
+    model's backend), mind, memory stores with the static memories embedded.
 
     Raises:
         WorldError, PersonaError: invalid input files (naming file and field).
         RunExistsError: the run folder exists and ``overwrite`` is false.
-        CheckpointError: ``resume`` and the run folder does not exist.
+        CheckpointError: ``resume`` and the run folder does not exist, or its Chroma server holds none of its
+            collections.
+        RunFolderError: the run folder cannot be created or written, or its disk is short of free space.
+        StoreUnavailable: no Chroma server answers at ``memory.chroma_url``.
         RaterError: no rater answers and none can be started.
         LLMError: the configured model cannot be set up (missing key, bundled model not installed).
         SimulacraError: ``agents`` names someone who is not a resident.
@@ -155,8 +162,11 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
                 raise RunExistsError(f"run folder {run_dir} exists; pass --overwrite or choose another --run-name, "
                                      f"or continue it with: simulacra run --resume {run_dir}")
             forget_chroma_clients()
-            shutil.rmtree(run_dir)
-        run_dir.mkdir(parents=True)
+            remove_run_folder(run_dir)
+        make_run_folder(run_dir)
+    check_run_folder(run_dir, config.simulation.min_free_mb, remove_on_error=not resume)
+    location = store_location(config.memory, run_dir)
+    location.claim(resume, overwrite)
     closers: list[Callable[[], None]] = []
     try:
         if embedder is None:
@@ -172,7 +182,8 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
 
             backend = LLMRater.from_config(llm, EmbeddingRater(embedder, k=r.neighbours), r)
         # the client's waits follow from the rater's model settings (its GET /health "limits")
-        rater, server = connect_rater(r.url, r.timeout_s, r.start_local, embedder, r.neighbours, backend=backend)
+        rater, server = connect_rater(r.url, r.timeout_s, r.start_local, embedder, r.neighbours, backend=backend,
+                                      attempts=r.attempts)
         closers.append(rater.close)
         if server is not None:
             closers.append(server.close)
@@ -180,13 +191,13 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
             log.warning("a rater already answers at %s, so the configured LLM (%s) does not rate this run's "
                         "memories; stop that rater or point rater.url elsewhere", r.url, llm.name)
         mind = build_mind(config, llm, world.tick_minutes, rater.reflect)
-        memories, shared = open_stores(world, config, run_dir, embedder, ids)
+        memories, shared = open_stores(world, config, run_dir, embedder, ids, location)
     except BaseException:
         for c in reversed(closers):
             c()
         raise
     return Runtime(world=world, config=config, run_dir=run_dir, agents=list(ids), embedder=embedder, rater=rater,
-                   mind=mind, memories=memories, shared=shared, llm=llm, closers=closers)
+                   mind=mind, memories=memories, shared=shared, llm=llm, location=location, closers=closers)
 
 
 def build_language_model(config: Config, run_dir: Path, closers: list[Callable[[], None]], resume: bool = False):
@@ -222,18 +233,37 @@ def build_mind(config: Config, llm, tick_minutes: int = 10, reflector=None):
     return LLMMind(llm, config, tick_minutes, reflector)
 
 
-def open_stores(world: World, config: Config, run_dir: Path, embedder, ids: Sequence[str]):
-    """Each agent's :class:`AgentMemory` (static memory embedded once) and the town's shared tier (or ``None``)."""
+def store_location(config: MemoryConfig, run_dir: str | Path) -> EmbeddedChroma | ChromaServer:
+    """Where the run's memory stores live: the Chroma server at ``config.chroma_url`` (collections named after the
+    run folder's name, :class:`ChromaServer`), else folders under ``run_dir`` (:class:`EmbeddedChroma`).
+
+    Raises:
+        StoreUnavailable: no Chroma server answers at ``config.chroma_url``.
+    """
+    if config.chroma_url:
+        return ChromaServer(config.chroma_url, Path(run_dir).name, config.chroma_retry_s, config.chroma_timeout_s)
+    return EmbeddedChroma(run_dir)
+
+
+def open_shared(location, config: MemoryConfig, dim: int) -> MemoryTier:
+    """The town's shared tier at ``location`` (:func:`store_location`)."""
+    return MemoryTier(location.client("town"), "shared", dim, config.distance, **location.tier_args("town", "shared"))
+
+
+def open_stores(world: World, config: Config, run_dir: Path, embedder, ids: Sequence[str], location=None):
+    """Each agent's :class:`AgentMemory` (static memory embedded once) and the town's shared tier (or ``None``),
+    at ``location`` (default :func:`store_location` of the config)."""
+    location = location or store_location(config.memory, run_dir)
     dim = embedder.dim
     shared = None
     if world.shared_memory:
-        shared = MemoryTier(open_chroma(run_dir / "town"), "shared", dim, config.memory.distance)
+        shared = open_shared(location, config.memory, dim)
     statics = {pid: static_records(pid, world.personas[pid], world) for pid in ids}
     unique = sorted({r.text for recs in statics.values() for r in recs})
     vectors = dict(zip(unique, embedder.embed(unique)))
     memories = {}
     for pid in ids:
-        mem = AgentMemory(pid, run_dir / pid, config.memory, dim, shared=shared)
+        mem = AgentMemory(pid, run_dir / pid, config.memory, dim, shared=shared, location=location)
         recs = statics[pid]
         mem.set_static(recs, np.stack([vectors[r.text] for r in recs]))
         memories[pid] = mem

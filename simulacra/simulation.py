@@ -31,9 +31,9 @@ from simulacra.checkpoint import (
 )
 from simulacra.clock import GameClock, format_game_time, format_hhmm
 from simulacra.config import Config, config_from_dict
-from simulacra.errors import CheckpointError, RaterError
+from simulacra.errors import CheckpointError, RaterError, StoreUnavailable
 from simulacra.killpoint import kill_point
-from simulacra.llm.base import BudgetExceeded
+from simulacra.llm.base import BudgetExceeded, LLMUnreachable
 from simulacra.llm.replay import ReplayingModel
 from simulacra.llm.wrappers import unwrap
 from simulacra.memory.stream import roll_back
@@ -163,7 +163,7 @@ class Simulation:
 
     @classmethod
     def resume(cls, run_dir: str | Path, embedder=None, allow_changed: bool = False,
-               rater_url: str | None = None) -> Simulation:
+               rater_url: str | None = None, chroma_url: str | None = None) -> Simulation:
         """Continue a run from its last checkpoint, with the run's own config, world and persona files (as the
         trace header records them).
 
@@ -174,6 +174,7 @@ class Simulation:
             run_dir: the run folder (``database/<run>``).
             allow_changed: resume although the world or a persona file changed since the run started.
             rater_url: the rater to use instead of the run's ``rater.url`` (a rater restarted elsewhere).
+            chroma_url: the address of the run's Chroma server when it moved (``memory.chroma_url``).
         Raises:
             CheckpointError: no or a malformed checkpoint, a changed input file (naming it), or stores and trace
                 that cannot be brought back to the checkpoint.
@@ -194,6 +195,8 @@ class Simulation:
         data = header["config"]
         if rater_url is not None:
             data = {**data, "rater": {**data["rater"], "url": rater_url}}
+        if chroma_url is not None:
+            data = {**data, "memory": {**data.get("memory", {}), "chroma_url": chroma_url}}
         config = config_from_dict(data, f"{run_dir / 'trace.jsonl'}: header config")
         world_path = next(iter(header["inputs"]["world"]))
         rt = build_runtime(world_path, config, header["personas_dir"], run_dir.parent, run_dir.name,
@@ -369,20 +372,23 @@ class Simulation:
     def run(self, ticks: int, on_tick: Callable[[TickResult], None] | None = None) -> dict[str, Any]:
         """Run ``ticks`` ticks; calls ``on_tick`` after each; returns :meth:`summary`.
 
-        A rater that fails for good (unreachable after its retries, or its LLM budget spent) or a spent model
-        budget stops the run cleanly: the trace ends at the last complete tick and the summary's ``stopped``
-        says why. Any other exception propagates; in every case the last checkpoint (:meth:`checkpoint`, at
-        the latest after the last complete tick when ``simulation.checkpoint_every`` is 1) is where
-        :meth:`resume` takes up the run, undoing what the unfinished tick wrote. The last tick run is always
-        checkpointed, whole (``checkpoint.json`` alone, the trash emptied); ``target_ticks`` (ticks done +
-        ``ticks``) is recorded for ``simulacra run --resume``.
+        A part that fails for good stops the run cleanly: the rater (unreachable after its retries, or its LLM budget
+        spent), the language model's server (unreachable after ``llm.attempts``, :class:`LLMUnreachable`), the Chroma
+        server (unreachable for ``memory.chroma_retry_s``, :class:`StoreUnavailable`) or a spent model budget. The trace
+        ends at the last complete tick and the summary's ``stopped`` says why and how to resume. Any other exception
+        propagates; in every case the last checkpoint (:meth:`checkpoint`, at the latest after the last complete tick
+        when ``simulation.checkpoint_every`` is 1) is where :meth:`resume` takes up the run, undoing what the unfinished
+        tick wrote. The last tick run is always checkpointed, whole (``checkpoint.json``
+        alone, the trash emptied); ``target_ticks`` (ticks done + ``ticks``) is recorded for
+        ``simulacra run --resume``.
         """
         self.target_ticks = self.ticks_done + ticks
         for _ in range(ticks):
             try:
                 result = self.step()
-            except (RaterError, BudgetExceeded) as err:
-                self.stopped = f"stopped before tick {self.state.tick} ({format_hhmm(self.state.now)}): {err}"
+            except (RaterError, BudgetExceeded, LLMUnreachable, StoreUnavailable) as err:
+                self.stopped = (f"stopped before tick {self.state.tick} ({format_hhmm(self.state.now)}): {err}; "
+                                f"when it is fixed, continue with: simulacra run --resume {self.run_dir}")
                 log.error("run %s", self.stopped)
                 break
             if on_tick is not None:

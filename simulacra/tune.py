@@ -484,8 +484,8 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
     """
     from simulacra.memory.index import MirrorIndex
     from simulacra.memory.lexical import LexicalIndex
-    from simulacra.memory.store import MemoryTier
-    from simulacra.memory.stream import AgentMemory, open_chroma
+    from simulacra.memory.stream import AgentMemory
+    from simulacra.runtime import open_shared, store_location
 
     run = run or read_run(run_dir)
     rdir = Path(run_dir)
@@ -499,15 +499,16 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
     vectors = embedder.embed(list(dict.fromkeys(q.query for q in queries)))
     vec_of = dict(zip(dict.fromkeys(q.query for q in queries), vectors))
     shared = None
-    if (rdir / "town" / "chroma.sqlite3").is_file():
-        shared = MemoryTier(open_chroma(rdir / "town"), "shared", dim, mem_cfg.distance)
+    location = store_location(mem_cfg, rdir)
+    if location.has_store("town", "shared"):
+        shared = open_shared(location, mem_cfg, dim)
     memories: dict[str, AgentMemory] = {}
     out = []
     for q in queries:
         if q.agent not in memories:
-            if not (rdir / q.agent / "chroma.sqlite3").is_file():
-                raise TuneError(f"{rdir / q.agent}: no memory store for agent {q.agent}")
-            memories[q.agent] = AgentMemory(q.agent, rdir / q.agent, mem_cfg, dim, shared=shared)
+            if not location.has_store(q.agent):
+                raise TuneError(f"{rdir / q.agent}: no memory store for agent {q.agent} in {location}")
+            memories[q.agent] = AgentMemory(q.agent, rdir / q.agent, mem_cfg, dim, shared=shared, location=location)
         mem = memories[q.agent]
         now = run.end_minute if q.time is None else q.time
         names = mem.readable

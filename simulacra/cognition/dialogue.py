@@ -20,7 +20,7 @@ from simulacra.cognition.history import (
     make_history,
 )
 from simulacra.config import CognitionConfig
-from simulacra.llm.base import BudgetExceeded, LLMError
+from simulacra.llm.base import BudgetExceeded, LLMError, LLMUnreachable
 
 
 class SafeSummariser:
@@ -35,7 +35,7 @@ class SafeSummariser:
     def summarise(self, turns: Sequence[Turn], previous: str | None, max_words: int) -> Summary:
         try:
             return self.llm.summarise(turns, previous, max_words)
-        except BudgetExceeded:
+        except (BudgetExceeded, LLMUnreachable):
             raise
         except LLMError:
             self.failures += 1

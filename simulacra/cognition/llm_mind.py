@@ -44,7 +44,7 @@ from simulacra.cognition.mind import (
 from simulacra.cognition.plan import is_asleep
 from simulacra.cognition.scripted import ScriptedMind
 from simulacra.config import Config
-from simulacra.llm.base import BudgetExceeded, LLMError
+from simulacra.llm.base import BudgetExceeded, LLMError, LLMUnreachable
 from simulacra.llm.parsing import extract_json
 from simulacra.llm.wrappers import CachingModel
 from simulacra.memory.records import RetrievedMemory
@@ -239,7 +239,7 @@ class LLMMind:
                 with waiting_report(f"{self.name} ({kind})", self.wait_report_s):
                     answer = self.model.complete(msgs, max_tokens=tokens, temperature=self.config.llm.temperature,
                                                  seed=self.config.simulation.seed, json_schema=schema)
-            except BudgetExceeded:
+            except (BudgetExceeded, LLMUnreachable):  # a spent budget or a server gone: the run stops
                 raise
             except LLMError as err:
                 problem, raw = f"the model failed: {err}", ""

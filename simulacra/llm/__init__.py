@@ -11,6 +11,7 @@ from simulacra.llm.base import (
     LLMError,
     LLMRequestError,
     LLMUnavailable,
+    LLMUnreachable,
 )
 from simulacra.llm.factory import CALLS_FILE, build_model, start_local_model
 from simulacra.llm.openai_model import OpenAIChatModel
@@ -35,6 +36,7 @@ __all__ = [
     "LLMError",
     "LLMRequestError",
     "LLMUnavailable",
+    "LLMUnreachable",
     "LanguageModel",
     "OpenAIChatModel",
     "RecordingModel",

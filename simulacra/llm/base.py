@@ -92,6 +92,13 @@ class LLMUnavailable(LLMError):
     """Transient: connection refused, timeout, 408, 429 or 5xx (after the retries, once it leaves the wrappers)."""
 
 
+class LLMUnreachable(LLMUnavailable):
+    """Nothing answers at the server's address (connection refused or reset): the server is gone, not slow or busy.
+
+    After the retries a run stops at its last complete tick instead of taking fallback decisions for the rest of
+    the run (:meth:`simulacra.simulation.Simulation.run`); resume it when the server is back."""
+
+
 class LLMRequestError(LLMError):
     """The request itself is wrong (bad key, unknown model, bad request, quota exhausted): retrying cannot help."""
 

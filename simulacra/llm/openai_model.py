@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from simulacra.llm.base import Completion, LLMError, LLMRequestError, LLMUnavailable
+from simulacra.llm.base import Completion, LLMError, LLMRequestError, LLMUnavailable, LLMUnreachable
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,8 @@ class OpenAIChatModel:
         """One chat completion; see :meth:`simulacra.llm.LanguageModel.complete`.
 
         Raises:
-            LLMUnavailable: connection refused, timeout, 408, 429 or 5xx (``status``, ``retry_after_s`` set).
+            LLMUnavailable: connection refused, timeout, 408, 429 or 5xx (``status``, ``retry_after_s`` set);
+                :class:`LLMUnreachable` (a subclass) when the server cannot be connected to at all.
             LLMRequestError: any other 4xx (bad key, unknown model, bad request), a 429 saying the quota is
                 exhausted, or an answer that is not a chat completion (wrong ``base_url``?).
         """
@@ -218,7 +219,7 @@ class OpenAIChatModel:
             raise LLMUnavailable(f"{self._where()}: no answer within {self.timeout_s:g} s (timeout)") from err
         except openai.APIConnectionError as err:
             cause = err.__cause__ or err
-            raise LLMUnavailable(f"{self._where()}: cannot connect ({type(cause).__name__}: {cause})") from err
+            raise LLMUnreachable(f"{self._where()}: cannot connect ({type(cause).__name__}: {cause})") from err
         except openai.APIStatusError as err:
             raise self._status_error(err) from err
         except openai.APIResponseValidationError as err:

@@ -168,7 +168,7 @@ class RetryingModel(_Wrapper):
             with self._lock:
                 self.gave_up += 1
             tries = f"{self.attempts} attempt" + ("s" if self.attempts != 1 else "")
-            raise LLMUnavailable(
+            raise type(err)(  # the same kind: LLMUnreachable stays LLMUnreachable
                 f"{err} (gave up after {tries}; llm.attempts sets how many)",
                 status=err.status,
                 retry_after_s=err.retry_after_s,

@@ -34,24 +34,33 @@ class MemoryTier:
     """A Chroma collection plus its numpy mirror.
 
     Args:
-        client: a ``chromadb`` client (persistent in runs).
-        tier: ``"static"``, ``"short_term"``, ``"long_term"`` or ``"shared"``; also the collection's name.
+        client: a ``chromadb`` client (persistent, or an HTTP client of a Chroma server).
+        tier: ``"static"``, ``"short_term"``, ``"long_term"``, ``"trash"`` or ``"shared"``; also the collection's
+            name unless ``name`` is given.
         dim: embedding dimension.
         space: Chroma distance space: ``"l2"`` (squared Euclidean, seed 003's default), ``"cosine"``
             (``1 - cos``) or ``"ip"`` (``1 - dot``).
         bound_min_rows: size from which retrieval uses the bounded exact search
             (:mod:`simulacra.memory.index`); ``None`` always scans.
+        name: the collection's name (default ``tier``; on a Chroma server
+            :func:`~simulacra.memory.chroma.collection_name`); metadata: the collection's metadata when it is created.
+        retry: how every Chroma call is made: ``retry(fn, what)`` returns ``fn()`` (a server's retrying
+            :meth:`~simulacra.memory.chroma.ChromaServer.call`); ``None`` calls directly.
     Raises:
         ValueError: the collection exists with another distance space.
+        StoreUnavailable: with a server's ``retry``, the server did not answer within its retry window.
     """
 
-    def __init__(self, client, tier: str, dim: int, space: str = "l2", bound_min_rows: int | None = BOUND_MIN_ROWS):
+    def __init__(self, client, tier: str, dim: int, space: str = "l2", bound_min_rows: int | None = BOUND_MIN_ROWS,
+                 *, name: str | None = None, metadata: dict | None = None, retry=None):
         self.tier = tier
         self.dim = dim
         self.space = space
-        self.collection = client.get_or_create_collection(
-            name=tier, embedding_function=None, configuration={"hnsw": {"space": space}}
-        )
+        self.name = name or tier
+        self._retry = retry
+        self.collection = self._call(lambda: client.get_or_create_collection(
+            name=self.name, embedding_function=None, configuration={"hnsw": {"space": space}}, metadata=metadata
+        ), "opening")
         existing = (self.collection.configuration_json or {}).get("hnsw", {}) or {}
         if existing.get("space", space) != space:
             raise ValueError(
@@ -63,14 +72,18 @@ class MemoryTier:
         self.lexical = LexicalIndex()  # BM25 over the texts, row-aligned; built only when lexical relevance is asked
         self._load()
 
+    def _call(self, fn, what: str):
+        """``fn()`` through the retrying call when there is one (``what`` names the operation for its message)."""
+        return fn() if self._retry is None else self._retry(fn, f"{what} collection {self.name}")
+
     def _load(self) -> None:
-        total = self.collection.count()
+        total = self._call(self.collection.count, "counting")
         records: list[MemoryRecord] = []
         vectors: list[np.ndarray] = []
         for offset in range(0, total, _PAGE):
-            got = self.collection.get(
+            got = self._call(lambda offset=offset: self.collection.get(
                 include=["embeddings", "documents", "metadatas"], limit=_PAGE, offset=offset
-            )
+            ), "reading")
             for id_, doc, meta in zip(got["ids"], got["documents"], got["metadatas"]):
                 records.append(MemoryRecord.from_metadata(id_, doc or "", meta or {}))
             vectors.append(np.asarray(got["embeddings"], dtype=np.float32).reshape(-1, self.dim))
@@ -227,9 +240,9 @@ class MemoryTier:
         if len(set(ids)) != len(ids):
             raise ValueError(f"duplicate ids in one write to {self.tier}")
         emb = np.asarray(embeddings, dtype=np.float32).reshape(len(records), self.dim)
-        self.collection.upsert(
-            ids=ids, embeddings=emb, documents=[r.text for r in records], metadatas=[r.to_metadata() for r in records]
-        )
+        docs, metas = [r.text for r in records], [r.to_metadata() for r in records]
+        self._call(lambda: self.collection.upsert(ids=ids, embeddings=emb, documents=docs, metadatas=metas),
+                   "writing to")
         kill_point("chroma")
         new = []
         for j, rec in enumerate(records):
@@ -248,7 +261,7 @@ class MemoryTier:
         present = [i for i in dict.fromkeys(ids) if i in self._row]
         if not present:
             return
-        self.collection.delete(ids=present)
+        self._call(lambda: self.collection.delete(ids=present), "deleting from")
         keep = np.ones(len(self._records), dtype=bool)
         keep[[self._row[i] for i in present]] = False
         self._records = [r for r, k in zip(self._records, keep) if k]
@@ -280,7 +293,8 @@ class MemoryTier:
         records = [r for r in records if r.id in self._row]
         if not records:
             return
-        self.collection.update(ids=[r.id for r in records], metadatas=[r.to_metadata() for r in records])
+        ids, metas = [r.id for r in records], [r.to_metadata() for r in records]
+        self._call(lambda: self.collection.update(ids=ids, metadatas=metas), "updating")
         for rec in records:
             row = self._row[rec.id]
             self._records[row] = rec

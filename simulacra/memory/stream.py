@@ -26,21 +26,13 @@ import numpy as np
 from simulacra.config import MemoryConfig
 from simulacra.errors import CheckpointError
 from simulacra.killpoint import kill_point
+from simulacra.memory.chroma import open_chroma
 from simulacra.memory.records import TIERS, MemoryRecord, RetrievedMemory
 from simulacra.memory.scoring import ScoringParams
 from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
 from simulacra.memory.store import MemoryTier
 
 log = logging.getLogger(__name__)
-
-
-def open_chroma(path: str | Path):
-    """A persistent Chroma client at ``path`` with telemetry off."""
-    import chromadb
-    from chromadb.config import Settings
-
-    Path(path).mkdir(parents=True, exist_ok=True)
-    return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
 
 
 class AgentMemory:
@@ -53,23 +45,32 @@ class AgentMemory:
         dim: embedding dimension.
         client: an existing Chroma client to use instead of opening one at ``path``.
         shared: the town's shared tier (read after the agent's own tiers), or ``None``.
+        location: where the run's collections live (:class:`~simulacra.memory.chroma.EmbeddedChroma` or
+            :class:`~simulacra.memory.chroma.ChromaServer`); when given, it supplies the client, the collection
+            names and the retries, and ``path`` and ``client`` are not used.
 
     Attributes:
         importance_since_reflection: sum of the ratings (1..10) of memories added since the last
             reflection; :meth:`reflected` resets it.
     """
 
-    def __init__(self, agent: str, path: str | Path, config: MemoryConfig, dim: int, client=None,
-                 shared: MemoryTier | None = None):
+    def __init__(self, agent: str, path: str | Path | None, config: MemoryConfig, dim: int, client=None,
+                 shared: MemoryTier | None = None, location=None):
         self.agent = agent
-        self.path = Path(path)
+        self.path = None if path is None else Path(path)
         self.config = config
-        self.client = client if client is not None else open_chroma(self.path)
-        self.tiers: dict[str, MemoryTier] = {
-            name: MemoryTier(self.client, name, dim, config.distance) for name in TIERS
-        }
+        if location is not None:
+            self.client = location.client(agent)
+        else:
+            self.client = client if client is not None else open_chroma(self.path)
+
+        def tier(name: str) -> MemoryTier:
+            args = {} if location is None else location.tier_args(agent, name)
+            return MemoryTier(self.client, name, dim, config.distance, **args)
+
+        self.tiers: dict[str, MemoryTier] = {name: tier(name) for name in TIERS}
         # memories deleted since the last checkpoint, kept until the next one so that a resume can restore them
-        self.trash = MemoryTier(self.client, "trash", dim, config.distance)
+        self.trash = tier("trash")
         self.shared = shared
         self.last_consolidation: float | None = None
         self.importance_since_reflection = 0.0

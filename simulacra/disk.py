@@ -1,0 +1,87 @@
+"""The run folder's disk, checked before the first tick: writable, and with enough free space.
+
+A run that cannot write its trace or checkpoint would fail at its first tick with an ``OSError`` deep in a stage;
+:func:`check_run_folder` says so at once, naming the folder, what is wrong and what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from simulacra.errors import RunFolderError
+
+MB = 1024 * 1024
+
+
+def check_run_folder(run_dir: str | Path, min_free_mb: float, remove_on_error: bool = False) -> float:
+    """Check that ``run_dir`` (an existing folder) can be written and its disk has ``min_free_mb`` MB free.
+
+    Writability is tested by creating, writing, fsyncing and deleting a small file in it (what the trace and the
+    checkpoint do), so a read-only folder, a read-only mount and a full disk are all caught, whoever runs it.
+
+    Args:
+        run_dir: the run folder (``database/<run>``).
+        min_free_mb: least free space in MB (``simulation.min_free_mb``); 0 = not checked.
+        remove_on_error: delete the (empty) folder when the check fails, so that a second try needs no
+            ``--overwrite`` (a folder made for a new run just now).
+    Returns:
+        the free space of the folder's disk in MB.
+    Raises:
+        RunFolderError: the folder cannot be written (naming it and the system's reason), or less than
+            ``min_free_mb`` MB are free (naming both figures and the setting that lowers the minimum).
+    """
+    try:
+        return _check(Path(run_dir), min_free_mb)
+    except RunFolderError:
+        if remove_on_error:
+            remove_run_folder(run_dir)
+        raise
+
+
+def _check(run_dir: Path, min_free_mb: float) -> float:
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=run_dir)
+        try:
+            os.write(fd, b"simulacra\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as err:
+        raise RunFolderError(f"the run folder {run_dir} cannot be written ({err.strerror or err}); make it writable "
+                             "(chmod u+w) or choose another --db-dir") from None
+    free_mb = shutil.disk_usage(run_dir).free / MB
+    if min_free_mb > 0 and free_mb < min_free_mb:
+        raise RunFolderError(f"the disk of the run folder {run_dir} has {free_mb:.1f} MB free, less than the "
+                             f"{min_free_mb:g} MB a run needs (simulation.min_free_mb); free some space, choose "
+                             "another --db-dir, or lower the minimum with --set simulation.min_free_mb=N")
+    return free_mb
+
+
+def make_run_folder(run_dir: str | Path) -> None:
+    """Create ``run_dir`` and its parents.
+
+    Raises:
+        RunFolderError: it cannot be created (naming the folder and the system's reason).
+    """
+    try:
+        Path(run_dir).mkdir(parents=True)
+    except OSError as err:
+        raise RunFolderError(f"the run folder {run_dir} cannot be created ({err.strerror or err}); make its parent "
+                             "writable or choose another --db-dir") from None
+
+
+def remove_run_folder(run_dir: str | Path) -> None:
+    """Delete ``run_dir`` and everything in it (``--overwrite``).
+
+    Raises:
+        RunFolderError: it cannot be deleted (naming the folder and the system's reason).
+    """
+    try:
+        shutil.rmtree(run_dir)
+    except OSError as err:
+        raise RunFolderError(f"the run folder {run_dir} cannot be replaced ({err.strerror or err}: "
+                             f"{err.filename or run_dir}); make it writable or choose another --run-name") from None
