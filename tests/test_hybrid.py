@@ -135,6 +135,12 @@ def test_tier_writes_keep_lexical_scores_equal_to_a_fresh_index(tmp_path):
     fresh.append([r.text for r in st.records])
     for query in ("kettle market", "Maria park", "bread"):
         assert np.array_equal(st.lexical_relevance(query), fresh.relevance(query))
+    # a resume puts the rows back in the checkpoint's order: the lexical index follows the rows
+    st.reorder(list(reversed(st.ids)))
+    fresh = LexicalIndex()
+    fresh.append([r.text for r in st.records])
+    for query in ("kettle market", "Maria park", "bread"):
+        assert np.array_equal(st.lexical_relevance(query), fresh.relevance(query))
 
 
 # ----------------------------------------------------------------- scoring and retrieval

@@ -286,6 +286,7 @@ class MemoryTier:
         records, emb = [self._records[r] for r in rows], self.index.embeddings[rows].copy()
         self._records, self._row = [], {}
         self.index = MirrorIndex(self.dim, self.space, self.index.bound_min_rows)
+        self.lexical = LexicalIndex()
         self._append(records, emb)
 
     def update_metadata(self, records: Sequence[MemoryRecord]) -> None:
