@@ -72,10 +72,14 @@ def plot(rows: list[dict], start_minute: int, exponent: float | None, title: str
     a.plot(days, [r["short_term"]["max"] for r in rows], ":", label="short-term (max)")
     a.plot(days, [r["long_term"]["mean"] for r in rows], label="long-term (mean)")
     a.plot(days, [r["total"]["mean"] - r["static"]["mean"] for r in rows], "--", label="short + long (mean)")
-    a.plot(days, [r["perceived"] for r in rows], label="perceived so far (mean)")
+    a2 = a.twinx()
+    a2.plot(days, [r["perceived"] for r in rows], color="grey", alpha=0.6, label="perceptions written so far (right)")
+    a2.set_ylabel("perception memories written so far (mean per agent)")
     a.set_xlabel("game days run")
     a.set_ylabel("memories per agent")
-    a.legend(fontsize=8)
+    lines = a.get_legend_handles_labels()
+    more = a2.get_legend_handles_labels()
+    a.legend(lines[0] + more[0], lines[1] + more[1], fontsize=8, loc="upper left")
     a.grid(alpha=0.3)
     pts = [(r["perceived"], r["long_term"]["mean"]) for r in rows if r["perceived"] > 0 and r["long_term"]["mean"] > 0]
     if pts:
@@ -99,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--days", type=float, default=7, help="game days to run [%(default)s]")
     p.add_argument("--agents", type=int, default=25, help="residents [%(default)s]")
     p.add_argument("--budget-minutes", type=float, default=15, help="wall minutes of ticks at most [%(default)s]")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                   help="config change, e.g. embedding.exact=false (batched embedding, faster; counts unchanged)")
     p.add_argument("--from", dest="source", default=None, help="a bench.scale JSON file to take the samples from")
     p.add_argument("--case", default="25x2", help="with --from: the case [%(default)s]")
     p.add_argument("--out", default=str(RESULTS), help="JSON file [%(default)s]")
@@ -108,8 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         case = json.loads(Path(args.source).read_text(encoding="utf-8"))["cases"][args.case]
         origin = f"{args.source} case {args.case}"
     else:
-        case = run_case(args.agents, int(args.days * DAY), sample=200, budget_s=60 * args.budget_minutes)
-        origin = f"run: {args.agents} agents, {args.days:g} game days planned, budget {args.budget_minutes:g} min"
+        case = run_case(args.agents, int(args.days * DAY), sample=200, budget_s=60 * args.budget_minutes,
+                        overrides=args.overrides)
+        origin = (f"run: {args.agents} agents, {args.days:g} game days planned, budget {args.budget_minutes:g} min"
+                  + "".join(f", --set {o}" for o in args.overrides))
     rows = case["growth"]
     if not rows:
         raise SystemExit("bench.memory_growth: no samples (the run ended before its first game hour)")

@@ -261,18 +261,18 @@ class _OutOfTime(Exception):
 
 
 def run_case(agents: int, minutes: int, sample: int, db: Path | None = None, world_path: Path = WORLD,
-             budget_s: float | None = None, growth_every: int = 60) -> dict:
+             budget_s: float | None = None, growth_every: int = 60, overrides: Sequence[str] = ()) -> dict:
     """Run one case in this process and return its figures (see the module docstring for each field).
 
     With ``budget_s`` the run stops after the first tick that ends past that many seconds of tick time
     (``complete`` false, ``ticks`` says how far it got). ``growth`` holds the :class:`Growth` rows (every
-    ``growth_every`` game minutes, and the run's end).
+    ``growth_every`` game minutes, and the run's end). ``overrides``: ``section.field=value`` config changes.
     """
     with tempfile.TemporaryDirectory(prefix="simulacra-scale-") as tmp:
         tmp = Path(tmp)
         world = town(tmp, agents, world_path)
         db = Path(db) if db is not None else tmp / "database"
-        sim, recorder, config, setup_s = build(world, db, f"scale-{agents}")
+        sim, recorder, config, setup_s = build(world, db, f"scale-{agents}", overrides)
         ticks = minutes // sim.world.tick_minutes
         spent = timed_checkpoints(sim)
         growth = Growth(sim, growth_every)
@@ -364,24 +364,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(RESULTS), help="JSON results file [%(default)s]")
     p.add_argument("--budget-minutes", type=float, default=None,
                    help="stop each case after this many wall minutes of ticks (reported as incomplete)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                   help="config change for every case, e.g. embedding.exact=false (batched embedding)")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)  # child process: run this case, JSON to stdout
     args = p.parse_args(argv)
     if args.one:
         agents, minutes = parse_case(args.one)
         budget = None if args.budget_minutes is None else 60 * args.budget_minutes
-        print(json.dumps(run_case(agents, minutes, args.sample, budget_s=budget)))
+        print(json.dumps(run_case(agents, minutes, args.sample, budget_s=budget, overrides=args.overrides)))
         return 0
     if args.quick and (args.agents or args.hours):
         names = [f"{args.agents or 25}x{args.hours or 4:g}h"]
     else:
         names = case_names(args.cases) if args.cases else (list(QUICK) if args.quick else list(CASES))
     out = Path(args.out)
-    results = {"cases": {}, "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                                        "load_avg_at_start": list(os.getloadavg())}}
+    results = {"cases": {}, "overrides": args.overrides,
+               "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                           "load_avg_at_start": list(os.getloadavg())}}
     for name in names:
         print(f"bench.scale: running {name} ...", file=sys.stderr, flush=True)
         budget = [] if args.budget_minutes is None else ["--budget-minutes", str(args.budget_minutes)]
-        cmd = [sys.executable, "-m", "bench.scale", "--one", name, "--sample", str(args.sample), *budget]
+        cmd = [sys.executable, "-m", "bench.scale", "--one", name, "--sample", str(args.sample), *budget,
+               *(f"--set={o}" for o in args.overrides)]
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode != 0:
             sys.stderr.write(proc.stderr[-4000:])
