@@ -47,6 +47,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.rater_load $(RATER_ARGS)
 	$(BIN)/python -m bench.rater_slow_model
 	$(BIN)/python -m bench.cognition $(COGNITION_ARGS)
+	$(BIN)/python -m bench.scale $(SCALE_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check simulacra rater_server tests bench
