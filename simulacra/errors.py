@@ -278,3 +278,9 @@ class RunExistsError(SimulacraError):
 class CheckpointError(SimulacraError):
     """A run cannot be resumed from its checkpoint (missing, malformed, inconsistent with the stores or trace,
     or its input files changed); the message says which file and why."""
+
+
+class ScenarioError(InputError):
+    """A scenario file under ``scenarios/`` is invalid, or disagrees with its world."""
+
+    kind = "scenario"
