@@ -66,6 +66,8 @@ class Runtime:
         embedder: :class:`~simulacra.embeddings.Embedder`; rater: :class:`~simulacra.rater.RaterClient`.
         memories: agent id -> :class:`AgentMemory`; shared: the town's shared tier or ``None``.
         mind: the agents' :class:`~simulacra.cognition.mind.Mind`; llm: the language model (``None`` offline).
+        scenario: what an evaluation scenario changed before the first tick (:mod:`simulacra.evaluation.setup`),
+            recorded in the trace header; ``None`` for a plain run.
     """
 
     world: World
@@ -78,6 +80,7 @@ class Runtime:
     memories: dict[str, AgentMemory]
     shared: MemoryTier | None = None
     llm: Any = None
+    scenario: dict[str, Any] | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)
     _pool: ThreadPoolExecutor | None = None
 

@@ -242,6 +242,7 @@ class Simulation:
             "start_minute": self.state.start_minute,
             "tick_minutes": self.state.tick_minutes,
             "objects": dict(self.state.object_states),
+            **({"scenario": self.rt.scenario} if self.rt.scenario is not None else {}),
         }
 
     # ----------------------------------------------------------------- the tick
@@ -300,6 +301,12 @@ class Simulation:
             agent.importance_since_reflection = mem.importance_since_reflection
             agent.last_reflection = mem.last_reflection
             agent.last_consolidation = mem.last_consolidation
+        for pid in decided.considered:
+            state.agents[pid].invitations = []
+        for listener, engagement in conversed.heard:  # an invitation heard for the first time: considered next tick
+            a = state.agents[listener]
+            if engagement.topic not in a.knows and engagement.to_dict() not in a.invitations:
+                a.invitations.append(engagement.to_dict())
         for speaker, listener, topic in conversed.told:
             state.agents[speaker].told.setdefault(listener, set()).add(topic)
             state.agents[listener].told.setdefault(speaker, set()).add(topic)
