@@ -46,7 +46,7 @@ SIMILARITY = 0.7
 #: a conversation of at least this many lines is long (history metric)
 LONG_CONVERSATION = 4
 
-_SENTENCES = re.compile(r"(?<=[.!?])\s+|\"")
+_SENTENCES = re.compile(r"(?<=[.!?;:])\s+|\"")
 
 #: categories of the no-show reasons (:func:`coordination`)
 NO_SHOW = ("never heard", "heard after it ended", "notice only", "did not recall it", "plan conflict", "declined",
