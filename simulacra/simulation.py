@@ -168,6 +168,10 @@ class Simulation:
         if "inputs" not in header:
             raise CheckpointError(f"{run_dir / 'trace.jsonl'}: the header does not record its input files (a run of an "
                                   f"older simulacra); it cannot be resumed")
+        ablated = ((header.get("scenario") or {}).get("variant") or {}).get("ablate")
+        if ablated:  # the ablations wrap the mind and the stores in simulacra.evaluation; a resume would lose them
+            raise CheckpointError(f"cannot resume {run_dir}: a scenario run with ablations ({', '.join(ablated)}); run "
+                                  f"simulacra evaluate again")
         changed = changed_inputs(header["inputs"])
         if changed and not allow_changed:
             raise CheckpointError(f"cannot resume {run_dir}: " + "; ".join(changed)

@@ -179,7 +179,10 @@ class Knowledge:
         if question not in self._q:
             self._q[question] = self.embedder.embed([question])[0]
         k = self.config.memory.top_k
-        got = self.memories[agent].retrieve(self._q[question], minute, top_k=4 * k, query_text=question)
+        mem = self.memories[agent]
+        every = sum(mem.counts().values()) + (len(mem.shared) if mem.shared is not None else 0)
+        # all memories ranked, then those formed before ``minute``: the top k the agent would have had then
+        got = mem.retrieve(self._q[question], minute, top_k=max(k, every), query_text=question)
         return [m for m in got if m.record is None or m.record.timestamp is None or m.record.timestamp < minute][:k]
 
     def knows(self, agent: str, fact: Fact, minute: int) -> bool:

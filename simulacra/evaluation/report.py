@@ -6,7 +6,8 @@ Output folder::
     DIR/metrics.json          per variant: per seed the headline metrics, their mean and standard deviation
     DIR/report.md             the protocol, a table of every metric (mean +- sd over seeds), the party's guests and
                               no-show reasons, made-up interview answers, per-seed rows
-    DIR/diffusion.png         diffusion of each seeded fact over game time: mean over seeds, band = min..max
+    DIR/diffusion.png         diffusion of each seeded fact over game time: mean over seeds, band = min..max;
+                              dotted: the share who heard it according to the trace
     DIR/density.png           relationship-network density at start and end per variant (mean, min..max)
     DIR/metrics_table.png     the table of report.md as an image
     DIR/runs/<variant>-seed<S>/   each run (trace, stores, summary.json) and its full metrics.json
@@ -204,9 +205,13 @@ def write_plots(result: dict[str, Any], details: dict[str, dict[int, dict]], sc:
                 curves = [m["diffusion"][f.id]["curve"] for m in runs]
                 hours = [x / 60 for x in minutes]
                 mean = [sum(c[i] for c in curves) / len(curves) for i in range(len(minutes))]
-                ax.plot(hours, mean, label=v)
+                line, = ax.plot(hours, mean, label=f"{v}: knows (retrieval)")
                 ax.fill_between(hours, [min(c[i] for c in curves) for i in range(len(minutes))],
-                                [max(c[i] for c in curves) for i in range(len(minutes))], alpha=0.2)
+                                [max(c[i] for c in curves) for i in range(len(minutes))], alpha=0.2,
+                                color=line.get_color())
+                heard = [m["diffusion"][f.id]["heard_curve"] for m in runs]
+                ax.plot(hours, [sum(c[i] for c in heard) / len(heard) for i in range(len(minutes))], ls=":",
+                        color=line.get_color(), label=f"{v}: heard (trace)")
             ax.set_title(f"{f.id}: agents who know it")
             ax.set_xlabel("game time (hours since day 1 00:00)")
             ax.set_ylabel("share of agents")
