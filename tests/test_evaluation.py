@@ -17,7 +17,7 @@ from simulacra.cognition.mind import (
 )
 from simulacra.cognition.scripted import ScriptedMind, news_candidates
 from simulacra.errors import ScenarioError, SimulacraError
-from simulacra.evaluation.metrics import Run, coordination, density, hallucination, heard_times, network
+from simulacra.evaluation.metrics import Run, coordination, density, hallucination, heard_times, history, network
 from simulacra.evaluation.report import parse_seeds
 from simulacra.evaluation.scenario import load_scenario
 from simulacra.evaluation.variants import VARIANTS, variant
@@ -184,7 +184,8 @@ TOPIC = "Ann A is throwing a party at the hall from 08:00 to 09:00."
 
 def constructed_run(tmp_path: Path) -> Run:
     """Four agents, ticks of 30 minutes from 07:00: Ann (host, seeded) tells Bo at 07:00; Bo tells Cy at 07:30;
-    Bo goes to the hall, Cy declines (plan conflict), Di never hears. At 08:30 Cy and Di talk (new edge)."""
+    Bo goes to the hall, Cy declines (plan conflict); at 08:30 Bo tells Cy again in a long conversation whose
+    summary keeps it; at 09:00, when the party is over, Cy tells Di (a new edge) in one whose summary drops it."""
     header = {"agents": ["a", "b", "c", "d"], "personas": PERSONAS, "start_minute": 420, "tick_minutes": 30,
               "mind": "scripted", "world": {"shared_memory": False}, "config": {},
               "scenario": {"seeded": [{"op": "add", "agent": "a", "text": "Ann wants a party", "kind": "intention"}]}}
@@ -194,9 +195,10 @@ def constructed_run(tmp_path: Path) -> Run:
         return {"type": "tick", "tick": n, "time": time, "positions": positions, "conversations": list(conversations),
                 "decisions": list(decisions), "memory": []}
 
-    def talk(x, y, topic=None):
-        return {"participants": [x, y], "place": "square", "summary": "",
-                "lines": [{"speaker": x, "listener": y, "text": "hi", "topic": topic}]}
+    def talk(x, y, topic=None, n=1, summary=""):
+        lines = [{"speaker": (x, y)[i % 2], "listener": (y, x)[i % 2], "text": "hi", "topic": topic if i == 0 else None}
+                 for i in range(n)]
+        return {"participants": [x, y], "place": "square", "summary": summary, "lines": lines}
 
     home = {"a": "hall", "b": "square", "c": "square", "d": "home_d"}
     ticks = [
@@ -206,8 +208,8 @@ def constructed_run(tmp_path: Path) -> Run:
         tick(2, 480, {**home, "b": "hall"}, [], [
             {"agent": "c", "kind": "engagement",
              "value": {"engagement": eng, "go": False, "reason": "plan conflict: 08:00-09:00 work at mill"}}]),
-        tick(3, 510, {**home, "b": "hall"}),
-        tick(4, 540, home, [talk("c", "d")]),
+        tick(3, 510, {**home, "b": "hall"}, [talk("b", "c", TOPIC, 4, f"talked about: {TOPIC}")]),
+        tick(4, 540, home, [talk("c", "d", TOPIC, 4, "talked about the weather")]),
     ]
     tw = TraceWriter(tmp_path / "trace.jsonl", header)
     for t in ticks:
@@ -224,7 +226,7 @@ def test_metrics_on_a_trace_with_known_answers(tmp_path):
     sc = Scenario(name="t", world="w", hours=3, facts=[fact],
                   party=Party(fact="party", host="a", place="hall", start="08:00", end="09:00"))
     heard = heard_times(run, fact)
-    assert heard == {"a": 419, "b": 420, "c": 450}
+    assert heard == {"a": 419, "b": 420, "c": 450, "d": 540}
     start, end = network(run), network(run, until=run.end)
     assert sorted(start.edges) == [("a", "b")]
     assert density(start) == pytest.approx(1 / 6)
@@ -233,14 +235,17 @@ def test_metrics_on_a_trace_with_known_answers(tmp_path):
     c = coordination(run, sc, heard)
     assert c["invited"] == ["b", "c"] and c["attended"] == ["b"] and c["host_attended"]
     assert c["no_shows"] == {"c": {"category": "plan conflict", "reason": "plan conflict: 08:00-09:00 work at mill"},
-                             "d": {"category": "never heard", "reason": "nobody told them"}}
+                             "d": {"category": "heard after it ended", "reason": "first heard at minute 540"}}
 
-    class Sim:  # an answer claims the fact when it mentions "party"
+    class Sim:  # a text holds the fact when it mentions "party"
         def holds(self, text, f):
             return "party" in text
 
+    hist = history(run, sc, Sim())
+    assert (hist["early_facts"], hist["early_facts_kept"], hist["survival"]) == (2, 1, 0.5)
+
     answers = [{"agent": "b", "fact": "party", "answer": "a party at the hall", "time": 570},
-               {"agent": "d", "fact": "party", "answer": "yes, a party", "time": 570},
+               {"agent": "d", "fact": "party", "answer": "yes, a party", "time": 530},  # before Di heard it
                {"agent": "c", "fact": "party", "answer": "I do not remember", "time": 570},
                {"agent": "c", "fact": "party", "answer": "a party", "time": 440}]  # asked before Cy heard it
     h = hallucination(answers, sc, {"party": heard}, Sim())

@@ -271,7 +271,7 @@ def metric_table(result: dict[str, Any], sc: Scenario) -> tuple[list[str], list[
     facts = [f for f in sc.facts]
     header = ["variant"]
     for f in facts:
-        header += [f"{f.id} start", f"{f.id} end"]
+        header += [f"{f.id} start", f"{f.id} end"] + ([] if f.control else [f"{f.id} heard"])
     labels = {"density_start": "density start", "density_end": "density end", "invited": "invited",
               "attended": "attended", "hallucination_rate": "made up", "llm_calls_per_agent_hour": "calls/agent-h",
               "tokens_per_conversation": "tokens/conv", "early_fact_survival": "early facts kept"}
@@ -284,6 +284,8 @@ def metric_table(result: dict[str, Any], sc: Scenario) -> tuple[list[str], list[
         for f in facts:
             d = s.get("diffusion", {}).get(f.id, {})
             row += [_fmt(d.get("start"), True), _fmt(d.get("end"), True)]
+            if not f.control:
+                row.append(_fmt(d.get("heard_end"), True))
         row += [_fmt(s.get(k), k in ("hallucination_rate", "early_fact_survival")) for k in keys]
         rows.append(row)
     return header, rows
@@ -300,7 +302,8 @@ def report_markdown(result: dict[str, Any], details: dict[str, dict[int, dict]],
               f"{', '.join(result['variants'])}. Numbers are the mean ± sample standard deviation over seeds.", "",
               "Protocol (details in docs/evaluation.md): an agent *knows* a fact when retrieval for the fact's "
               f"question returns a memory holding it (its news topic, or cosine ≥ {result['similarity_threshold']} "
-              "to the fact or a paraphrase); *invited* = told of the party in person before it ended, *attended* = at "
+              "to the fact or a paraphrase); *heard* = held it according to the trace (told in person, or a notice "
+              "on the town's board); *invited* = told of the party in person before it ended, *attended* = at "
               "its place during its window (host excluded); *made up* = interview answers claiming a fact the agent "
               "had not heard according to the trace, over all answers (every agent asked every fact's question).", ""]
     header, rows = metric_table(result, sc)
