@@ -170,6 +170,8 @@ def _add_evaluate_parser(sub) -> None:
     ev.add_argument("--llm", choices=["local"], default=None, help="agents think with the bundled SmolLM2")
     ev.add_argument("--rater-url", default=None, help="importance rater URL [config rater.url]")
     ev.add_argument("--no-interviews", action="store_true", help="skip the interviews (no made-up answer rate)")
+    ev.add_argument("--reuse-runs", action="store_true",
+                    help="measure runs already finished in DIR/runs again instead of running them again")
     ev.add_argument("--threshold", type=float, default=None,
                     help="cosine similarity at which a memory or answer holds a fact [0.7]")
 
@@ -194,7 +196,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     print(f"simulacra evaluate: {sc.name}, {len(variants)} variant(s) x {len(seeds)} seed(s); loading the embedding "
           "model ...", file=sys.stderr)
     evaluate(sc, variants, seeds, args.out, args.config, overrides, interviews=not args.no_interviews,
-             threshold=threshold, progress=lambda s: print(f"simulacra evaluate: {s}", file=sys.stderr))
+             threshold=threshold, progress=lambda s: print(f"simulacra evaluate: {s}", file=sys.stderr),
+             reuse=args.reuse_runs)
     print(f"simulacra evaluate: report -> {os.path.join(args.out, 'report.md')}", file=sys.stderr)
     print(open(os.path.join(args.out, "report.md"), encoding="utf-8").read())
     return 0

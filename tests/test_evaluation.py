@@ -184,16 +184,18 @@ TOPIC = "Ann A is throwing a party at the hall from 08:00 to 09:00."
 
 def constructed_run(tmp_path: Path) -> Run:
     """Four agents, ticks of 30 minutes from 07:00: Ann (host, seeded) tells Bo at 07:00; Bo tells Cy at 07:30;
-    Bo goes to the hall, Cy declines (plan conflict); at 08:30 Bo tells Cy again in a long conversation whose
-    summary keeps it; at 09:00, when the party is over, Cy tells Di (a new edge) in one whose summary drops it."""
+    Bo goes to the hall, Cy declines (plan conflict), Di walks through the hall at 08:00; at 08:30 Bo tells Cy
+    again in a long conversation whose summary keeps it; at 09:00, when the party is over, Cy tells Di (a new
+    edge) in one whose summary drops it."""
     header = {"agents": ["a", "b", "c", "d"], "personas": PERSONAS, "start_minute": 420, "tick_minutes": 30,
               "mind": "scripted", "world": {"shared_memory": False}, "config": {},
               "scenario": {"seeded": [{"op": "add", "agent": "a", "text": "Ann wants a party", "kind": "intention"}]}}
     eng = {"topic": TOPIC, "host": "a", "place": "hall", "start": 480, "end": 540}
 
-    def tick(n, time, positions, conversations=(), decisions=()):
-        return {"type": "tick", "tick": n, "time": time, "positions": positions, "conversations": list(conversations),
-                "decisions": list(decisions), "memory": []}
+    def tick(n, time, positions, conversations=(), decisions=(), walking=()):
+        actions = {a: {"type": "move" if a in walking else "act"} for a in positions}
+        return {"type": "tick", "tick": n, "time": time, "positions": positions, "actions": actions,
+                "conversations": list(conversations), "decisions": list(decisions), "memory": []}
 
     def talk(x, y, topic=None, n=1, summary=""):
         lines = [{"speaker": (x, y)[i % 2], "listener": (y, x)[i % 2], "text": "hi", "topic": topic if i == 0 else None}
@@ -205,7 +207,7 @@ def constructed_run(tmp_path: Path) -> Run:
         tick(0, 420, home, [talk("a", "b", TOPIC)]),
         tick(1, 450, home, [talk("b", "c", TOPIC)], [
             {"agent": "b", "kind": "engagement", "value": {"engagement": eng, "go": True, "reason": "free"}}]),
-        tick(2, 480, {**home, "b": "hall"}, [], [
+        tick(2, 480, {**home, "b": "hall", "d": "hall"}, [], walking={"d"}, decisions=[
             {"agent": "c", "kind": "engagement",
              "value": {"engagement": eng, "go": False, "reason": "plan conflict: 08:00-09:00 work at mill"}}]),
         tick(3, 510, {**home, "b": "hall"}, [talk("b", "c", TOPIC, 4, f"talked about: {TOPIC}")]),

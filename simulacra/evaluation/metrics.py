@@ -15,7 +15,8 @@ Generative Agents paper's end-to-end evaluation (Park et al., arXiv 2304.03442, 
   each other: at the start when each lists the other among its persona's relationships; at the end also when
   they talked. Density = 2 E / (n (n - 1)).
 * **Coordination** (:func:`coordination`): invited (told of the party in person before it ended), attended (at
-  the party's place during its window, one tick or more), and for each absent agent the reason from the trace.
+  the party's place during its window, one tick or more, not walking through), and for each absent agent the
+  reason from the trace.
 * **Hallucination** (:func:`hallucination`): interview answers (every agent asked every fact's question, control
   facts included) claiming a fact (a sentence of the answer at least :data:`SIMILARITY` similar to it) that the
   agent did not hold by then according to the trace.
@@ -243,8 +244,10 @@ def coordination(run: Run, sc: Scenario, heard: dict[str, int]) -> dict[str, Any
         for d in t["decisions"]:
             if d["kind"] == "engagement" and d["value"]["engagement"]["topic"] == topic:
                 decisions.setdefault(d["agent"], []).append(d["value"])
-        if p.start_minute <= now < p.end_minute:
-            present |= {a for a, place in t["positions"].items() if place == p.place}
+        if p.start_minute <= now < p.end_minute:  # there, not walking through
+            acts = t.get("actions", {})
+            present |= {a for a, place in t["positions"].items()
+                        if place == p.place and acts.get(a, {}).get("type") != "move"}
     guests = [a for a in run.agents if a != p.host]
     invited = sorted(a for a in guests if a in told)
     attended = sorted(a for a in guests if a in present)

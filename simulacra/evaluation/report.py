@@ -104,12 +104,14 @@ def aggregate(rows: dict[int, dict[str, Any]]) -> dict[str, Any]:
 
 def evaluate(sc: Scenario, variants: Sequence[Variant], seeds: Sequence[int], out: str | Path,
              config_path: str | None = None, overrides: Sequence[str] = (), embedder=None, interviews: bool = True,
-             threshold: float = SIMILARITY, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+             threshold: float = SIMILARITY, progress: Callable[[str], None] | None = None,
+             reuse: bool = False) -> dict[str, Any]:
     """Run ``sc`` under every variant for every seed into ``out/runs/``, measure each run, write
     ``out/metrics.json``, ``out/report.md`` and the plots; returns the metrics.json content.
 
     ``config_path`` and ``overrides`` (``section.field=value``) set the base config (any backend: e.g.
-    ``llm.provider=local``); a variant's overrides and the seed come on top.
+    ``llm.provider=local``); a variant's overrides and the seed come on top. With ``reuse``, a run already finished
+    in ``out/runs/`` (its ``summary.json`` written) is measured again instead of being run again.
 
     Raises:
         SimulacraError (ConfigError, ...): a bad config or override; what a run raises.
@@ -132,8 +134,11 @@ def evaluate(sc: Scenario, variants: Sequence[Variant], seeds: Sequence[int], ou
         for seed in seeds:
             config = load_config(config_path, [*overrides, *v.overrides, f"simulation.seed={seed}"])
             name = run_name(v, seed)
-            say(f"{sc.name}: variant {v.name}, seed {seed}: running ...")
-            run_scenario(sc, config, v, out / "runs", name, embedder)
+            if reuse and (out / "runs" / name / "summary.json").is_file():
+                say(f"{sc.name}: variant {v.name}, seed {seed}: measuring the finished run {out / 'runs' / name}")
+            else:
+                say(f"{sc.name}: variant {v.name}, seed {seed}: running ...")
+                run_scenario(sc, config, v, out / "runs", name, embedder)
             mind, closers = interview_mind(config, out / "runs" / name) if interviews else (None, [])
             try:
                 m = evaluate_run(out / "runs" / name, sc, embedder, mind=mind, interviews=interviews,
