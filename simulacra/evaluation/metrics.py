@@ -9,8 +9,9 @@ Generative Agents paper's end-to-end evaluation (Park et al., arXiv 2304.03442, 
   the memories retelling a fact score 0.75-0.95 against it, unrelated memories of the same people and places
   0.3-0.65.
 * **Heard** (:func:`heard_times`): when each agent first held the fact, from the trace alone: a holder at the
-  start, told it in a conversation (a line with the fact as topic, or, for a language-model mind, a line or
-  summary similar to it), or a notice on the town's board (shared memory) about it.
+  start; told it in a conversation (a line with the fact as topic, or, for a language-model mind, a line or summary
+  similar to it); everyone, once a notice about it is on the town's board (shared memory). *Told*: the same
+  without notices, in person only.
 * **Network** (:func:`network`): undirected graph (networkx) of the simulated agents, an edge where both know
   each other: at the start when each lists the other among its persona's relationships; at the end also when
   they talked. Density = 2 E / (n (n - 1)).
@@ -124,11 +125,11 @@ class Similarity:
 
 
 # --------------------------------------------------------------------------- heard (trace truth)
-def heard_times(run: Run, fact: Fact, sim: Similarity | None = None) -> dict[str, int]:
+def heard_times(run: Run, fact: Fact, sim: Similarity | None = None, notices: bool = True) -> dict[str, int]:
     """Agent id -> the first game minute it held ``fact`` according to the trace (absent: never). Holders hold it
     from the start; a listener from the tick it was told (a line with the fact as topic, or for a language-model
     mind a line or summary similar to it, when ``sim`` is given); everyone from the tick a notice about it was
-    posted to the town's shared memory."""
+    posted to the town's shared memory (unless ``notices`` is false: told in person only)."""
     first: dict[str, int] = {}
 
     def mark(agent: str, minute: int) -> None:
@@ -149,7 +150,7 @@ def heard_times(run: Run, fact: Fact, sim: Similarity | None = None) -> dict[str
             if check_text and sim.holds(c.get("summary", ""), fact):
                 for a in c["participants"]:
                     mark(a, now)
-        for op in t["memory"]:
+        for op in t["memory"] if notices else ():
             if op["op"] == "post" and fact.text in op["text"]:
                 for a in run.agents:
                     mark(a, now)
@@ -381,10 +382,12 @@ def evaluate_run(run_dir: str | Path, sc: Scenario, embedder, mind=None, intervi
         out["diffusion"] = {}
         for f in sc.facts:
             curve = diffusion(know, f, minutes)
-            heard_curve = [sum(1 for m0 in heard[f.id].values() if m0 < m) / len(run.agents) for m in minutes]
+            told = heard_times(run, f, sim, notices=False)
+            heard_curve, told_curve = ([sum(1 for m0 in h.values() if m0 < m) / len(run.agents) for m in minutes]
+                                       for h in (heard[f.id], told))
             out["diffusion"][f.id] = {"start": curve[0], "end": curve[-1], "minutes": minutes, "curve": curve,
                                       "heard_end": heard_curve[-1], "heard_curve": heard_curve,
-                                      "control": f.control}
+                                      "told_end": told_curve[-1], "told_curve": told_curve, "control": f.control}
     if "network" in want:
         g0, g1 = network(run), network(run, until=run.end)
         out["density_start"], out["density_end"] = density(g0), density(g1)

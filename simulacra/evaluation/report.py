@@ -7,7 +7,7 @@ Output folder::
     DIR/report.md             the protocol, a table of every metric (mean +- sd over seeds), the party's guests and
                               no-show reasons, made-up interview answers, per-seed rows
     DIR/diffusion.png         diffusion of each seeded fact over game time: mean over seeds, band = min..max;
-                              dotted: the share who heard it according to the trace
+                              dotted: the share told it in person according to the trace
     DIR/density.png           relationship-network density at start and end per variant (mean, min..max)
     DIR/metrics_table.png     the table of report.md as an image
     DIR/runs/<variant>-seed<S>/   each run (trace, stores, summary.json) and its full metrics.json
@@ -69,8 +69,8 @@ def headline(m: dict[str, Any]) -> dict[str, Any]:
     """The per-seed row of metrics.json from :func:`~simulacra.evaluation.metrics.evaluate_run`'s result."""
     row: dict[str, Any] = {}
     if "diffusion" in m:
-        row["diffusion"] = {fid: {"start": d["start"], "end": d["end"], "heard_end": d["heard_end"]}
-                            for fid, d in m["diffusion"].items()}
+        row["diffusion"] = {fid: {"start": d["start"], "end": d["end"], "heard_end": d["heard_end"],
+                                  "told_end": d["told_end"]} for fid, d in m["diffusion"].items()}
     for key in ("density_start", "density_end", "invited", "attended", "hallucination_rate",
                 "llm_calls_per_agent_hour"):
         if key in m:
@@ -98,7 +98,7 @@ def aggregate(rows: dict[int, dict[str, Any]]) -> dict[str, Any]:
     facts = sorted({f for r in rows.values() for f in r.get("diffusion", {})})
     if facts:
         out["diffusion"] = {f: {part: _stats([r["diffusion"][f][part] for r in rows.values() if f in r["diffusion"]])
-                                for part in ("start", "end", "heard_end")} for f in facts}
+                                for part in ("start", "end", "heard_end", "told_end")} for f in facts}
     return out
 
 
@@ -214,9 +214,9 @@ def write_plots(result: dict[str, Any], details: dict[str, dict[int, dict]], sc:
                 ax.fill_between(hours, [min(c[i] for c in curves) for i in range(len(minutes))],
                                 [max(c[i] for c in curves) for i in range(len(minutes))], alpha=0.2,
                                 color=line.get_color())
-                heard = [m["diffusion"][f.id]["heard_curve"] for m in runs]
-                ax.plot(hours, [sum(c[i] for c in heard) / len(heard) for i in range(len(minutes))], ls=":",
-                        color=line.get_color(), label=f"{v}: heard (trace)")
+                told = [m["diffusion"][f.id]["told_curve"] for m in runs]
+                ax.plot(hours, [sum(c[i] for c in told) / len(told) for i in range(len(minutes))], ls=":",
+                        color=line.get_color(), label=f"{v}: told in person (trace)")
             ax.set_title(f"{f.id}: agents who know it")
             ax.set_xlabel("game time (hours since day 1 00:00)")
             ax.set_ylabel("share of agents")
@@ -232,8 +232,8 @@ def write_plots(result: dict[str, Any], details: dict[str, dict[int, dict]], sc:
         xs = range(len(variants))
         for off, key, label in ((-0.2, "density_start", "start"), (0.2, "density_end", "end")):
             means = [spread[v][key]["mean"] for v in variants]
-            lo = [means[i] - spread[v][key]["min"] for i, v in enumerate(variants)]
-            hi = [spread[v][key]["max"] - means[i] for i, v in enumerate(variants)]
+            lo = [max(0.0, means[i] - spread[v][key]["min"]) for i, v in enumerate(variants)]
+            hi = [max(0.0, spread[v][key]["max"] - means[i]) for i, v in enumerate(variants)]
             ax.bar([x + off for x in xs], means, width=0.4, yerr=[lo, hi], capsize=3, label=label)
         ax.axhline(PAPER["density_end"], ls="--", lw=0.8, color="grey", label="paper, end (0.74)")
         ax.set_xticks(list(xs), variants, rotation=20, fontsize=8)
@@ -276,7 +276,7 @@ def metric_table(result: dict[str, Any], sc: Scenario) -> tuple[list[str], list[
     facts = [f for f in sc.facts]
     header = ["variant"]
     for f in facts:
-        header += [f"{f.id} start", f"{f.id} end"] + ([] if f.control else [f"{f.id} heard"])
+        header += [f"{f.id} start", f"{f.id} end"] + ([] if f.control else [f"{f.id} heard", f"{f.id} told"])
     labels = {"density_start": "density start", "density_end": "density end", "invited": "invited",
               "attended": "attended", "hallucination_rate": "made up", "llm_calls_per_agent_hour": "calls/agent-h",
               "tokens_per_conversation": "tokens/conv", "early_fact_survival": "early facts kept"}
@@ -290,7 +290,7 @@ def metric_table(result: dict[str, Any], sc: Scenario) -> tuple[list[str], list[
             d = s.get("diffusion", {}).get(f.id, {})
             row += [_fmt(d.get("start"), True), _fmt(d.get("end"), True)]
             if not f.control:
-                row.append(_fmt(d.get("heard_end"), True))
+                row += [_fmt(d.get("heard_end"), True), _fmt(d.get("told_end"), True)]
         row += [_fmt(s.get(k), k in ("hallucination_rate", "early_fact_survival")) for k in keys]
         rows.append(row)
     return header, rows
@@ -308,9 +308,10 @@ def report_markdown(result: dict[str, Any], details: dict[str, dict[int, dict]],
               "Protocol (details in docs/evaluation.md): an agent *knows* a fact when retrieval for the fact's "
               f"question returns a memory holding it (its news topic, or cosine ≥ {result['similarity_threshold']} "
               "to the fact or a paraphrase); *heard* = held it according to the trace (told in person, or a notice "
-              "on the town's board); *invited* = told of the party in person before it ended, *attended* = at "
-              "its place during its window (host excluded); *made up* = interview answers claiming a fact the agent "
-              "had not heard according to the trace, over all answers (every agent asked every fact's question).", ""]
+              "on the town's board), *told* = told in person; *invited* = told of the party in person before it ended, "
+              "*attended* = at its place during its window (host excluded); *made up* = interview answers claiming "
+              "a fact the agent had not heard according to the trace, over all answers (every agent asked every "
+              "fact's question).", ""]
     header, rows = metric_table(result, sc)
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
