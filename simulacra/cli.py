@@ -199,7 +199,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
              threshold=threshold, progress=lambda s: print(f"simulacra evaluate: {s}", file=sys.stderr),
              reuse=args.reuse_runs)
     print(f"simulacra evaluate: report -> {os.path.join(args.out, 'report.md')}", file=sys.stderr)
-    print(open(os.path.join(args.out, "report.md"), encoding="utf-8").read())
+    with open(os.path.join(args.out, "report.md"), encoding="utf-8") as fh:
+        print(fh.read())
     return 0
 
 
