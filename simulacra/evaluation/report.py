@@ -262,9 +262,10 @@ def write_plots(result: dict[str, Any], details: dict[str, dict[int, dict]], sc:
 def _fmt(s: dict[str, float] | None, pct: bool = False) -> str:
     if not s:
         return "-"
+    sd = s["sd"] if s["sd"] > 1e-9 * max(1.0, abs(s["mean"])) else 0.0  # float noise of equal values
     if pct:
-        return f"{s['mean']:.0%} ± {s['sd']:.0%}" if s["n"] > 1 else f"{s['mean']:.0%}"
-    return f"{s['mean']:.3g} ± {s['sd']:.2g}" if s["n"] > 1 else f"{s['mean']:.3g}"
+        return f"{s['mean']:.0%} ± {sd:.0%}" if s["n"] > 1 else f"{s['mean']:.0%}"
+    return f"{s['mean']:.3g} ± {sd:.2g}" if s["n"] > 1 else f"{s['mean']:.3g}"
 
 
 def _num(x, fmt: str) -> str:
