@@ -1,4 +1,4 @@
-"""Command line: ``simulacra run | rater | check | view | replay | inspect | rescore | tune | interview``
+"""Command line: ``simulacra run | rater | check | view | replay | inspect | rescore | tune | interview | evaluate``
 (``python run_sim.py`` is ``simulacra run``)."""
 
 from __future__ import annotations
@@ -130,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     rescore.add_argument("--limit", type=int, default=20, help="changed retrievals listed [%(default)s]")
     rescore.add_argument("--json", action="store_true", help="print the full report as JSON")
     _add_tune_parser(sub)
+    _add_evaluate_parser(sub)
     interview = sub.add_parser("interview", help="ask an agent of a finished run a question",
                                description="Answer a question as an agent of a finished run, from the memories it "
                                            "retrieves for it (at the end of the run, or of --tick N), with the run's "
@@ -152,6 +153,60 @@ def cmd_interview(args: argparse.Namespace) -> int:
     overrides = list(args.overrides) + (["llm.provider=local"] if args.llm == "local" else [])
     result = interview(args.run, args.agent, args.question, args.tick, overrides)
     print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else format_interview(result))
+    return 0
+
+
+def _add_evaluate_parser(sub) -> None:
+    from simulacra.evaluation.variants import VARIANTS
+
+    ev = sub.add_parser("evaluate", help="run a scenario under variants and seeds; report diffusion, network, party",
+                        description="Run a scenario (scenarios/*.yaml) for each variant and seed, measure information "
+                        "diffusion, the relationship network, the party, made-up interview answers and cost, and "
+                        "write report.md, metrics.json and plots to --out (docs/evaluation.md).")
+    ev.add_argument("scenario", help="scenario file (YAML)")
+    ev.add_argument("--seeds", default="0", help="seeds: a range 0..4, a list 0,2,5 or one seed [%(default)s]")
+    ev.add_argument("--variant", dest="variants", action="append", default=[], metavar="NAME",
+                    help=f"a variant to run (repeat): {', '.join(VARIANTS)} [full]")
+    ev.add_argument("--out", required=True, metavar="DIR", help="folder for report.md, metrics.json, plots and runs")
+    source = ev.add_mutually_exclusive_group()
+    source.add_argument("--config", default=None, help="YAML config file (the base of every variant)")
+    source.add_argument("--preset", dest="config", type=_preset, metavar="NAME", help="a config of presets/")
+    ev.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                    help="change a config value for every variant (repeatable)")
+    ev.add_argument("--llm", choices=["local"], default=None, help="agents think with the bundled SmolLM2")
+    ev.add_argument("--rater-url", default=None, help="importance rater URL [config rater.url]")
+    ev.add_argument("--no-interviews", action="store_true", help="skip the interviews (no made-up answer rate)")
+    ev.add_argument("--reuse-runs", action="store_true",
+                    help="measure runs already finished in DIR/runs again instead of running them again")
+    ev.add_argument("--threshold", type=float, default=None,
+                    help="cosine similarity at which a memory or answer holds a fact [0.7]")
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from simulacra.evaluation.metrics import SIMILARITY
+    from simulacra.evaluation.report import evaluate, parse_seeds
+    from simulacra.evaluation.scenario import load_scenario
+    from simulacra.evaluation.variants import variant
+
+    sc = load_scenario(args.scenario)
+    seeds = parse_seeds(args.seeds)
+    variants = [variant(name) for name in dict.fromkeys(args.variants or ["full"])]
+    overrides = list(args.overrides)
+    if args.rater_url is not None:
+        overrides.append(f"rater.url={args.rater_url}")
+    if args.llm == "local":
+        overrides.append("llm.provider=local")
+    threshold = SIMILARITY if args.threshold is None else args.threshold
+    if not 0 < threshold <= 1:
+        raise SimulacraError(f"--threshold must be in (0, 1], got {threshold}")
+    print(f"simulacra evaluate: {sc.name}, {len(variants)} variant(s) x {len(seeds)} seed(s); loading the embedding "
+          "model ...", file=sys.stderr)
+    evaluate(sc, variants, seeds, args.out, args.config, overrides, interviews=not args.no_interviews,
+             threshold=threshold, progress=lambda s: print(f"simulacra evaluate: {s}", file=sys.stderr),
+             reuse=args.reuse_runs)
+    print(f"simulacra evaluate: report -> {os.path.join(args.out, 'report.md')}", file=sys.stderr)
+    with open(os.path.join(args.out, "report.md"), encoding="utf-8") as fh:
+        print(fh.read())
     return 0
 
 
@@ -608,7 +663,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func = {"run": cmd_run, "rater": cmd_rater, "check": cmd_check, "replay": cmd_replay,
             "view": cmd_view, "inspect": cmd_inspect, "rescore": cmd_rescore, "tune": cmd_tune,
-            "interview": cmd_interview}[args.command]
+            "interview": cmd_interview, "evaluate": cmd_evaluate}[args.command]
     return _dispatch(func, args)
 
 

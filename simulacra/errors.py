@@ -288,3 +288,9 @@ class StoreUnavailable(SimulacraError):
 class RunFolderError(SimulacraError):
     """The run folder cannot be written, or its disk has less free space than ``simulation.min_free_mb``;
     raised before the first tick."""
+
+
+class ScenarioError(InputError):
+    """A scenario file under ``scenarios/`` is invalid, or disagrees with its world."""
+
+    kind = "scenario"

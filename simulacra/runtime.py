@@ -68,6 +68,8 @@ class Runtime:
         memories: agent id -> :class:`AgentMemory`; shared: the town's shared tier or ``None``.
         mind: the agents' :class:`~simulacra.cognition.mind.Mind`; llm: the language model (``None`` offline).
         location: where the stores live (:func:`store_location`).
+        scenario: what an evaluation scenario changed before the first tick (:mod:`simulacra.evaluation.setup`),
+            recorded in the trace header; ``None`` for a plain run.
     """
 
     world: World
@@ -81,6 +83,7 @@ class Runtime:
     shared: MemoryTier | None = None
     llm: Any = None
     location: Any = None
+    scenario: dict[str, Any] | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)
     _pool: ThreadPoolExecutor | None = None
 

@@ -186,6 +186,10 @@ class Simulation:
         if "inputs" not in header:
             raise CheckpointError(f"{run_dir / 'trace.jsonl'}: the header does not record its input files (a run of an "
                                   f"older simulacra); it cannot be resumed")
+        ablated = ((header.get("scenario") or {}).get("variant") or {}).get("ablate")
+        if ablated:  # the ablations wrap the mind and the stores in simulacra.evaluation; a resume would lose them
+            raise CheckpointError(f"cannot resume {run_dir}: a scenario run with ablations ({', '.join(ablated)}); run "
+                                  f"simulacra evaluate again")
         changed = changed_inputs(header["inputs"])
         if changed and not allow_changed:
             raise CheckpointError(f"cannot resume {run_dir}: " + "; ".join(changed)
@@ -262,6 +266,7 @@ class Simulation:
             "start_minute": self.state.start_minute,
             "tick_minutes": self.state.tick_minutes,
             "objects": dict(self.state.object_states),
+            **({"scenario": self.rt.scenario} if self.rt.scenario is not None else {}),
         }
 
     # ----------------------------------------------------------------- the tick
@@ -321,6 +326,12 @@ class Simulation:
             agent.importance_since_reflection = mem.importance_since_reflection
             agent.last_reflection = mem.last_reflection
             agent.last_consolidation = mem.last_consolidation
+        for pid in decided.considered:
+            state.agents[pid].invitations = []
+        for listener, engagement in conversed.heard:  # an invitation heard for the first time: considered next tick
+            a = state.agents[listener]
+            if engagement.topic not in a.knows and engagement.to_dict() not in a.invitations:
+                a.invitations.append(engagement.to_dict())
         for speaker, listener, topic in conversed.told:
             state.agents[speaker].told.setdefault(listener, set()).add(topic)
             state.agents[listener].told.setdefault(speaker, set()).add(topic)

@@ -31,6 +31,7 @@ class AgentState:
         talked_to: agent id -> conversations held.
         importance_since_reflection, last_reflection: the reflection trigger (rating points; game minute).
         last_consolidation: game minute of the last consolidation.
+        invitations: engagements (:meth:`Engagement.to_dict`) heard of since the last tick, to be considered.
     """
 
     place: str
@@ -46,6 +47,7 @@ class AgentState:
     importance_since_reflection: float = 0.0
     last_reflection: float | None = None
     last_consolidation: float | None = None
+    invitations: list[dict[str, Any]] = field(default_factory=list)
 
     def step_at(self, minute: float) -> PlanItem | None:
         """The decomposed action in force at ``minute`` (the latest made wins), else ``None``."""
@@ -60,6 +62,7 @@ class AgentState:
             "talked_to": dict(sorted(self.talked_to.items())),
             "importance_since_reflection": self.importance_since_reflection,
             "last_reflection": self.last_reflection, "last_consolidation": self.last_consolidation,
+            "invitations": list(self.invitations),
         }
 
     @classmethod
@@ -73,6 +76,7 @@ class AgentState:
             talked_to=Counter(d.get("talked_to", {})),
             importance_since_reflection=float(d.get("importance_since_reflection", 0.0)),
             last_reflection=d.get("last_reflection"), last_consolidation=d.get("last_consolidation"),
+            invitations=list(d.get("invitations", [])),
         )
 
 

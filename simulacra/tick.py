@@ -19,16 +19,18 @@ from typing import Any
 
 import numpy as np
 
-from simulacra.clock import MINUTES_PER_HOUR, format_hhmm
+from simulacra.clock import MINUTES_PER_HOUR, day_number, format_hhmm
 from simulacra.cognition.mind import (
     AgentView,
     ConversationView,
     Decision,
+    Engagement,
     PlanItem,
     Reaction,
     converse_line_by_line,
     in_force,
     plan_memory_text,
+    splice,
     step_memory_text,
 )
 from simulacra.cognition.plan import Action, action_for, is_asleep, is_free
@@ -190,7 +192,8 @@ class Remembered:
 
 def remember_stage(rt: Runtime, pending: Sequence[Pending], phase: str = "remember") -> Remembered:
     """Rate (one rater request) and embed (one batch) the pending memories, then write each owner's in one
-    write. The same id twice in one tick is written once. ``phase`` names the batch for
+    write. A memory carrying an ``importance`` (news a scenario declared important, retold) is rated at least that.
+    The same id twice in one tick is written once. ``phase`` names the batch for
     :func:`~simulacra.killpoint.kill_point` (after the first owner's write).
 
     Raises:
@@ -203,7 +206,7 @@ def remember_stage(rt: Runtime, pending: Sequence[Pending], phase: str = "rememb
     vectors = dict(zip(texts, rt.embedder.embed(texts)))
     by_owner: dict[str, dict[str, MemoryRecord]] = {}
     for p in pending:
-        p.record.rating = ratings[p.record.text]
+        p.record.rating = max(ratings[p.record.text], int(p.record.extra.get("importance", 1)))
         by_owner.setdefault(p.owner, {}).setdefault(p.record.id, p.record)
     ops: list[dict[str, Any]] = []
     for owner in [TOWN, *rt.agents]:
@@ -291,6 +294,54 @@ class Decided:
     records: list[dict[str, Any]]
     ops: list[dict[str, Any]]
     notable: list[str] = field(default_factory=list)
+    considered: set[str] = field(default_factory=set)  # agents whose heard engagements were considered this tick
+
+
+def engagement_query(rt: Runtime, agent: str, e: Engagement) -> str:
+    """What an agent asks its memory before deciding about an engagement: its plans for the engagement's window."""
+    return (f"What will {rt.names[agent]} be doing on day {day_number(e.start)} from "
+            f"{format_hhmm(e.start)} to {format_hhmm(e.end)}?")
+
+
+def commitments(rt: Runtime, agent: str, plan: Sequence[PlanItem], e: Engagement) -> list[PlanItem]:
+    """Items of ``plan`` that stand in the way of ``e``: overlapping its window at a workplace (place kind
+    ``work``) other than its place. The host has none."""
+    if agent == e.host:
+        return []
+    places = rt.world.places
+    return [p for p in plan if p.start < e.end and p.end > e.start and p.place != e.place
+            and p.place in places and places[p.place].kind == "work"]
+
+
+def consider_stage(state: TownState, rt: Runtime, now: int, plans: dict[str, list[PlanItem]],
+                   steps: dict[str, list[PlanItem]]) -> tuple[set[str], list[dict[str, Any]], list[dict[str, Any]],
+                                                              list[str]]:
+    """Engagements heard since the last tick (``AgentState.invitations``; none in a run without any): each agent
+    retrieves its plans for the engagement's window (:func:`engagement_query`) and its mind decides from what came
+    back (:meth:`Mind.consider`); a yes is spliced into its day plan and actions (:func:`splice`). Engagements
+    already over are dropped. Changes ``plans`` and ``steps`` in place; returns the agents considered, the
+    decision records, the retrieval operations and notable lines."""
+    asks = [(pid, Engagement.from_dict(e)) for pid, a in state.agents.items() for e in a.invitations]
+    asks = [(pid, e) for pid, e in asks if e.end > now]
+    considered = {pid for pid, a in state.agents.items() if a.invitations}
+    if not asks:
+        return considered, [], [], []
+    found, ops = retrieve_many(rt, [(pid, engagement_query(rt, pid, e), "engagement") for pid, e in asks], now)
+
+    def one(item):
+        (pid, e), mems = item
+        return rt.mind.consider(view_of(state, rt, pid, now, mems), e, commitments(rt, pid, plans[pid], e))
+
+    records, notable = [], []
+    for (pid, e), d in zip(asks, rt.map(one, list(zip(asks, found)))):
+        records.append(decision_record(pid, "engagement", d, {"engagement": e.to_dict(), **d.value.to_dict()}))
+        if d.value.go:
+            item = e.item(pid, rt.names)
+            plans[pid] = splice(plans[pid], item)
+            steps[pid] = splice([s for s in steps[pid] if s.end > now], item)
+            notable.append(f"{format_hhmm(now)} {rt.names[pid]} will be at {rt.place_names[e.place]} from "
+                           f"{format_hhmm(e.start)} to {format_hhmm(e.end)} ({d.value.reason})")
+    return considered, records, ops, notable
 
 
 def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, tick: int,
@@ -344,6 +395,12 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
         if d.source != "scripted" or d.memory_ids:
             records.append(decision_record(pid, "next_actions", d, [p.to_dict() for p in d.value]))
 
+    # 2b. engagements heard of since the last tick (a party): go, or not
+    considered, more, engagement_ops, also = consider_stage(state, rt, now, plans, steps)
+    records += more
+    ops = ops + engagement_ops
+    notable += also
+
     # 3. reactions to salient percepts
     reacting = sorted(retrieval.salient)
     present = {pid: sorted(o for o, a in state.agents.items() if a.place == state.agents[pid].place and o != pid)
@@ -391,7 +448,7 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
             actions[me] = Action("talk", f"talking with {rt.names[other]}", act.place, act.routine_index,
                                  partner=other)
     return Decided(plan_start, plans, steps, step_keys, planned, actions, pairs, last_talk, pending, records, ops,
-                   notable)
+                   notable, considered)
 
 
 def pair_conversations(state: TownState, rt: Runtime, actions: dict[str, Action],
@@ -478,6 +535,7 @@ class Conversed:
     records: list[dict[str, Any]]
     notable: list[str]
     history_usage: Counter
+    heard: list[tuple[str, Engagement]] = field(default_factory=list)  # (listener, engagement told to it)
 
 
 def converse_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str]], doing: dict[str, str],
@@ -495,16 +553,20 @@ def converse_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str
 
     def news_of(me: str, other: str):
         recent = rt.memories[me].most_important(now, 10, tiers=("short_term", "long_term"),
-                                                since=now - sim.news_max_age_minutes, kinds=("event", "dialogue"))
+                                                since=now - sim.news_max_age_minutes,
+                                                kinds=("event", "dialogue", "intention"))
         told = state.agents[me].told.get(other, set())
         return news_candidates(recent, about[(me, other)], other, rt.names[other], told, sim.news_min_rating)
+
+    news = {side: news_of(*side) for side in sides}
+    carried = {n.topic: n for items in news.values() for n in items if n.carried()}
 
     def hold(pair: tuple[str, str]):
         a, b = pair
         views = {me: view_of(state, rt, me, now, about[(me, other)])
                  for me, other in ((a, b), (b, a))}
         convs = {me: ConversationView(me, other, state.agents[a].place, 0, sim.conversation_turns, [],
-                                      news_of(me, other), set(state.agents[me].knows),
+                                      news[(me, other)], set(state.agents[me].knows),
                                       state.agents[a].talked_to[b] > 0, doing[me])
                  for me, other in ((a, b), (b, a))}
         whole = rt.mind.whole_conversation(views, convs) if hasattr(rt.mind, "whole_conversation") else None
@@ -527,6 +589,7 @@ def converse_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str
     notable: list[str] = []
     out: list[dict[str, Any]] = []
     usage: Counter = Counter()
+    heard: list[tuple[str, Engagement]] = []
     clock = format_hhmm(now)
     for (a, b), (lines, decisions, summary, used) in zip(ordered, results):
         usage.update(used)
@@ -538,6 +601,11 @@ def converse_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str
             said = f'{rt.names[speaker]} said to {rt.names[listener]}: "{u.text}"'
             pending.append(Pending(speaker, new_record(speaker, said, "dialogue", now, tick)))
             extra = {"topic": u.topic, "source": speaker} if u.topic else {}
+            item = carried.get(u.topic) if u.topic else None
+            if item is not None:  # an invitation says where and when; a declared importance stays
+                extra.update(item.carried())
+                if item.engagement is not None:
+                    heard.append((listener, item.engagement))
             pending.append(Pending(listener, new_record(listener, said, "dialogue", now, tick, extra)))
             if u.topic:
                 told.append((speaker, listener, u.topic))
@@ -562,7 +630,7 @@ def converse_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str
         notable.append(f"{clock} {rt.names[a]} talks with {rt.names[b]} at {pl.name}: "
                        f"{'; '.join(topics) if topics else 'small talk'}")
         out.append({"participants": [a, b], "place": place, "lines": trace_lines, "summary": summary.value})
-    return Conversed(out, pending, told, posted, ops, records, notable, usage)
+    return Conversed(out, pending, told, posted, ops, records, notable, usage, heard)
 
 
 # --------------------------------------------------------------------------- reflect

@@ -32,8 +32,10 @@ from simulacra.clock import MINUTES_PER_DAY, format_hhmm, parse_hhmm
 from simulacra.cognition.mind import (
     AgentView,
     Answer,
+    Consideration,
     ConversationView,
     Decision,
+    Engagement,
     PlanItem,
     Reaction,
     Reflector,
@@ -88,6 +90,11 @@ class _Reaction(_Strict):
     person: str = "none"
     activity: str = ""
     reason: str = ""
+
+
+class _Consider(_Strict):
+    reason: str = ""
+    go: bool
 
 
 class _Line(_Strict):
@@ -440,6 +447,36 @@ class LLMMind:
 
         return self.ask("react", messages, schema, parse,
                         lambda: self.scripted.react(view, percept, about, present), [m.id for m in mems])
+
+    def consider(self, view: AgentView, engagement: Engagement,
+                 commitments: Sequence[PlanItem]) -> Decision[Consideration]:
+        """Go to an engagement or not: asked only when a memory holding it was retrieved (else, as the scripted
+        mind: not recalled, no call); the retrieved memories, the plan items in its window that stand in the way
+        and the window itself are in the prompt."""
+        e = engagement
+        recalled = any(m.record is not None and Engagement.from_extra(m.record.extra) == e for m in view.memories)
+        if not recalled:
+            return self.scripted.consider(view, e, commitments)
+        mems = self._prompt_memories(view)
+        place = view.place_names.get(e.place, e.place)
+        when = f"day {e.start // MINUTES_PER_DAY + 1} from {format_hhmm(e.start)} to {format_hhmm(e.end)}"
+        busy = "; ".join(c.describe(view.place_names.get(c.place, c.place)) for c in commitments) or "nothing fixed"
+        who = "you are the host" if e.host == view.agent else f"{view.names.get(e.host, e.host)} is the host"
+        messages = [
+            {"role": "system", "content": self.persona_text(view)},
+            {"role": "user", "content": (
+                f"{self.memories_text(mems)}\n\nAs you remember it, people are expected at {place} on {when} "
+                f"({who}). Your work at that time: {busy}.\n\nSay in a few words what you think of it, then decide "
+                "whether you will be there (go: true or false).")},
+        ]
+        schema = _obj({"reason": {"type": "string", "maxLength": 120}, "go": {"type": "boolean"}}, "consider")
+
+        def parse(data) -> Consideration:
+            c = _Consider.model_validate(data)
+            return Consideration(c.go, c.reason.strip() or ("going" if c.go else "not going"))
+
+        return self.ask("consider", messages, schema, parse,
+                        lambda: self.scripted.consider(view, e, commitments), [m.id for m in mems])
 
     @staticmethod
     def _doing(view: AgentView) -> str:

@@ -113,14 +113,95 @@ class Decision(Generic[T]):
 
 
 @dataclass(frozen=True)
+class Engagement:
+    """A gathering someone is invited to: ``host`` (agent id) expects guests at ``place`` (place id) from ``start``
+    to ``end`` (absolute game minutes); ``topic`` is the news that tells of it.
+
+    It travels as metadata of the memories that hold the news (:meth:`to_extra`, scalar keys ``engagement_*``):
+    the host's own intention, and every line that retells it, so whoever retrieves such a memory knows where and
+    when to be.
+    """
+
+    topic: str
+    host: str
+    place: str
+    start: int
+    end: int
+
+    def to_extra(self) -> dict[str, Any]:
+        return {"engagement_host": self.host, "engagement_place": self.place, "engagement_start": int(self.start),
+                "engagement_end": int(self.end)}
+
+    @classmethod
+    def from_extra(cls, extra: dict[str, Any]) -> Engagement | None:
+        """The engagement a memory's metadata carries (needs ``topic`` and every ``engagement_*`` key), else None."""
+        try:
+            return cls(str(extra["topic"]), str(extra["engagement_host"]), str(extra["engagement_place"]),
+                       int(extra["engagement_start"]), int(extra["engagement_end"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topic": self.topic, **{k.removeprefix("engagement_"): v for k, v in self.to_extra().items()}}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Engagement:
+        return cls(str(d["topic"]), str(d["host"]), str(d["place"]), int(d["start"]), int(d["end"]))
+
+    def item(self, agent: str, names: dict[str, str]) -> PlanItem:
+        """The plan item of going (or, for the host, of hosting)."""
+        host = names.get(self.host, self.host)
+        what = "hosting the party" if agent == self.host else f"at the party {host} is giving"
+        return PlanItem(self.start, self.end, what, self.place)
+
+
+@dataclass(frozen=True)
+class Consideration:
+    """Whether an agent goes to an engagement it heard of, and why (``reason``, one line)."""
+
+    go: bool
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"go": self.go, "reason": self.reason}
+
+
+def splice(items: Sequence[PlanItem], item: PlanItem) -> list[PlanItem]:
+    """``items`` with ``item`` put in: items overlapping it are cut to the parts before and after it (an item
+    covering it on both sides is split), then sorted by start. Game minutes."""
+    out: list[PlanItem] = []
+    for p in items:
+        if p.end <= item.start or p.start >= item.end:
+            out.append(p)
+            continue
+        if p.start < item.start:
+            out.append(PlanItem(p.start, item.start, p.activity, p.place, p.routine_index))
+        if p.end > item.end:
+            out.append(PlanItem(item.end, p.end, p.activity, p.place, p.routine_index))
+    out.append(item)
+    return sorted(out, key=lambda p: (p.start, p.end))
+
+
+@dataclass(frozen=True)
 class NewsItem:
     """Something worth telling: ``topic`` (the news text), its rating (1..10), where the speaker got it
-    (``"seen"`` or the id of the agent who told it) and the memory it comes from."""
+    (``"seen"``, ``"own"`` for the speaker's own intention, or the id of the agent who told it), the memory it
+    comes from, the engagement it invites to (``None``: plain news) and the importance (1..10) it keeps when retold
+    (``None``: each retelling is rated afresh; a scenario's fact declares one, :mod:`simulacra.evaluation`)."""
 
     topic: str
     rating: int
     source: str
     memory_id: str
+    engagement: Engagement | None = None
+    importance: int | None = None
+
+    def carried(self) -> dict[str, Any]:
+        """Metadata the listener's memory of this news carries besides topic and source."""
+        extra = self.engagement.to_extra() if self.engagement is not None else {}
+        if self.importance is not None:
+            extra["importance"] = self.importance
+        return extra
 
 
 @dataclass(frozen=True)
@@ -212,6 +293,13 @@ class Mind(Protocol):
 
     def summarise_conversation(self, view: AgentView, conversation: ConversationView) -> Decision[str]:
         """A one-paragraph memory of a finished conversation, for the agent in ``view``."""
+        ...
+
+    def consider(self, view: AgentView, engagement: Engagement,
+                 commitments: Sequence[PlanItem]) -> Decision[Consideration]:
+        """Whether to go to ``engagement`` (heard of since the last tick), from the memories retrieved about the
+        time it takes place (``view.memories``: it is known only if a memory holding it comes back) and the
+        ``commitments`` of the agent's plan in that window (work, another engagement)."""
         ...
 
     def interview(self, view: AgentView, question: str) -> Decision[Answer]:

@@ -14,8 +14,10 @@ from simulacra.clock import MINUTES_PER_DAY
 from simulacra.cognition.mind import (
     AgentView,
     Answer,
+    Consideration,
     ConversationView,
     Decision,
+    Engagement,
     NewsItem,
     PlanItem,
     Reaction,
@@ -64,7 +66,9 @@ def news_candidates(memories, about_partner: Sequence[RetrievedMemory], listener
         source = rec.extra.get("source", "seen")
         if source == listener_id or listener_name in topic or listener_name.split()[0] in topic:
             continue
-        item = NewsItem(topic, rec.rating, source, rec.id)
+        imp = rec.extra.get("importance")
+        item = NewsItem(topic, rec.rating, source, rec.id, Engagement.from_extra(rec.extra),
+                        None if imp is None else int(imp))
         if topic not in seen or item.rating > seen[topic].rating:
             seen[topic] = item
     return sorted(seen.values(), key=lambda n: (-n.rating, n.topic))
@@ -72,6 +76,8 @@ def news_candidates(memories, about_partner: Sequence[RetrievedMemory], listener
 
 def tell(item: NewsItem, names: dict[str, str]) -> str:
     """The sentence that passes ``item`` on, naming who it came from."""
+    if item.source == "own":
+        return f"Let me tell you: {item.topic}"
     if item.source == "seen":
         return f"Did you hear? {item.topic}"
     return f"I heard from {names.get(item.source, item.source)}: {item.topic}"
@@ -128,6 +134,24 @@ class ScriptedMind:
         end = item is None and c.turn >= 1
         used = (item.memory_id,) if item is not None else ()
         return Decision(Utterance(" ".join(parts), item.topic if item else None, end), used + view.memory_ids)
+
+    def consider(self, view: AgentView, engagement: Engagement,
+                 commitments: Sequence[PlanItem]) -> Decision[Consideration]:
+        """Go when a memory holding the engagement was retrieved and nothing in the plan stands in the way (the
+        host always goes to its own); else say what prevents it: the engagement not recalled, or the first
+        commitment in its window."""
+        used = tuple(m.id for m in view.memories)
+        recalled = [m for m in view.memories if m.record is not None
+                    and Engagement.from_extra(m.record.extra) == engagement]
+        if not recalled:
+            return Decision(Consideration(False, "did not recall it"), used)
+        if engagement.host == view.agent:
+            return Decision(Consideration(True, "hosting it"), used)
+        if commitments:
+            c = commitments[0]
+            place = view.place_names.get(c.place, c.place)
+            return Decision(Consideration(False, f"plan conflict: {c.describe(place)}"), used)
+        return Decision(Consideration(True, "free at that time"), used)
 
     def summarise_conversation(self, view: AgentView, c: ConversationView) -> Decision[str]:
         other = view.names[c.listener if c.speaker == view.agent else c.speaker]

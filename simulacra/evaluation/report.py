@@ -1,0 +1,372 @@
+"""``simulacra evaluate``: a scenario run under each variant for each seed, measured (:mod:`.metrics`), summed up
+in ``metrics.json``, ``report.md`` and plots.
+
+Output folder::
+
+    DIR/metrics.json          per variant: per seed the headline metrics, their mean and standard deviation
+    DIR/report.md             the protocol, a table of every metric (mean +- sd over seeds), the party's guests and
+                              no-show reasons, made-up interview answers, per-seed rows
+    DIR/diffusion.png         diffusion of each seeded fact over game time: mean over seeds, band = min..max;
+                              dotted: the share told it in person according to the trace
+    DIR/density.png           relationship-network density at start and end per variant (mean, min..max)
+    DIR/metrics_table.png     the table of report.md as an image
+    DIR/runs/<variant>-seed<S>/   each run (trace, stores, summary.json) and its full metrics.json
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from simulacra.clock import format_game_time
+from simulacra.config import load_config
+from simulacra.errors import SimulacraError
+from simulacra.evaluation.metrics import SIMILARITY, evaluate_run
+from simulacra.evaluation.scenario import Scenario
+from simulacra.evaluation.setup import run_scenario
+from simulacra.evaluation.variants import Variant
+
+log = logging.getLogger(__name__)
+
+#: the headline metrics (per seed and their mean) in metrics.json and the report's table, in order
+HEADLINE = ("density_start", "density_end", "invited", "attended", "hallucination_rate",
+            "llm_calls_per_agent_hour", "tokens_per_conversation", "early_fact_survival")
+
+#: the paper's figures (Park et al. 2023, section 7), for the report
+PAPER = {"candidacy": (0.04, 0.32), "party": (0.04, 0.52), "density_start": 0.167, "density_end": 0.74,
+         "invited": 12, "attended": 5, "hallucination_rate": 6 / 453}
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0..4"`` (inclusive), ``"0,2,5"`` or ``"3"`` -> seeds.
+
+    Raises:
+        SimulacraError: anything else, or an empty range.
+    """
+    text = text.strip()
+    m = re.fullmatch(r"(\d+)\s*\.\.\s*(\d+)", text)
+    if m:
+        a, b = int(m.group(1)), int(m.group(2))
+        if b < a:
+            raise SimulacraError(f"--seeds {text}: the range is empty (write low..high)")
+        return list(range(a, b + 1))
+    if re.fullmatch(r"\d+(\s*,\s*\d+)*", text):
+        return list(dict.fromkeys(int(x) for x in text.split(",")))
+    raise SimulacraError(f"--seeds {text!r}: expected a range like 0..4, a list like 0,2,5, or one seed")
+
+
+def run_name(v: Variant, seed: int) -> str:
+    return f"{re.sub(r'[^A-Za-z0-9_-]+', '-', v.name)}-seed{seed}"
+
+
+def headline(m: dict[str, Any]) -> dict[str, Any]:
+    """The per-seed row of metrics.json from :func:`~simulacra.evaluation.metrics.evaluate_run`'s result."""
+    row: dict[str, Any] = {}
+    if "diffusion" in m:
+        row["diffusion"] = {fid: {"start": d["start"], "end": d["end"], "heard_end": d["heard_end"],
+                                  "told_end": d["told_end"]} for fid, d in m["diffusion"].items()}
+    for key in ("density_start", "density_end", "invited", "attended", "hallucination_rate",
+                "llm_calls_per_agent_hour"):
+        if key in m:
+            row[key] = m[key]
+    if "history" in m:
+        row["tokens_per_conversation"] = m["history"]["tokens_per_conversation"]
+        row["early_fact_survival"] = m["history"]["survival"]
+    return row
+
+
+def _stats(values: Sequence[float]) -> dict[str, float]:
+    n = len(values)
+    mean = sum(values) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in values) / (n - 1)) if n > 1 else 0.0
+    return {"mean": mean, "sd": sd, "min": min(values), "max": max(values), "n": n}
+
+
+def aggregate(rows: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """Mean, sd (sample), min and max over seeds of every headline number (``None`` values left out)."""
+    out: dict[str, Any] = {}
+    for key in HEADLINE:
+        vals = [r[key] for r in rows.values() if r.get(key) is not None]
+        if vals:
+            out[key] = _stats(vals)
+    facts = sorted({f for r in rows.values() for f in r.get("diffusion", {})})
+    if facts:
+        out["diffusion"] = {f: {part: _stats([r["diffusion"][f][part] for r in rows.values() if f in r["diffusion"]])
+                                for part in ("start", "end", "heard_end", "told_end")} for f in facts}
+    return out
+
+
+def evaluate(sc: Scenario, variants: Sequence[Variant], seeds: Sequence[int], out: str | Path,
+             config_path: str | None = None, overrides: Sequence[str] = (), embedder=None, interviews: bool = True,
+             threshold: float = SIMILARITY, progress: Callable[[str], None] | None = None,
+             reuse: bool = False) -> dict[str, Any]:
+    """Run ``sc`` under every variant for every seed into ``out/runs/``, measure each run, write
+    ``out/metrics.json``, ``out/report.md`` and the plots; returns the metrics.json content.
+
+    ``config_path`` and ``overrides`` (``section.field=value``) set the base config (any backend: e.g.
+    ``llm.provider=local``); a variant's overrides and the seed come on top. With ``reuse``, a run already finished
+    in ``out/runs/`` (its ``summary.json`` written) is measured again instead of being run again.
+
+    Raises:
+        SimulacraError (ConfigError, ...): a bad config or override; what a run raises.
+    """
+    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+
+    out = Path(out)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    say = progress or (lambda s: None)
+    base = load_config(config_path, list(overrides))
+    if embedder is None:
+        e = base.embedding
+        embedder = CachedEmbedder(SentenceTransformerEmbedder(e.model, e.device, e.batch_size, e.exact), e.cache_size)
+    result: dict[str, Any] = {"scenario": sc.name, "scenario_file": sc.source, "seeds": list(seeds),
+                              "similarity_threshold": threshold, "variants": {}}
+    details: dict[str, dict[int, dict[str, Any]]] = {}
+    for v in variants:
+        rows: dict[int, dict[str, Any]] = {}
+        details[v.name] = {}
+        for seed in seeds:
+            config = load_config(config_path, [*overrides, *v.overrides, f"simulation.seed={seed}"])
+            name = run_name(v, seed)
+            if reuse and (out / "runs" / name / "summary.json").is_file():
+                say(f"{sc.name}: variant {v.name}, seed {seed}: measuring the finished run {out / 'runs' / name}")
+            else:
+                say(f"{sc.name}: variant {v.name}, seed {seed}: running ...")
+                run_scenario(sc, config, v, out / "runs", name, embedder)
+            mind, closers = interview_mind(config, out / "runs" / name) if interviews else (None, [])
+            try:
+                m = evaluate_run(out / "runs" / name, sc, embedder, mind=mind, interviews=interviews,
+                                 threshold=threshold)
+            finally:
+                for c in reversed(closers):
+                    c()
+            (out / "runs" / name / "metrics.json").write_text(json.dumps(m, indent=2, ensure_ascii=False),
+                                                               encoding="utf-8")
+            details[v.name][seed] = m
+            rows[seed] = headline(m)
+            say(f"{sc.name}: variant {v.name}, seed {seed}: {_one_line(rows[seed])}")
+        result["variants"][v.name] = {"variant": v.to_dict(), "seeds": {str(s): r for s, r in rows.items()},
+                                      "mean": {k: (x["mean"] if "mean" in x else
+                                                   {f: {p: s["mean"] for p, s in parts.items()}
+                                                    for f, parts in x.items()})
+                                               for k, x in aggregate(rows).items()},
+                                      "spread": aggregate(rows)}
+    (out / "metrics.json").write_text(json.dumps(result, indent=2, ensure_ascii=False), encoding="utf-8")
+    plots = write_plots(result, details, sc, out)
+    (out / "report.md").write_text(report_markdown(result, details, sc, plots), encoding="utf-8")
+    return result
+
+
+def interview_mind(config, run_dir: Path):
+    """The mind that answers the interviews of a run: the run's model when it has one, else ``None`` (scripted);
+    and the closers of what was started for it."""
+    from simulacra.runtime import build_language_model, build_mind, uses_language_model
+
+    if not uses_language_model(config):
+        return None, []
+    closers: list = []
+    llm = build_language_model(config, run_dir, closers)
+    return build_mind(config, llm), closers
+
+
+def _one_line(row: dict[str, Any]) -> str:
+    parts = [f"{f} {d['start']:.0%}->{d['end']:.0%}" for f, d in row.get("diffusion", {}).items()]
+    for k in ("density_start", "density_end", "invited", "attended", "hallucination_rate"):
+        if k in row:
+            parts.append(f"{k} {row[k]:.3g}")
+    return ", ".join(parts)
+
+
+# --------------------------------------------------------------------------- plots
+def write_plots(result: dict[str, Any], details: dict[str, dict[int, dict]], sc: Scenario,
+                out: Path) -> dict[str, str]:
+    """Write the plots (matplotlib, Agg); returns name -> file name. Without matplotlib (``pip install
+    'simulacra[eval]'``) none are written and the report says so."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log.warning("matplotlib is not installed (pip install 'simulacra[eval]'): no plots")
+        return {}
+    files: dict[str, str] = {}
+    facts = [f for f in sc.facts if not f.control]
+    variants = list(result["variants"])
+    if any("diffusion" in m for runs in details.values() for m in runs.values()):
+        fig, axes = plt.subplots(1, len(facts), figsize=(6 * len(facts), 4), squeeze=False)
+        for ax, f in zip(axes[0], facts):
+            for v in variants:
+                runs = [m for m in details[v].values() if "diffusion" in m]
+                if not runs:
+                    continue
+                minutes = runs[0]["diffusion"][f.id]["minutes"]
+                curves = [m["diffusion"][f.id]["curve"] for m in runs]
+                hours = [x / 60 for x in minutes]
+                mean = [sum(c[i] for c in curves) / len(curves) for i in range(len(minutes))]
+                line, = ax.plot(hours, mean, label=f"{v}: knows (retrieval)")
+                ax.fill_between(hours, [min(c[i] for c in curves) for i in range(len(minutes))],
+                                [max(c[i] for c in curves) for i in range(len(minutes))], alpha=0.2,
+                                color=line.get_color())
+                told = [m["diffusion"][f.id]["told_curve"] for m in runs]
+                ax.plot(hours, [sum(c[i] for c in told) / len(told) for i in range(len(minutes))], ls=":",
+                        color=line.get_color(), label=f"{v}: told in person (trace)")
+            ax.set_title(f"{f.id}: agents who know it")
+            ax.set_xlabel("game time (hours since day 1 00:00)")
+            ax.set_ylabel("share of agents")
+            ax.set_ylim(-0.02, 1.02)
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "diffusion.png", dpi=110)
+        plt.close(fig)
+        files["diffusion"] = "diffusion.png"
+    spread = {v: result["variants"][v]["spread"] for v in variants}
+    if all("density_end" in s for s in spread.values()):
+        fig, ax = plt.subplots(figsize=(1.6 * len(variants) + 2, 3.6))
+        xs = range(len(variants))
+        for off, key, label in ((-0.2, "density_start", "start"), (0.2, "density_end", "end")):
+            means = [spread[v][key]["mean"] for v in variants]
+            lo = [max(0.0, means[i] - spread[v][key]["min"]) for i, v in enumerate(variants)]
+            hi = [max(0.0, spread[v][key]["max"] - means[i]) for i, v in enumerate(variants)]
+            ax.bar([x + off for x in xs], means, width=0.4, yerr=[lo, hi], capsize=3, label=label)
+        ax.axhline(PAPER["density_end"], ls="--", lw=0.8, color="grey", label="paper, end (0.74)")
+        ax.set_xticks(list(xs), variants, rotation=20, fontsize=8)
+        ax.set_ylabel("network density")
+        ax.set_ylim(0, 1)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "density.png", dpi=110)
+        plt.close(fig)
+        files["density"] = "density.png"
+    header, rows = metric_table(result, sc)
+    fig, ax = plt.subplots(figsize=(min(2.0 + 1.55 * len(header), 22), 0.5 + 0.35 * (len(rows) + 1)))
+    ax.axis("off")
+    table = ax.table(cellText=rows, colLabels=header, loc="center", cellLoc="center")
+    table.auto_set_font_size(False)
+    table.set_fontsize(7)
+    table.scale(1, 1.3)
+    fig.tight_layout()
+    fig.savefig(out / "metrics_table.png", dpi=120)
+    plt.close(fig)
+    files["table"] = "metrics_table.png"
+    return files
+
+
+# --------------------------------------------------------------------------- report
+def _fmt(s: dict[str, float] | None, pct: bool = False) -> str:
+    if not s:
+        return "-"
+    sd = s["sd"] if s["sd"] > 1e-9 * max(1.0, abs(s["mean"])) else 0.0  # float noise of equal values
+    if pct:
+        return f"{s['mean']:.0%} ± {sd:.0%}" if s["n"] > 1 else f"{s['mean']:.0%}"
+    return f"{s['mean']:.3g} ± {sd:.2g}" if s["n"] > 1 else f"{s['mean']:.3g}"
+
+
+def _num(x, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def metric_table(result: dict[str, Any], sc: Scenario) -> tuple[list[str], list[list[str]]]:
+    """Column names and one row per variant: every metric as mean ± sd over seeds."""
+    facts = [f for f in sc.facts]
+    header = ["variant"]
+    for f in facts:
+        header += [f"{f.id} start", f"{f.id} end"] + ([] if f.control else [f"{f.id} heard", f"{f.id} told"])
+    labels = {"density_start": "density start", "density_end": "density end", "invited": "invited",
+              "attended": "attended", "hallucination_rate": "made up", "llm_calls_per_agent_hour": "calls/agent-h",
+              "tokens_per_conversation": "tokens/conv", "early_fact_survival": "early facts kept"}
+    keys = [k for k in HEADLINE if any(k in v["spread"] for v in result["variants"].values())]
+    header += [labels[k] for k in keys]
+    rows = []
+    for name, v in result["variants"].items():
+        s = v["spread"]
+        row = [name]
+        for f in facts:
+            d = s.get("diffusion", {}).get(f.id, {})
+            row += [_fmt(d.get("start"), True), _fmt(d.get("end"), True)]
+            if not f.control:
+                row += [_fmt(d.get("heard_end"), True), _fmt(d.get("told_end"), True)]
+        row += [_fmt(s.get(k), k in ("hallucination_rate", "early_fact_survival")) for k in keys]
+        rows.append(row)
+    return header, rows
+
+
+def report_markdown(result: dict[str, Any], details: dict[str, dict[int, dict]], sc: Scenario,
+                    plots: dict[str, str]) -> str:
+    """The report (Markdown)."""
+    seeds = result["seeds"]
+    lines = [f"# Evaluation: {sc.name}", ""]
+    if sc.description:
+        lines += [sc.description.strip(), ""]
+    lines += [f"Scenario file `{sc.source}`; seeds {', '.join(map(str, seeds))}; variants "
+              f"{', '.join(result['variants'])}. Numbers are the mean ± sample standard deviation over seeds.", "",
+              "Protocol (details in docs/evaluation.md): an agent *knows* a fact when retrieval for the fact's "
+              f"question returns a memory holding it (its news topic, or cosine ≥ {result['similarity_threshold']} "
+              "to the fact or a paraphrase); *heard* = held it according to the trace (told in person, or a notice "
+              "on the town's board), *told* = told in person; *invited* = told of the party in person before it ended, "
+              "*attended* = at its place during its window (host excluded); *made up* = interview answers claiming "
+              "a fact the agent had not heard according to the trace, over all answers (every agent asked every "
+              "fact's question).", ""]
+    header, rows = metric_table(result, sc)
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines.append("")
+    paper = ["Generative Agents (25 agents, two game days): candidacy 4% → 32%, party 4% → 52%, density 0.167 → "
+             "0.74, 12 invited / 5 came, 1.3% of interview answers made up (6 of 453)."]
+    lines += ["For reference, " + paper[0], ""]
+    if plots.get("diffusion"):
+        lines += [f"![diffusion over game time]({plots['diffusion']})", ""]
+    if plots.get("density"):
+        lines += [f"![network density]({plots['density']})", ""]
+    if not plots:
+        lines += ["(no plots: matplotlib is not installed; `pip install 'simulacra[eval]'`)", ""]
+    if sc.party is not None:
+        p = sc.party
+        lines += ["## The party", "",
+                  f"Host {p.host} at {p.place}, {format_game_time(p.start_minute)}–{p.end}.", ""]
+        for name, runs in details.items():
+            cats: Counter = Counter()
+            for m in runs.values():
+                c = m.get("coordination")
+                if c:
+                    cats.update(x["category"] for x in c["no_shows"].values())
+            if cats:
+                lines.append(f"- **{name}** no-shows by reason (all seeds): "
+                             + ", ".join(f"{k} {n}" for k, n in cats.most_common()))
+        first = next(iter(details.values()))
+        if first:
+            seed, m = next(iter(first.items()))
+            c = m.get("coordination")
+            if c:
+                lines += ["", f"{next(iter(details))}, seed {seed}: invited {', '.join(c['invited']) or 'nobody'}; "
+                          f"came {', '.join(c['attended']) or 'nobody'}.", ""]
+                for a, x in c["no_shows"].items():
+                    lines.append(f"- {a}: {x['category']} ({x['reason']})")
+        lines.append("")
+    made_up = [(name, seed, x) for name, runs in details.items() for seed, m in runs.items()
+               for x in (m.get("hallucination") or {}).get("made_up", [])]
+    if any("hallucination" in m for runs in details.values() for m in runs.values()):
+        lines += ["## Interview answers claiming what the agent never heard", ""]
+        if not made_up:
+            lines.append("None.")
+        for name, seed, x in made_up[:10]:
+            lines.append(f"- {name}, seed {seed}, {x['agent']} on {x['fact']}: {x['answer'][:200]!r}")
+        lines.append("")
+    lines += ["## Per seed", "", "| variant | seed | " + " | ".join(f"{f.id} end" for f in sc.facts)
+              + " | density end | invited | attended | made up |", "|" + "---|" * (len(sc.facts) + 6)]
+    for name, v in result["variants"].items():
+        for seed, r in v["seeds"].items():
+            d = r.get("diffusion", {})
+            cells = [f"{d[f.id]['end']:.0%}" if f.id in d else "-" for f in sc.facts]
+            lines.append(f"| {name} | {seed} | " + " | ".join(cells) + f" | {_num(r.get('density_end'), '.3g')} | "
+                         f"{_num(r.get('invited'), 'd')} | {_num(r.get('attended'), 'd')} | "
+                         f"{_num(r.get('hallucination_rate'), '.1%')} |")
+    if plots.get("table"):
+        lines += ["", f"![table]({plots['table']})"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,251 @@
+"""Scenario files (``scenarios/*.yaml``): a world, the changes made to its residents before the first tick, the
+facts to follow, the party or candidacy to watch, how long to run and what to measure.
+
+Validated like worlds: every error names the file and the dotted field (:class:`~simulacra.errors.ScenarioError`),
+a key given twice in one mapping is refused (:func:`~simulacra.errors.read_yaml`), a misspelt field or an unknown
+resident or place gets the closest valid name. Times are ``"HH:MM"`` on a game ``day`` (day 1 = the first);
+absolute game minutes (day 1 starts at minute 0) are given by the ``*_minute`` properties.
+
+Example (``scenarios/fernhollow-party.yaml``)::
+
+    name: fernhollow-party
+    world: ../worlds/fernhollow.yaml          # relative to the scenario file
+    until: {day: 1, time: "18:30"}            # the run ends here (or: hours: 11.5)
+    facts:
+      - id: party
+        text: "Greta Lund is throwing a party at The Wren and Kettle on day 1 from 16:00 to 18:00 ..."
+        question: "Is anything happening at The Wren and Kettle this afternoon?"
+        probes: ["There is a party at the tavern this afternoon."]
+        holders: [greta_lund]                 # residents who know it at the start (their own intention)
+        intention: "Greta Lund wants to throw a party ..."   # the holders' memory (default: text)
+    party: {fact: party, host: greta_lund, place: tavern, day: 1, start: "16:00", end: "18:00"}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
+
+from simulacra.clock import MINUTES_PER_DAY, parse_hhmm
+from simulacra.errors import ScenarioError, read_yaml, unknown_name, validation_problem
+
+NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+Metric = Literal["diffusion", "network", "coordination", "hallucination", "cost", "history"]
+METRICS: tuple[str, ...] = ("diffusion", "network", "coordination", "hallucination", "cost", "history")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _hhmm(v: str) -> str:
+    parse_hhmm(v)
+    return v
+
+
+class Moment(_Strict):
+    """A game time: ``time`` (``"HH:MM"``) on ``day`` (1 = the first day)."""
+
+    day: int = Field(1, ge=1)
+    time: str
+
+    @field_validator("time")
+    @classmethod
+    def _valid_time(cls, v: str) -> str:
+        return _hhmm(v)
+
+    @property
+    def minute(self) -> int:
+        """Absolute game minute."""
+        return (self.day - 1) * MINUTES_PER_DAY + parse_hhmm(self.time)
+
+
+class Fact(_Strict):
+    """A piece of information whose spread is measured.
+
+    Attributes:
+        id: short name (``party``); text: the fact as it is told (the news topic).
+        question: what an agent is asked to find out whether it knows the fact (retrieval query and interview).
+        probes: paraphrases of the fact: a memory close to the text or to any probe counts as the fact.
+        holders: residents who know it at the start: a memory of kind ``intention`` holding ``intention`` is
+            written for each before the first tick. No holders: a control fact nobody is told (every claim to
+            know it is made up).
+        intention: the holders' memory text (default: ``text``).
+        importance: the holders' memory rating (1..10); default: rated by the run's rater like any memory.
+    """
+
+    id: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]+$")]
+    text: NonEmpty
+    question: NonEmpty
+    probes: list[NonEmpty] = Field(default_factory=list)
+    holders: list[NonEmpty] = Field(default_factory=list)
+    intention: NonEmpty | None = None
+    importance: int | None = Field(None, ge=1, le=10)
+
+    @property
+    def memory_text(self) -> str:
+        return self.intention or self.text
+
+    @property
+    def control(self) -> bool:
+        return not self.holders
+
+
+class Party(_Strict):
+    """A gathering: ``host`` holds ``fact`` and wants everyone at ``place`` on ``day`` from ``start`` to ``end``.
+    An agent attended when it was at ``place`` during the window (at least one tick)."""
+
+    fact: NonEmpty
+    host: NonEmpty
+    place: NonEmpty
+    day: int = Field(1, ge=1)
+    start: str
+    end: str
+
+    @field_validator("start", "end")
+    @classmethod
+    def _valid_times(cls, v: str) -> str:
+        return _hhmm(v)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Party:
+        if parse_hhmm(self.end) <= parse_hhmm(self.start):
+            raise ValueError(f"end {self.end} is not after start {self.start}")
+        return self
+
+    @property
+    def start_minute(self) -> int:
+        return (self.day - 1) * MINUTES_PER_DAY + parse_hhmm(self.start)
+
+    @property
+    def end_minute(self) -> int:
+        return (self.day - 1) * MINUTES_PER_DAY + parse_hhmm(self.end)
+
+
+class Candidacy(_Strict):
+    """A resident announces a candidacy (``fact``, held by ``candidate``) for ``office``."""
+
+    fact: NonEmpty
+    candidate: NonEmpty
+    office: NonEmpty
+
+
+class Scenario(_Strict):
+    """A parsed scenario file (see the module docstring). ``source`` and ``world_path`` are set by
+    :func:`load_scenario`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: NonEmpty
+    description: str = ""
+    world: NonEmpty
+    personas_dir: str | None = None
+    agents: list[NonEmpty] | None = Field(None, min_length=2)
+    until: Moment | None = None
+    hours: float | None = Field(None, gt=0)
+    facts: list[Fact] = Field(min_length=1)
+    party: Party | None = None
+    candidacy: Candidacy | None = None
+    measure: list[Metric] = Field(default_factory=lambda: list(METRICS))
+    curve_every_minutes: int = Field(60, ge=10, description="game minutes between two points of a diffusion curve")
+
+    @model_validator(mode="after")
+    def _length(self) -> Scenario:
+        if (self.until is None) == (self.hours is None):
+            raise ValueError("give the run's length as exactly one of until (day and time) or hours")
+        return self
+
+    # set by load_scenario
+    source: str = ""
+    world_path: str = ""
+
+    def fact(self, fid: str) -> Fact:
+        return next(f for f in self.facts if f.id == fid)
+
+    def end_minute(self, start_minute: int) -> int:
+        """Absolute game minute the run ends at, for a world starting at ``start_minute``."""
+        if self.until is not None:
+            return self.until.minute
+        return start_minute + int(round(self.hours * 60))
+
+    def to_header(self) -> dict:
+        """The scenario as the trace header records it."""
+        return self.model_dump(mode="json", exclude={"source", "world_path"})
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Load and check a scenario file against its world and personas.
+
+    Raises:
+        ScenarioError: unreadable, malformed, a misspelt field, an unknown resident or place, a fact referred to
+            but not defined, a party window outside the run or not after its start (file and field named).
+        WorldError, PersonaError: the world it names is invalid.
+    """
+    from simulacra.world.model import load_world
+
+    path = Path(path)
+    data = read_yaml(path, ScenarioError)
+    if not isinstance(data, dict):
+        got = "an empty file" if data is None else type(data).__name__
+        raise ScenarioError(path, None, f"expected a mapping (name: ..., world: ..., facts: ...), got {got}")
+    try:
+        sc = Scenario.model_validate(data)
+    except ValidationError as err:
+        field, msg = validation_problem(err, Scenario)
+        raise ScenarioError(path, field, msg) from None
+    sc.source = str(path)
+    world_path = (path.parent / sc.world) if not Path(sc.world).is_absolute() else Path(sc.world)
+    if not world_path.is_file():
+        raise ScenarioError(path, "world", f"no world file {world_path}")
+    sc.world_path = str(world_path)
+    pdir = None if sc.personas_dir is None else str(path.parent / sc.personas_dir)
+    world = load_world(world_path, pdir)
+    residents = list(world.personas)
+    agents = sc.agents or residents
+
+    def resident(field: str, rid: str) -> None:
+        if rid not in agents:
+            what = "simulated resident" if sc.agents else "resident"
+            raise ScenarioError(path, field, unknown_name(what, rid, agents), other_file=world_path)
+
+    for i, a in enumerate(sc.agents or []):
+        if a not in residents:
+            raise ScenarioError(path, f"agents.{i}", unknown_name("resident", a, residents), other_file=world_path)
+        if a in sc.agents[:i]:
+            raise ScenarioError(path, f"agents.{i}", f"'{a}' is listed twice")
+    ids = [f.id for f in sc.facts]
+    for i, f in enumerate(sc.facts):
+        if f.id in ids[:i]:
+            raise ScenarioError(path, f"facts.{i}.id", f"duplicate fact id '{f.id}' (also facts.{ids.index(f.id)})")
+        for j, h in enumerate(f.holders):
+            resident(f"facts.{i}.holders.{j}", h)
+    start = world.start_minute
+    end = sc.end_minute(start)
+    if end <= start:
+        raise ScenarioError(path, "until", f"the run would end at or before the world's start ({world.start_time} "
+                                           f"on day 1)")
+    for key in ("party", "candidacy"):
+        block = getattr(sc, key)
+        if block is None:
+            continue
+        if block.fact not in ids:
+            raise ScenarioError(path, f"{key}.fact", unknown_name("fact", block.fact, ids))
+        person = block.host if key == "party" else block.candidate
+        field = f"{key}.{'host' if key == 'party' else 'candidate'}"
+        resident(field, person)
+        if person not in sc.fact(block.fact).holders:
+            raise ScenarioError(path, field, f"'{person}' must be among the holders of fact '{block.fact}' (it is "
+                                             f"their intention)")
+    if sc.party is not None:
+        p = sc.party
+        if p.place not in world.places:
+            raise ScenarioError(path, "party.place", unknown_name("place", p.place, list(world.places)),
+                                other_file=world_path)
+        if p.start_minute < start:
+            raise ScenarioError(path, "party.start", f"the party starts before the run does ({world.start_time} "
+                                                     f"on day 1)")
+        if p.end_minute > end:
+            raise ScenarioError(path, "party.end", "the party ends after the run does (set until or hours later)")
+    return sc

@@ -1,0 +1,98 @@
+"""A run of a scenario: the runtime built from the scenario's world and agents, a variant's ablations put in,
+the facts' holders given their intention memories before the first tick, the party's host its engagement;
+everything the scenario changed is recorded in the trace header (``"scenario"``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulacra.cognition.mind import Engagement
+from simulacra.config import Config
+from simulacra.evaluation.scenario import Scenario
+from simulacra.evaluation.variants import Variant, apply_ablations
+from simulacra.runtime import build_runtime
+
+log = logging.getLogger(__name__)
+
+
+def party_engagement(sc: Scenario) -> Engagement | None:
+    """The party as an engagement (``None`` when the scenario has none)."""
+    p = sc.party
+    if p is None:
+        return None
+    return Engagement(sc.fact(p.fact).text, p.host, p.place, p.start_minute, p.end_minute)
+
+
+def seed_memories(rt, sc: Scenario, now: int) -> list[dict[str, Any]]:
+    """Write each fact holder's intention memory (kind ``intention``, formed at game minute ``now``, tick 0,
+    topic = the fact's text, source ``own``; the party's fact also carries its engagement) and return the trace's
+    ``add`` operations. Ratings come from the scenario (``importance``, which every retelling keeps: the offline
+    rater rates news of a party or an election 1-3 of 10, under ``simulation.news_min_rating``) or the run's rater."""
+    from simulacra.tick import new_record
+
+    engagement = party_engagement(sc)
+    recs = []
+    for f in sc.facts:
+        for h in f.holders:
+            extra = {"topic": f.text, "source": "own"}
+            if f.importance is not None:
+                extra["importance"] = f.importance
+            if engagement is not None and sc.party.fact == f.id:
+                extra.update(engagement.to_extra())
+            recs.append((h, f, new_record(h, f.memory_text, "intention", now, 0, extra)))
+    if not recs:
+        return []
+    to_rate = [r.text for _, f, r in recs if f.importance is None]
+    rated = dict(zip(to_rate, rt.rater.rate_many(to_rate))) if to_rate else {}
+    vectors = dict(zip([r.text for _, _, r in recs], rt.embedder.embed([r.text for _, _, r in recs])))
+    ops = []
+    for h, f, r in recs:
+        r.rating = f.importance if f.importance is not None else rated[r.text]
+        ops += rt.memories[h].add([r], np.stack([vectors[r.text]]))
+    return ops
+
+
+def start_run(sc: Scenario, config: Config, v: Variant, db_dir: str | Path, run_name: str, embedder=None):
+    """A :class:`~simulacra.simulation.Simulation` of ``sc`` under variant ``v`` (``config`` already holds the
+    variant's overrides), ready to run, and the number of ticks to run.
+
+    Raises:
+        WorldError, PersonaError, RaterError, LLMError: as :meth:`Simulation.create`.
+    """
+    from simulacra.simulation import Simulation
+
+    rt = build_runtime(sc.world_path, config, sc.personas_dir and str(Path(sc.source).parent / sc.personas_dir),
+                       db_dir, run_name, True, embedder, sc.agents)
+    try:
+        apply_ablations(rt, v)
+        start = rt.world.start_minute
+        seeded = seed_memories(rt, sc, start - 1)  # formed before the first tick
+        rt.scenario = {"file": sc.source, **sc.to_header(), "variant": v.to_dict(), "seeded": seeded}
+        sim = Simulation(rt)
+    except BaseException:
+        rt.close()
+        raise
+    engagement = party_engagement(sc)
+    for f in sc.facts:
+        for h in f.holders:
+            sim.state.agents[h].knows.add(f.text)
+    if engagement is not None:
+        sim.state.agents[engagement.host].invitations.append(engagement.to_dict())
+    sim.checkpoint()
+    ticks = max(1, (sc.end_minute(start) - start) // rt.world.tick_minutes)
+    return sim, ticks
+
+
+def run_scenario(sc: Scenario, config: Config, v: Variant, db_dir: str | Path, run_name: str, embedder=None,
+                 on_tick=None) -> dict[str, Any]:
+    """Run ``sc`` under ``v`` to its end; writes ``<db_dir>/<run_name>/summary.json`` and returns the summary."""
+    sim, ticks = start_run(sc, config, v, db_dir, run_name, embedder)
+    with sim:
+        summary = sim.run(ticks, on_tick)
+    (sim.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
+    return summary

@@ -1,0 +1,126 @@
+"""Variants of a run compared by ``simulacra evaluate``: each a named change, in one table (:data:`VARIANTS`).
+
+A variant is config overrides (``section.field=value``, as ``--set``) and/or an ablation of one faculty, after
+the Generative Agents paper's ablations (arXiv 2304.03442, section 6):
+
+* ``planning``: the day plan is the persona's routine, made without memories; actions follow it; invitations are
+  never taken up (:class:`NoPlanningMind`).
+* ``memory``: every retrieval returns static facts only (persona, world) and no news is recalled
+  (:class:`StaticOnlyMemory`): the agent still perceives and stores, but cannot use what it lived.
+
+Reflection is switched off by config (``reflection.enabled=false``); the conversation-history strategies are
+config (``cognition.history``).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from simulacra.cognition.mind import AgentView, Consideration, Decision, Engagement, PlanItem
+from simulacra.cognition.scripted import routine_plan
+from simulacra.errors import SimulacraError
+
+HISTORIES = ("full", "window", "window_summary", "recursive_summary", "swin")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A named change to a run: ``overrides`` (``section.field=value``) and ``ablate`` (``planning``, ``memory``)."""
+
+    name: str
+    description: str
+    overrides: tuple[str, ...] = ()
+    ablate: frozenset[str] = field(default_factory=frozenset)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "overrides": list(self.overrides),
+                "ablate": sorted(self.ablate)}
+
+
+VARIANTS: dict[str, Variant] = {v.name: v for v in [
+    Variant("full", "everything on (the defaults)"),
+    Variant("no-reflection", "no reflection", ("reflection.enabled=false",)),
+    Variant("no-planning", "routine as the plan, no memory in planning, invitations not taken up",
+            ablate=frozenset({"planning"})),
+    Variant("no-memory", "retrieval returns static facts only; nothing lived is recalled",
+            ablate=frozenset({"memory"})),
+    *[Variant(f"history={h}", f"conversation history strategy {h}", (f"cognition.history={h}",)) for h in HISTORIES],
+    Variant("exchange=whole", "one model call writes a whole conversation", ("cognition.exchange=whole",)),
+]}
+
+
+def variant(name: str) -> Variant:
+    """The variant called ``name``.
+
+    Raises:
+        SimulacraError: no such variant (the closest name and the known ones are given).
+    """
+    if name in VARIANTS:
+        return VARIANTS[name]
+    close = difflib.get_close_matches(name, list(VARIANTS), n=1, cutoff=0.6)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    raise SimulacraError(f"--variant: unknown variant '{name}'{hint} (variants: {', '.join(VARIANTS)})")
+
+
+class NoPlanningMind:
+    """A mind without planning: the persona's routine is the day plan (no memories in it) and the actions, and
+    invitations are declined; everything else (reactions, dialogue, interviews, reflection) is the wrapped mind's."""
+
+    def __init__(self, mind):
+        self.inner = mind
+        self.name = f"{mind.name}+no-planning"
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def plan_day(self, view: AgentView, day_start: int, day_end: int) -> Decision[list[PlanItem]]:
+        return Decision(routine_plan(view.persona, day_start), ())
+
+    def next_actions(self, view: AgentView, plan: Sequence[PlanItem], start: int,
+                     end: int) -> Decision[list[PlanItem]]:
+        return Decision([p for p in plan if p.end > start and p.start < end], ())
+
+    def consider(self, view: AgentView, engagement: Engagement,
+                 commitments: Sequence[PlanItem]) -> Decision[Consideration]:
+        return Decision(Consideration(False, "no planning (ablation)"), ())
+
+
+class StaticOnlyMemory:
+    """An agent's memory that answers retrievals from the static tier only and recalls no recent news; writes,
+    consolidation and everything else go to the wrapped :class:`~simulacra.memory.stream.AgentMemory`."""
+
+    TIERS = ("static",)
+
+    def __init__(self, memory):
+        self.inner = memory
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    @property
+    def readable(self) -> tuple[str, ...]:
+        return self.TIERS
+
+    def retrieve(self, query_embedding, now, top_k=None, tiers=None, threshold=None, mode=None, rule=None,
+                 query_text=None):
+        return self.inner.retrieve(query_embedding, now, top_k, self.TIERS, threshold, mode, rule, query_text)
+
+    def retrieval_record(self, query, purpose, results, query_embedding, now, rule=None, tiers=None):
+        return self.inner.retrieval_record(query, purpose, results, query_embedding, now, rule, self.TIERS)
+
+    def most_important(self, now, n, tiers=("long_term",), since=None, kinds=None):
+        return []
+
+
+def apply_ablations(rt, v: Variant) -> None:
+    """Put ``v``'s ablations into the run's parts (``rt``: a :class:`~simulacra.runtime.Runtime`)."""
+    unknown = set(v.ablate) - {"planning", "memory"}
+    if unknown:
+        raise SimulacraError(f"variant {v.name}: unknown ablation(s) {sorted(unknown)}")
+    if "planning" in v.ablate:
+        rt.mind = NoPlanningMind(rt.mind)
+    if "memory" in v.ablate:
+        rt.memories = {pid: StaticOnlyMemory(m) for pid, m in rt.memories.items()}

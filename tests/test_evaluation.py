@@ -1,0 +1,329 @@
+"""The evaluation harness: scenario files, invitations driven by retrieval, metrics on a trace whose answers are
+known, ``simulacra evaluate`` (deterministic per seed with the scripted mind) and the ablations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simulacra.cognition.mind import (
+    AgentView,
+    Consideration,
+    Engagement,
+    PlanItem,
+    splice,
+)
+from simulacra.cognition.scripted import ScriptedMind, news_candidates
+from simulacra.errors import ScenarioError, SimulacraError
+from simulacra.evaluation.metrics import Run, coordination, density, hallucination, heard_times, history, network
+from simulacra.evaluation.report import parse_seeds
+from simulacra.evaluation.scenario import load_scenario
+from simulacra.evaluation.variants import VARIANTS, variant
+from simulacra.memory.records import MemoryRecord, RetrievedMemory
+from simulacra.trace import TraceWriter
+from tests.conftest import ROOT
+
+pytest_plugins = ["tests.openai_double"]
+
+WORLD = ROOT / "worlds" / "fernhollow.yaml"
+SHORT_PARTY = ROOT / "scenarios" / "fernhollow-party-short.yaml"
+
+GOOD = f"""\
+name: t
+world: {WORLD}
+hours: 3
+facts:
+  - id: party
+    text: "Greta Lund is throwing a party at The Wren and Kettle on day 1 from 09:00 to 10:00."
+    question: "Is there a party at the tavern?"
+    holders: [greta_lund]
+party: {{fact: party, host: greta_lund, place: tavern, start: "09:00", end: "10:00"}}
+"""
+
+
+# --------------------------------------------------------------------------- scenario files
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "s.yaml"
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_every_shipped_scenario_loads():
+    for path in sorted((ROOT / "scenarios").glob("*.yaml")):
+        sc = load_scenario(path)
+        assert sc.facts and (sc.party or sc.candidacy), path
+
+
+@pytest.mark.parametrize("change, field, words", [
+    (lambda s: s.replace("hours: 3", "hours: 3\nhours: 4"), "hours", "given twice"),
+    (lambda s: s.replace("holders: [greta_lund]", "holdres: [greta_lund]"), "facts.0.holdres",
+     "did you mean 'holders'"),
+    (lambda s: s.replace("host: greta_lund", "host: greta_lnd"), "party.host", "did you mean 'greta_lund'"),
+    (lambda s: s.replace("place: tavern", "place: taverne"), "party.place", "did you mean 'tavern'"),
+    (lambda s: s.replace("host: greta_lund", "host: hana_novak"), "party.host", "among the holders"),
+    (lambda s: s.replace("fact: party,", "fact: parti,"), "party.fact", "did you mean 'party'"),
+    (lambda s: s.replace('end: "10:00"', 'end: "11:00"'), "party.end", "after the run does"),
+    (lambda s: s.replace('end: "10:00"', 'end: "08:00"'), "party", "not after start"),
+    (lambda s: s.replace('start: "09:00"', 'start: "9h"'), "party.start", "9h"),
+    (lambda s: s.replace("hours: 3", "hours: 3\nuntil: {day: 1, time: '12:00'}"), None, "exactly one of"),
+    (lambda s: s.replace("id: party", "id: party\n    probes: [\"\"]"), "facts.0.probes.0", "at least 1"),
+    (lambda s: s.replace(f"world: {WORLD}", "world: nowhere.yaml"), "world", "no world file"),
+])
+def test_a_broken_scenario_names_its_file_and_field(tmp_path, change, field, words):
+    path = write(tmp_path, change(GOOD))
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path)
+    msg = str(err.value)
+    assert msg.startswith(str(path)), msg
+    if field is not None:
+        assert f"field '{field}'" in msg, msg
+    assert words in msg, msg
+    assert "\n" not in msg
+
+
+def test_a_scenario_with_agents_refers_to_simulated_ones_only(tmp_path):
+    text = GOOD.replace("hours: 3", "hours: 3\nagents: [hana_novak, ruth_calloway]")
+    with pytest.raises(ScenarioError, match=r"facts\.0\.holders\.0.*unknown simulated resident 'greta_lund'"):
+        load_scenario(write(tmp_path, text))
+
+
+def test_seeds_and_variants_are_parsed_with_clear_errors():
+    assert parse_seeds("0..4") == [0, 1, 2, 3, 4]
+    assert parse_seeds("3, 1,3") == [3, 1]
+    assert parse_seeds("7") == [7]
+    for bad in ("4..0", "a", "1-3", ""):
+        with pytest.raises(SimulacraError, match="--seeds"):
+            parse_seeds(bad)
+    assert variant("history=window").overrides == ("cognition.history=window",)
+    assert variant("no-reflection").overrides == ("reflection.enabled=false",)
+    with pytest.raises(SimulacraError, match="did you mean 'no-planning'"):
+        variant("no-planing")
+    assert {"full", "no-reflection", "no-planning", "no-memory", "history=swin"} <= set(VARIANTS)
+
+
+# --------------------------------------------------------------------------- invitations
+E = Engagement("Greta Lund is throwing a party.", "greta_lund", "tavern", 540, 600)
+
+
+def retrieved(text: str, extra: dict | None = None) -> RetrievedMemory:
+    rec = MemoryRecord(id=text[:8], text=text, kind="dialogue", rating=5, timestamp=400.0, extra=dict(extra or {}))
+    return RetrievedMemory(rec.id, text, "short_term", "dialogue", 1.0, 0.5, 0.5, 1.0, rec)
+
+
+def view(agent: str, memories) -> AgentView:
+    from simulacra.world.model import load_world
+
+    w = load_world(WORLD)
+    return AgentView(agent, w.personas[agent], 480, w.personas[agent].home, tuple(memories),
+                     {p: w.personas[p].name for p in w.personas}, {p: x.name for p, x in w.places.items()})
+
+
+def test_splice_cuts_what_overlaps_and_keeps_the_rest():
+    plan = [PlanItem(420, 500, "a", "home", 0), PlanItem(500, 700, "b", "mill", 1), PlanItem(700, 800, "c", "home", 2)]
+    out = splice(plan, PlanItem(540, 600, "party", "tavern"))
+    assert [(p.start, p.end, p.activity) for p in out] == [(420, 500, "a"), (500, 540, "b"), (540, 600, "party"),
+                                                           (600, 700, "b"), (700, 800, "c")]
+    assert out[1].routine_index == 1 and out[2].routine_index is None
+
+
+def test_an_engagement_travels_as_metadata_and_back():
+    extra = {"topic": E.topic, **E.to_extra()}
+    assert Engagement.from_extra(extra) == E
+    assert Engagement.from_extra({"topic": "x"}) is None
+    assert Engagement.from_dict(E.to_dict()) == E
+    rec = MemoryRecord(id="m1", text="Greta told me", kind="dialogue", rating=6, timestamp=400.0,
+                       extra={"topic": E.topic, "source": "greta_lund", "importance": 7, **E.to_extra()})
+    assert MemoryRecord.from_metadata("m1", rec.text, rec.to_metadata()).extra == rec.extra
+    (item,) = news_candidates([(rec, 0.6)], [], "hana_novak", "Hana Novak", set(), 4)
+    assert item.engagement == E and item.importance == 7
+    assert item.carried() == {**E.to_extra(), "importance": 7}
+
+
+def test_the_scripted_mind_goes_only_when_it_recalls_the_engagement_and_is_free():
+    mind = ScriptedMind()
+    carrying = retrieved("Greta Lund said to Hana Novak: a party", {"topic": E.topic, **E.to_extra()})
+    other = retrieved("Hana Novak is baking bread.")
+    assert mind.consider(view("hana_novak", [other, carrying]), E, []).value == Consideration(True, "free at that time")
+    assert mind.consider(view("hana_novak", [other]), E, []).value == Consideration(False, "did not recall it")
+    work = PlanItem(500, 700, "shoeing horses", "forge")
+    d = mind.consider(view("kofi_mensah", [carrying]), E, [work]).value
+    assert not d.go and d.reason.startswith("plan conflict: 08:20-11:40 shoeing horses at Mensah's Forge")
+    assert mind.consider(view("greta_lund", [carrying]), E, [work]).value.go  # the host goes to its own
+
+
+def test_the_llm_mind_is_asked_only_with_the_invitation_retrieved_and_sees_it(openai_double):
+    from simulacra.cognition.llm_mind import LLMMind
+    from simulacra.config import Config
+    from simulacra.llm.openai_model import OpenAIChatModel
+    from tests.schema_answers import SchemaAnswers, prompt_text
+
+    go = {"consider": lambda body, default: {"reason": "fun", "go": True}}
+    openai_double.script([], then=SchemaAnswers(hooks=go))
+    mind = LLMMind(OpenAIChatModel("double-model", base_url=openai_double.url), Config())
+    carrying = retrieved("Greta Lund said to Hana Novak: come to my party at the tavern",
+                         {"topic": E.topic, **E.to_extra()})
+    assert mind.consider(view("hana_novak", [retrieved("Hana Novak is baking bread.")]), E, []).value.go is False
+    assert openai_double.requests == []  # not recalled: nothing to ask
+    d = mind.consider(view("hana_novak", [carrying]), E, [])
+    assert d.source == "llm" and d.value == Consideration(True, "fun") and d.memory_ids == (carrying.id,)
+    (body,) = openai_double.requests
+    assert "come to my party at the tavern" in prompt_text(body) and "09:00 to 10:00" in prompt_text(body)
+
+
+# --------------------------------------------------------------------------- metrics on a constructed trace
+PERSONAS = {
+    "a": {"name": "Ann A", "relationships": {"b": "friend"}},
+    "b": {"name": "Bo B", "relationships": {"a": "friend", "c": "knows"}},  # c does not list b: no edge
+    "c": {"name": "Cy C", "relationships": {}},
+    "d": {"name": "Di D", "relationships": {}},
+}
+TOPIC = "Ann A is throwing a party at the hall from 08:00 to 09:00."
+
+
+def constructed_run(tmp_path: Path) -> Run:
+    """Four agents, ticks of 30 minutes from 07:00: Ann (host, seeded) tells Bo at 07:00; Bo tells Cy at 07:30;
+    Bo goes to the hall, Cy declines (plan conflict), Di walks through the hall at 08:00; at 08:30 Bo tells Cy
+    again in a long conversation whose summary keeps it; at 09:00, when the party is over, Cy tells Di (a new
+    edge) in one whose summary drops it."""
+    header = {"agents": ["a", "b", "c", "d"], "personas": PERSONAS, "start_minute": 420, "tick_minutes": 30,
+              "mind": "scripted", "world": {"shared_memory": False}, "config": {},
+              "scenario": {"seeded": [{"op": "add", "agent": "a", "text": "Ann wants a party", "kind": "intention"}]}}
+    eng = {"topic": TOPIC, "host": "a", "place": "hall", "start": 480, "end": 540}
+
+    def tick(n, time, positions, conversations=(), decisions=(), walking=()):
+        actions = {a: {"type": "move" if a in walking else "act"} for a in positions}
+        return {"type": "tick", "tick": n, "time": time, "positions": positions, "actions": actions,
+                "conversations": list(conversations), "decisions": list(decisions), "memory": []}
+
+    def talk(x, y, topic=None, n=1, summary=""):
+        lines = [{"speaker": (x, y)[i % 2], "listener": (y, x)[i % 2], "text": "hi", "topic": topic if i == 0 else None}
+                 for i in range(n)]
+        return {"participants": [x, y], "place": "square", "summary": summary, "lines": lines}
+
+    home = {"a": "hall", "b": "square", "c": "square", "d": "home_d"}
+    ticks = [
+        tick(0, 420, home, [talk("a", "b", TOPIC)]),
+        tick(1, 450, home, [talk("b", "c", TOPIC)], [
+            {"agent": "b", "kind": "engagement", "value": {"engagement": eng, "go": True, "reason": "free"}}]),
+        tick(2, 480, {**home, "b": "hall", "d": "hall"}, [], walking={"d"}, decisions=[
+            {"agent": "c", "kind": "engagement",
+             "value": {"engagement": eng, "go": False, "reason": "plan conflict: 08:00-09:00 work at mill"}}]),
+        tick(3, 510, {**home, "b": "hall"}, [talk("b", "c", TOPIC, 4, f"talked about: {TOPIC}")]),
+        tick(4, 540, home, [talk("c", "d", TOPIC, 4, "talked about the weather")]),
+    ]
+    tw = TraceWriter(tmp_path / "trace.jsonl", header)
+    for t in ticks:
+        tw.write(t)
+    tw.close()
+    return Run.load(tmp_path)
+
+
+def test_metrics_on_a_trace_with_known_answers(tmp_path):
+    from simulacra.evaluation.scenario import Fact, Party, Scenario
+
+    run = constructed_run(tmp_path)
+    fact = Fact(id="party", text=TOPIC, question="party?", holders=["a"], intention="Ann wants a party")
+    sc = Scenario(name="t", world="w", hours=3, facts=[fact],
+                  party=Party(fact="party", host="a", place="hall", start="08:00", end="09:00"))
+    heard = heard_times(run, fact)
+    assert heard == {"a": 419, "b": 420, "c": 450, "d": 540}
+    start, end = network(run), network(run, until=run.end)
+    assert sorted(start.edges) == [("a", "b")]
+    assert density(start) == pytest.approx(1 / 6)
+    assert sorted(tuple(sorted(e)) for e in end.edges) == [("a", "b"), ("b", "c"), ("c", "d")]
+    assert density(end) == pytest.approx(3 / 6)
+    c = coordination(run, sc, heard)
+    assert c["invited"] == ["b", "c"] and c["attended"] == ["b"] and c["host_attended"]
+    assert c["no_shows"] == {"c": {"category": "plan conflict", "reason": "plan conflict: 08:00-09:00 work at mill"},
+                             "d": {"category": "heard after it ended", "reason": "first heard at minute 540"}}
+
+    class Sim:  # a text holds the fact when it mentions "party"
+        def holds(self, text, f):
+            return "party" in text
+
+    hist = history(run, sc, Sim())
+    assert (hist["early_facts"], hist["early_facts_kept"], hist["survival"]) == (2, 1, 0.5)
+
+    answers = [{"agent": "b", "fact": "party", "answer": "a party at the hall", "time": 570},
+               {"agent": "d", "fact": "party", "answer": "yes, a party", "time": 530},  # before Di heard it
+               {"agent": "c", "fact": "party", "answer": "I do not remember", "time": 570},
+               {"agent": "c", "fact": "party", "answer": "a party", "time": 440}]  # asked before Cy heard it
+    h = hallucination(answers, sc, {"party": heard}, Sim())
+    assert h["claims"] == 3 and h["rate"] == pytest.approx(2 / 4)
+    assert [(x["agent"], x["answer"]) for x in h["made_up"]] == [("d", "yes, a party"), ("c", "a party")]
+    assert h["confirmed"] == {"party": ["b"]}
+
+
+# --------------------------------------------------------------------------- simulacra evaluate, scripted
+@pytest.fixture(scope="module")
+def short_party(tmp_path_factory, embedder, rater_url):
+    """The short party scenario with the scripted mind: full twice (seed 0), no-planning and no-memory once."""
+    from simulacra.evaluation.report import evaluate
+
+    sc = load_scenario(SHORT_PARTY)
+    base = tmp_path_factory.mktemp("eval")
+    over = [f"rater.url={rater_url}"]
+    first = evaluate(sc, [variant("full"), variant("no-planning"), variant("no-memory")], [0], base / "a",
+                     overrides=over, embedder=embedder)
+    again = evaluate(sc, [variant("full")], [0], base / "b", overrides=over, embedder=embedder)
+    return sc, base, first, again
+
+
+def test_the_scripted_report_is_deterministic_per_seed(short_party):
+    sc, base, first, again = short_party
+    a = json.loads((base / "a" / "metrics.json").read_text())
+    b = json.loads((base / "b" / "metrics.json").read_text())
+    assert a["variants"]["full"] == b["variants"]["full"]
+    assert (base / "a" / "runs" / "full-seed0" / "trace.jsonl").read_bytes() == \
+        (base / "b" / "runs" / "full-seed0" / "trace.jsonl").read_bytes()
+    for name in ("report.md", "metrics.json", "diffusion.png", "density.png", "metrics_table.png"):
+        assert (base / "a" / name).stat().st_size > 0, name
+
+
+def test_the_party_spreads_and_guests_come_by_retrieval(short_party):
+    sc, base, first, _ = short_party
+    row = first["variants"]["full"]["seeds"]["0"]
+    assert row["diffusion"]["party"]["start"] == pytest.approx(1 / 5)  # only the host, before the first tick
+    assert row["diffusion"]["party"]["end"] > 0.5
+    assert row["diffusion"]["control-mill-sale"]["end"] == 0
+    assert row["invited"] >= 2 and row["attended"] >= 1
+    assert row["hallucination_rate"] == 0
+    m = json.loads((base / "a" / "runs" / "full-seed0" / "metrics.json").read_text())
+    run = Run.load(base / "a" / "runs" / "full-seed0")
+    gone = {d["agent"] for t in run.ticks for d in t["decisions"] if d["kind"] == "engagement" and d["value"]["go"]}
+    assert set(m["coordination"]["attended"]) <= gone  # nobody is at the tavern 11:00-12:00 by routine
+    for t in run.ticks:  # every yes rests on a retrieved memory that carries the invitation
+        ids = {r["id"] for op in t["memory"] if op["op"] == "retrieve" and op["purpose"] == "engagement"
+               for r in op["results"]}
+        for d in t["decisions"]:
+            if d["kind"] == "engagement" and d["value"]["go"]:
+                assert set(d["memory_ids"]) & ids
+    report = (base / "a" / "report.md").read_text()
+    assert "| full |" in report and "plan conflict" in report
+
+
+def test_ablations_change_what_they_should(short_party):
+    _, base, first, _ = short_party
+    full = first["variants"]["full"]["seeds"]["0"]
+    no_plan = first["variants"]["no-planning"]["seeds"]["0"]
+    no_mem = first["variants"]["no-memory"]["seeds"]["0"]
+    # without planning the news still spreads, but nobody changes plans to come
+    assert no_plan["invited"] >= 1 and no_plan["attended"] == 0 < full["attended"]
+    m = json.loads((base / "a" / "runs" / "no-planning-seed0" / "metrics.json").read_text())
+    assert {x["category"] for x in m["coordination"]["no_shows"].values()} >= {"no planning"}
+    # without memory nothing lived is recalled: the host never tells, nobody hears
+    assert no_mem["invited"] == 0 and no_mem["attended"] == 0
+    assert no_mem["diffusion"]["party"]["heard_end"] == pytest.approx(1 / 5)
+
+
+def test_evaluate_on_the_command_line_refuses_bad_input(tmp_path, capsys):
+    from simulacra.cli import main
+
+    assert main(["evaluate", str(SHORT_PARTY), "--out", str(tmp_path), "--variant", "no-memroy"]) == 2
+    assert "did you mean 'no-memory'" in capsys.readouterr().err
+    bad = write(tmp_path, GOOD.replace("hours: 3", "hours: -1"))
+    assert main(["evaluate", str(bad), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}: field 'hours'" in err and "Traceback" not in err
