@@ -102,8 +102,9 @@ def layer_counters(rt) -> dict[str, Any]:
 
 
 def restore_layer_counters(rt, saved: dict[str, Any]) -> None:
-    """Take up :func:`layer_counters` ``saved`` after a resume: every counter and budget goes on from its value at
-    the checkpoint (a spent budget stays spent), the rater's cached ratings come back, the replay of
+    """Take up :func:`layer_counters` ``saved`` after a resume: every counter goes on from its value at the
+    checkpoint, the budget from every request ``llm_calls.jsonl`` records (:meth:`BudgetedModel.take_up`, when the
+    run records its calls: a spent budget stays spent), the rater's cached ratings come back, the replay of
     ``llm_calls.jsonl`` (:class:`~simulacra.llm.replay.ReplayingModel`) forgets the records of the ticks already
     done, and the mind's cache is filled with the answers recorded before the checkpoint, as the uninterrupted
     run had it. Replayed answers add up over resumes."""

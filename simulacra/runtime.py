@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -102,13 +102,19 @@ class Runtime:
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """``[fn(x) for x in items]``, concurrently (at most ``llm.concurrency`` at once) when a language model
-        answers; results in the order of ``items`` whatever order the answers arrive in."""
+        answers; results in the order of ``items`` whatever order the answers arrive in.
+
+        When some fail, every item still runs to its end before the first failure (in the order of ``items``) is
+        raised: no item is left calling the model after this returns (a stopped run's summary and a closed
+        run's model see no late call), and what the stage asked does not depend on which item failed first."""
         items = list(items)
         if self.llm is None or len(items) < 2 or self.config.llm.concurrency < 2:
             return [fn(x) for x in items]
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.config.llm.concurrency, thread_name_prefix="mind")
-        return list(self._pool.map(fn, items))
+        futures = [self._pool.submit(fn, x) for x in items]
+        wait(futures)
+        return [f.result() for f in futures]
 
     def close(self) -> None:
         if self._pool is not None:

@@ -343,6 +343,43 @@ def test_call_budget_holds_across_threads(openai_double, adapter):
     assert len(openai_double.requests) == 5
 
 
+class Held:
+    """A model whose calls wait for ``release`` (set ``entered`` first), each spending 30 + 5 tokens."""
+
+    name = "fake:held"
+
+    def __init__(self):
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def complete(self, messages, *, max_tokens=256, temperature=0.0, seed=None, json_schema=None):
+        self.entered.set()
+        assert self.release.wait(10), "never released"
+        return Completion("ok", "fake", 30, 5, 0.0, "stop")
+
+
+def test_a_refusal_waits_for_the_calls_in_flight_and_counts_their_tokens():
+    inner = Held()
+    model = BudgetedModel(inner, max_calls=1)
+    first = threading.Thread(target=model.complete, args=(ASK,))
+    first.start()
+    assert inner.entered.wait(10)  # call 1 of 1 is in flight: its tokens are not known yet
+    refused: list[BaseException] = []
+
+    def second():
+        try:
+            model.complete(ASK)
+        except BudgetExceeded as err:
+            refused.append(err)
+
+    late = threading.Thread(target=second)
+    late.start()
+    late.join(0.3)  # the refusal is decided at once, but not reported before call 1 has finished
+    inner.release.set()
+    first.join(10), late.join(10)
+    assert len(refused) == 1 and "after 1 calls and 35 tokens" in str(refused[0])
+    assert (model.calls, model.tokens) == (1, 35)
+
+
 def test_budget_refusal_is_not_retried(openai_double, adapter):
     openai_double.script([], then=reply("ok"))
     model, waits = no_wait_retrying(BudgetedModel(adapter, max_calls=1))

@@ -14,7 +14,7 @@ from simulacra.checkpoint import read_checkpoint
 from simulacra.cli import format_summary
 from simulacra.config import load_config
 from simulacra.killpoint import ENV, InjectedFault
-from simulacra.llm import Completion, LLMUnavailable
+from simulacra.llm import BudgetExceeded, Completion, LLMUnavailable
 from simulacra.llm.replay import ReplayingModel, load_calls, request_key
 from simulacra.simulation import Simulation
 from simulacra.trace import read_trace
@@ -118,6 +118,57 @@ def test_a_spent_budget_stays_spent_after_a_resume(tmp_path, openai_double, embe
     assert len(openai_double.requests) == sent
     assert again["stopped"] == stopped["stopped"] and again["ticks"] == stopped["ticks"]
     assert again["llm"]["calls"] == stopped["llm"]["calls"]
+
+
+def test_a_resume_charges_what_the_file_records_and_never_sends_a_request_the_budget_refused(tmp_path, openai_double):
+    from simulacra.config import LLMConfig
+    from simulacra.llm import BudgetedModel, build_model, unwrap
+
+    openai_double.script([], then=SchemaAnswers())
+    cfg = LLMConfig(model="double-model", base_url=openai_double.url, max_calls=2, attempts=1)
+    first = build_model(cfg, run_dir=tmp_path)
+    answers = {x: ask(first, x).text for x in ("a", "b")}  # concurrent agents: these took the last places ...
+    with pytest.raises(BudgetExceeded) as refused:
+        ask(first, "c")  # ... and this one was refused
+    assert len(openai_double.requests) == 2
+
+    resumed = build_model(cfg, run_dir=tmp_path, resume=True)
+    budget = unwrap(resumed, BudgetedModel)
+    assert (budget.calls, budget.tokens) == (2, unwrap(first, BudgetedModel).tokens)
+    budget.restore_counters({"calls": 0, "tokens": 0})  # a checkpoint from before these calls does not undo them
+    assert budget.calls == 2
+    # the resumed tick asks in another order: the refused request first; it is refused again, not sent
+    with pytest.raises(BudgetExceeded) as again:
+        ask(resumed, "c")
+    assert str(again.value) == str(refused.value)
+    got = {x: ask(resumed, x) for x in ("b", "a")}
+    assert {x: c.text for x, c in got.items()} == answers and all(c.latency_s == 0.0 for c in got.values())
+    assert len(openai_double.requests) == 2 and budget.calls == 2
+    assert resumed.report()["calls"] == 3 and resumed.report()["failures"] == 1
+
+
+def test_a_stage_that_fails_leaves_no_item_calling_the_model():
+    import threading
+    from types import SimpleNamespace
+
+    from simulacra.runtime import Runtime
+
+    done, started = [], threading.Event()
+
+    def item(x):
+        if x == 0:
+            assert started.wait(10)
+            raise BudgetExceeded("spent")
+        started.set()
+        threading.Event().wait(0.2)  # a call still in flight when item 0 fails
+        done.append(x)
+        return x
+
+    rt = SimpleNamespace(llm=object(), config=load_config(None, ["llm.concurrency=3"]), _pool=None)
+    with pytest.raises(BudgetExceeded):
+        Runtime.map(rt, item, [0, 1, 2])
+    assert sorted(done) == [1, 2]  # both ran to their end before the failure was raised
+    rt._pool.shutdown()
 
 
 class Counting:

@@ -54,7 +54,7 @@ def build_model(
 
     The stack, outermost first, and why in this order::
 
-        UsageMeter -> RetryingModel -> BudgetedModel [-> ReplayingModel] -> RecordingModel -> OpenAIChatModel
+        UsageMeter -> RetryingModel [-> ReplayingModel] -> BudgetedModel -> RecordingModel -> OpenAIChatModel
 
     * ``BudgetedModel`` inside ``RetryingModel``: the budget counts *requests sent*, retries included. It exists
       to cap what a run costs and how hard it hits the provider; a request that failed or timed out on our side
@@ -62,14 +62,17 @@ def build_model(
       ``max_calls``. A refusal (:class:`~simulacra.llm.BudgetExceeded`) is not retried, so the run stops at once.
     * ``RecordingModel`` innermost: one line per request actually sent, failed attempts included (with their
       error), so the log shows every 429/5xx/timeout and its latency; a budget refusal sends nothing and is not
-      logged as a call.
+      logged as a call. The lines are the requests the budget let through.
     * ``UsageMeter`` outermost: it reports what the run asked for: ``calls`` are the caller's calls, ``failures``
       those that failed for good (after the retries, or refused by the budget), latency is what the caller
       waited, backoff included. Tokens are the same at every level (only answers carry usage); the number of
       retries is ``unwrap(model, RetryingModel).retries``.
     * ``ReplayingModel`` (only with ``resume``): answers the requests already recorded in ``llm_calls.jsonl``
-      from the record (:mod:`simulacra.llm.replay`); outside the recorder, so a replayed answer is not recorded
-      twice, and inside the budget and the meter, so it is counted as the uninterrupted run counted it.
+      from the record (:mod:`simulacra.llm.replay`); inside the meter, so a replayed answer is counted as the
+      uninterrupted run counted it, and outside the budget and the recorder: it sends nothing, is not recorded
+      twice, and is not charged twice, since the budget takes up every recorded request (sent, so spent) at
+      the start (:meth:`BudgetedModel.take_up`). A request the run was refused for lack of budget is thus
+      refused again, even when the resumed tick asks it before the answers that took the last places.
 
     Args:
         config: the ``llm`` section of the run's config.
@@ -108,11 +111,13 @@ def build_model(
     inner: LanguageModel = adapter
     if run_dir is not None:
         inner = RecordingModel(inner, Path(run_dir) / CALLS_FILE)
-        if resume:
-            from simulacra.llm.replay import ReplayingModel, load_calls
+    budget = inner = BudgetedModel(inner, max_calls=config.max_calls, max_tokens=config.max_tokens)
+    if run_dir is not None and resume:
+        from simulacra.llm.replay import ReplayingModel, load_calls
 
-            inner = ReplayingModel(inner, load_calls(Path(run_dir) / CALLS_FILE))
-    inner = BudgetedModel(inner, max_calls=config.max_calls, max_tokens=config.max_tokens)
+        records = load_calls(Path(run_dir) / CALLS_FILE)
+        budget.take_up(records)
+        inner = ReplayingModel(inner, records)
     inner = RetryingModel(inner, attempts=config.attempts)
     return UsageMeter(
         inner,

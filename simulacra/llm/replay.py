@@ -3,7 +3,7 @@ not bought again.
 
 :class:`~simulacra.llm.RecordingModel` appends one line per request sent. When a killed run is resumed
 (:meth:`simulacra.simulation.Simulation.resume`), :func:`simulacra.llm.build_model` puts a
-:class:`ReplayingModel` just outside the recorder: it indexes the recorded answers by their request
+:class:`ReplayingModel` just outside the budget and the recorder: it indexes the recorded answers by their request
 (:func:`request_key`: model, messages, ``max_tokens``, ``temperature``, ``seed``, ``json_schema``), in recorded
 order, and answers a request identical to a recorded one from the record instead of sending it (the first unused
 record of that request; a request asked twice takes the two records in order). Anything else is sent as usual.
@@ -14,8 +14,11 @@ server is back. Records made before the checkpoint belong to ticks already done:
 :meth:`ReplayingModel.keep_from` drops them, so that a later identical request (another day's) gets its own
 record, as it did in the uninterrupted run; the set-up's calls (the rater's start-up quality check) come first
 in the file and are replayed before that. A replayed answer is not recorded again (the file stays the list of
-requests actually sent) and goes through the budget and the usage meter like a sent one, so a resumed run counts
-what the uninterrupted run counted; :attr:`ReplayingModel.replayed` counts it separately.
+requests actually sent) and goes through the usage meter like a sent one, so a resumed run counts what the
+uninterrupted run counted; :attr:`ReplayingModel.replayed` counts it separately. It does not go through the
+budget: the budget takes up every request in the file (:meth:`~simulacra.llm.BudgetedModel.take_up`), so what
+was sent is charged once, and a request the run was refused is refused again however the resumed tick orders
+its concurrent requests.
 
 A last line cut by a kill is removed from the file (:func:`load_calls`) before the run appends to it.
 """

@@ -178,11 +178,22 @@ class RetryingModel(_Wrapper):
 class BudgetedModel(_Wrapper):
     """Stops a run cleanly when a call or token budget is spent.
 
-    The call budget counts calls made through this wrapper, failed ones included: the call that would be call
+    The call budget counts requests sent through this wrapper, failed ones included: the call that would be call
     ``max_calls + 1`` raises :class:`~simulacra.llm.BudgetExceeded` *before* anything is sent. The token budget
     (prompt + completion tokens the server reported) is checked before each call: once ``max_tokens`` are spent,
     the next call raises. Calls already in flight on other threads when the limit is reached finish, so the total
     can pass ``max_tokens`` by what those calls spend.
+
+    Determinism: a refusal waits until the calls in flight have finished (they were let through before it, none
+    is let through after it) and only then takes the figures its message gives, so the message counts every call
+    let through and all their tokens, whatever order the concurrent answers came back in. Which of several
+    concurrent calls got the last places of a budget is the one timing-dependent choice, and the answers
+    recorded in ``llm_calls.jsonl`` fix it: a resumed run takes up the run's spending from that file
+    (:meth:`take_up`) and replays exactly the answers that were let through (the
+    :class:`~simulacra.llm.replay.ReplayingModel` sits outside this wrapper), so it refuses the same requests
+    with the same message, and a request the run was refused is never sent by the resume (a spent budget stays
+    spent). With a token budget, whether a call is refused while others are in flight depends on which of them
+    have finished (their tokens are known only then).
 
     Args:
         inner: the model to call.
@@ -202,7 +213,26 @@ class BudgetedModel(_Wrapper):
         self.max_tokens = max_tokens
         self.calls = 0
         self.tokens = 0
-        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._taken_up = False
+        self._lock = threading.Condition()
+
+    def take_up(self, records: Sequence[dict[str, Any]]) -> None:
+        """Count the requests a run already sent, from its ``llm_calls.jsonl`` records (each line one request
+        sent, failed ones included; ``prompt_tokens`` / ``completion_tokens`` ``null`` count 0). Used when a run
+        is resumed: the file holds every request the run sent, those after its last checkpoint included, so the
+        budget goes on from what was really spent; a checkpoint's counters (:meth:`restore_counters`) are then
+        not taken (they stop at the checkpoint)."""
+        with self._lock:
+            self.calls = len(records)
+            self.tokens = sum(int(r.get("prompt_tokens") or 0) + int(r.get("completion_tokens") or 0)
+                              for r in records)
+            self._taken_up = True
+
+    def restore_counters(self, saved: dict[str, int | float]) -> None:
+        """As :meth:`_Wrapper.restore_counters`, unless :meth:`take_up` counted the run's recorded requests."""
+        if not self._taken_up:
+            super().restore_counters(saved)
 
     def _refusal(self, what: str) -> BudgetExceeded:
         limits = (f"llm.max_calls={'unlimited' if self.max_calls is None else self.max_calls}, "
@@ -211,6 +241,14 @@ class BudgetedModel(_Wrapper):
             f"{self.name}: {what} budget exhausted after {self.calls} calls and {self.tokens} tokens ({limits}); "
             f"raise it with --set llm.max_{what}s=N (null = no limit) or in the config file's llm section"
         )
+
+    def _spent(self) -> str | None:
+        """Which budget is spent (``"token"``, ``"call"``) or ``None``; the lock is held."""
+        if self.max_tokens is not None and self.tokens >= self.max_tokens:
+            return "token"
+        if self.max_calls is not None and self.calls >= self.max_calls:
+            return "call"
+        return None
 
     def complete(
         self,
@@ -222,16 +260,26 @@ class BudgetedModel(_Wrapper):
         json_schema: dict | None = None,
     ) -> Completion:
         with self._lock:
-            if self.max_tokens is not None and self.tokens >= self.max_tokens:
-                raise self._refusal("token")
-            if self.max_calls is not None and self.calls >= self.max_calls:
-                raise self._refusal("call")
+            spent = self._spent()
+            if spent is not None:
+                # the figures once the calls let through have finished (class docstring, "Determinism")
+                self._lock.wait_for(lambda: self._in_flight == 0)
+                raise self._refusal(spent)
             self.calls += 1
-        completion = self.inner.complete(
-            messages, max_tokens=max_tokens, temperature=temperature, seed=seed, json_schema=json_schema
-        )
+            self._in_flight += 1
+        try:
+            completion = self.inner.complete(
+                messages, max_tokens=max_tokens, temperature=temperature, seed=seed, json_schema=json_schema
+            )
+        except BaseException:
+            with self._lock:
+                self._in_flight -= 1
+                self._lock.notify_all()
+            raise
         with self._lock:
             self.tokens += completion.prompt_tokens + completion.completion_tokens
+            self._in_flight -= 1
+            self._lock.notify_all()
         return completion
 
 
