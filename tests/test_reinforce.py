@@ -1,10 +1,17 @@
 """memory.reinforce_repeats: consolidation reinforces a long-term memory instead of adding a copy of its text."""
 
-import numpy as np
+import json
 
+import numpy as np
+import pytest
+
+from simulacra.checkpoint import read_checkpoint
+from simulacra.config import load_config
 from simulacra.memory.stream import reinforced_id
-from tests.conftest import unit
+from simulacra.simulation import Simulation
+from tests.conftest import DATA, unit
 from tests.test_memory import make, rec
+from tests.test_resume import SETTINGS, TICKS, stores, tick_lines
 
 ROUTINE = "Bram is mending nets at the harbour."
 
@@ -93,3 +100,72 @@ def test_restore_to_a_snapshot_before_a_reinforce_is_exact(tmp_path):
     # and the same consolidation again gives the same memory (same id)
     again = mem.consolidate(t + 120, force=True)
     assert [o for o in again if o["op"] == "reinforce"] == [o for o in ops if o["op"] == "reinforce"]
+
+
+# ----------------------------------------------------------------- a real run of the tiny town
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, rater_url):
+    """The tiny town for 12 ticks with reinforcement and a checkpoint every 3 ticks: an uninterrupted run, and a run
+    stopped after 5 ticks (last checkpoint after tick 2, so the trash holds what ticks 3-4 replaced) then resumed."""
+    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+
+    db = tmp_path_factory.mktemp("reinforce")
+    embedder = CachedEmbedder(SentenceTransformerEmbedder(exact=True))
+    # consolidated every tick: what is perceived twice in 12 ticks is already in long-term the second time
+    config = load_config(None, [f"rater.url={rater_url}", *SETTINGS, "memory.reinforce_repeats=true",
+                                "memory.promote_threshold=0.1", "memory.consolidation_interval_minutes=10",
+                                "memory.consolidation_age_minutes=0", "memory.short_term_min_entries=0",
+                                "simulation.checkpoint_every=3"])
+    with Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=db, run_name="ref",
+                           embedder=embedder) as sim:
+        sim.run(TICKS)
+    with Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=db, run_name="cut",
+                           embedder=embedder) as sim:
+        for _ in range(5):
+            sim.step()
+    assert read_checkpoint(db / "cut")["ticks_done"] == 3
+    with Simulation.resume(db / "cut", embedder=embedder) as sim:
+        sim.run(TICKS - 3)
+    return db / "ref", db / "cut"
+
+
+def reinforce_ops(run_dir):
+    ticks = [json.loads(x) for x in tick_lines(run_dir) if x]
+    return ticks, [(t["tick"], op) for t in ticks for op in t["memory"] if op["op"] == "reinforce"]
+
+
+def test_a_run_reinforces_and_resumes_to_the_identical_end(runs):
+    ref, cut = runs
+    ticks, ops = reinforce_ops(ref)
+    assert ops, "the tiny town must repeat a promoted text within 12 ticks"
+    assert any(op["replaces"] for _, op in ops)  # an existing long-term memory was reinforced
+    assert tick_lines(cut) == tick_lines(ref)
+    got, want = stores(cut), stores(ref)
+    for agent in want:
+        for tier in ("static", "short_term", "long_term"):
+            assert got[agent][tier] == want[agent][tier], (agent, tier)
+    # one long-term memory per text at the end
+    for agent, tiers in want.items():
+        texts = [d for d, _, _ in tiers["long_term"].values()]
+        assert len(texts) == len(set(texts)), agent
+
+
+def test_replay_inspect_and_rescore_follow_reinforcements(runs):
+    from simulacra.explain import explain_tick, format_explanation
+    from simulacra.rescore import rescore_run
+    from simulacra.viewer.state import ReplayState
+
+    ref, _ = runs
+    ticks, ops = reinforce_ops(ref)
+    replay = ReplayState.load(ref)
+    final = stores(ref)
+    for agent in final:  # the replayed counts at the end are the stores' counts
+        counts = replay.state_at(replay.last_tick).agents[agent].counts
+        assert counts["short_term"] == len(final[agent]["short_term"])
+        assert counts["long_term"] == len(final[agent]["long_term"])
+    tick, op = ops[0]
+    e = explain_tick(ref, op["agent"], tick)
+    assert op["text"] in e["reinforced"]
+    assert f"reinforced in long-term: {op['text']}" in format_explanation(e)
+    report = rescore_run(ref, 0.25, 0.25, 1.0)
+    assert report["retrievals"] > 0 and report["rescored"] == report["retrievals"] and report["changed"] == 0

@@ -231,7 +231,8 @@ class AgentMemory:
         anything is deleted. The short-term memories of the group leave short-term in :meth:`consolidate`.
 
         Op: ``{"op": "reinforce", "agent", "id" (new long-term id), "tier": "long_term", "replaces" (long-term
-        ids deleted, [] or one), "from_ids" (short-term ids folded in), "text", "importance" (rating / 10),
+        ids deleted, [] or one), "from_ids" (short-term ids folded in), "text", "kind", "rating", "importance"
+        (rating / 10),
         "timestamp", "first_observed", "repeats"}``.
         """
         lt, st = self.long_term, self.short_term
@@ -261,7 +262,8 @@ class AgentMemory:
                 replaced.append(base)
             ops.append({"op": "reinforce", "agent": self.agent, "id": rec.id, "tier": "long_term",
                         "replaces": [base.id] if base is not None else [], "from_ids": [r.id for r in group],
-                        "text": text, "importance": rec.rating / 10.0, "timestamp": rec.timestamp,
+                        "text": text, "kind": rec.kind, "rating": rec.rating, "importance": rec.rating / 10.0,
+                        "timestamp": rec.timestamp,
                         "first_observed": first, "repeats": repeats})
         if merged:
             lt.upsert(merged, np.stack(embs))
