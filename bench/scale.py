@@ -201,9 +201,9 @@ def timed_checkpoints(sim) -> tuple[list[float], list[float]]:
     written: list[float] = []
     original, write = sim.checkpoint, CheckpointWriter.write
 
-    def checkpoint() -> None:
+    def checkpoint(*args, **kwargs) -> None:
         t = time.perf_counter()
-        original()
+        original(*args, **kwargs)
         spent.append(time.perf_counter() - t)
 
     def timed_write(self, *args, **kwargs):
