@@ -14,7 +14,8 @@ Writes ``bench/results/memory_growth.json`` (samples, the per-day table, the exp
 ``docs/memory_growth.png``.
 
 Usage: ``python -m bench.memory_growth [--days 7] [--budget-minutes 15]`` or
-``python -m bench.memory_growth --from bench/results/scale.json --case 25x2``.
+``python -m bench.memory_growth --from bench/results/scale.json --case 25x2``, or
+``python -m bench.memory_growth --compare off=A.json reinforce=B.json`` (one plot of several results).
 """
 
 from __future__ import annotations
@@ -98,6 +99,46 @@ def plot(rows: list[dict], start_minute: int, exponent: float | None, title: str
     plt.close(fig)
 
 
+def compare_plot(results: list[tuple[str, dict]], start_minute: int, out: Path) -> None:
+    """One figure of several ``bench.memory_growth`` results (``(label, result JSON)``): left, short-term and
+    long-term means per agent against game days; right, long-term against perception memories written
+    (log-log), each labelled with its growth exponent."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for n, (label, res) in enumerate(results):
+        rows, color = res["samples"], f"C{n}"
+        days = [(r["game_minute"] - start_minute) / DAY for r in rows]
+        a.plot(days, [r["long_term"]["mean"] for r in rows], color=color, label=f"{label}: long-term (mean)")
+        a.plot(days, [r["short_term"]["mean"] for r in rows], ":", color=color, label=f"{label}: short-term (mean)")
+        pts = [(r["perceived"], r["long_term"]["mean"]) for r in rows
+               if r["perceived"] > 0 and r["long_term"]["mean"] > 0]
+        if pts:
+            x, y = np.array(pts).T
+            exp = res.get("growth_exponent")
+            b.loglog(x, y, "o", ms=3, color=color, label=f"{label} (exponent {'n/a' if exp is None else f'{exp:.2f}'})")
+            b.loglog(x, x * (y[-1] / x[-1]), ":", color=color, alpha=0.5)
+    a.set_xlabel("game days run")
+    a.set_ylabel("memories per agent")
+    a.legend(fontsize=8, loc="upper left")
+    a.grid(alpha=0.3)
+    b.set_xlabel("memories of perceptions written (mean per agent)")
+    b.set_ylabel("long-term memories (mean per agent)")
+    b.set_title("dotted: linear through each last sample", fontsize=10)
+    b.legend(fontsize=8)
+    b.grid(alpha=0.3, which="both")
+    agents = results[0][1]["agents"]
+    fig.suptitle(f"Gullhaven, {agents} agents, scripted backend: memory growth with and without "
+                 "memory.reinforce_repeats", fontsize=11)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.memory_growth", description=__doc__.split("\n\n")[0])
     p.add_argument("--days", type=float, default=7, help="game days to run [%(default)s]")
@@ -109,7 +150,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--case", default="25x2", help="with --from: the case [%(default)s]")
     p.add_argument("--out", default=str(RESULTS), help="JSON file [%(default)s]")
     p.add_argument("--plot", default=str(PLOT), help="PNG file [%(default)s]")
+    p.add_argument("--compare", nargs="+", metavar="LABEL=FILE", default=None,
+                   help="plot these result files together (no run), e.g. off=a.json reinforce=b.json")
     args = p.parse_args(argv)
+    from simulacra.world.model import load_world
+
+    start = load_world(ROOT / "worlds" / "gullhaven.yaml").start_minute
+    if args.compare:
+        pairs = [x.partition("=") for x in args.compare]
+        if any(not sep for _, sep, _ in pairs):
+            raise SystemExit("bench.memory_growth: --compare takes LABEL=FILE arguments")
+        compare_plot([(label, json.loads(Path(f).read_text(encoding="utf-8"))) for label, _, f in pairs], start,
+                     Path(args.plot))
+        print(f"written {args.plot}")
+        return 0
     if args.source:
         case = json.loads(Path(args.source).read_text(encoding="utf-8"))["cases"][args.case]
         origin = f"{args.source} case {args.case}"
@@ -121,9 +175,6 @@ def main(argv: list[str] | None = None) -> int:
     rows = case["growth"]
     if not rows:
         raise SystemExit("bench.memory_growth: no samples (the run ended before its first game hour)")
-    from simulacra.world.model import load_world
-
-    start = load_world(ROOT / "worlds" / "gullhaven.yaml").start_minute
     exponent = growth_exponent(rows)
     days = per_day(rows, start)
     result = {"origin": origin, "agents": case["agents"], "ticks": case["ticks"], "wall_s": case["wall_s"],

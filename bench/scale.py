@@ -191,39 +191,39 @@ def build(world: Path, db: Path, name: str, overrides: Sequence[str] = ()):
 
 def timed_checkpoints(sim) -> tuple[list[float], list[float]]:
     """Wrap ``sim.checkpoint`` (on the instance; :meth:`Simulation.step` calls it through ``self``) and the
-    checkpoint file write it makes (``simulacra.simulation.write_checkpoint``: serialise, fsync, rename) so that
-    each call's seconds are appended to the returned lists ``(whole checkpoint, file write)``; the rest of a
-    checkpoint is the trace's fsync, the stores' id snapshots and the emptying of their trash. Call
-    :func:`untime_checkpoints` afterwards."""
-    import simulacra.simulation as simulation
+    checkpoint file write it makes (:meth:`simulacra.checkpoint.CheckpointWriter.write`: a journal line, or the
+    whole file serialised, fsynced and renamed) so that each call's seconds are appended to the returned lists
+    ``(whole checkpoint, file write)``; the rest of a checkpoint is the trace's fsync, the stores' id snapshots
+    and the emptying of their trash. Call :func:`untime_checkpoints` afterwards."""
+    from simulacra.checkpoint import CheckpointWriter
 
     spent: list[float] = []
     written: list[float] = []
-    original, write = sim.checkpoint, simulation.write_checkpoint
+    original, write = sim.checkpoint, CheckpointWriter.write
 
-    def checkpoint() -> None:
+    def checkpoint(*args, **kwargs) -> None:
         t = time.perf_counter()
-        original()
+        original(*args, **kwargs)
         spent.append(time.perf_counter() - t)
 
-    def write_checkpoint(*args, **kwargs):
+    def timed_write(self, *args, **kwargs):
         t = time.perf_counter()
         try:
-            return write(*args, **kwargs)
+            return write(self, *args, **kwargs)
         finally:
             written.append(time.perf_counter() - t)
 
     sim.checkpoint = checkpoint
-    simulation.write_checkpoint = write_checkpoint
-    simulation._untimed_write_checkpoint = write
+    CheckpointWriter.write = timed_write
+    CheckpointWriter._untimed_write = write
     return spent, written
 
 
 def untime_checkpoints() -> None:
-    """Undo :func:`timed_checkpoints`'s module-level wrapper."""
-    import simulacra.simulation as simulation
+    """Undo :func:`timed_checkpoints`'s class-level wrapper."""
+    from simulacra.checkpoint import CheckpointWriter
 
-    simulation.write_checkpoint = getattr(simulation, "_untimed_write_checkpoint", simulation.write_checkpoint)
+    CheckpointWriter.write = getattr(CheckpointWriter, "_untimed_write", CheckpointWriter.write)
 
 
 def embedding_throughput(texts: Sequence[str], config, sample: int, seed: int = 0) -> tuple[float, int]:

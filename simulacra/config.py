@@ -95,6 +95,11 @@ class MemoryConfig(_Section):
     forget_floor: float | None = Field(
         0.1, ge=0, le=1, description="forget long-term memories whose decayed importance falls below; null = never"
     )
+    reinforce_repeats: bool = Field(
+        False, description="consolidation reinforces instead of duplicating: a promoted short-term memory whose text "
+        "a long-term memory already has replaces it by one reinforced memory (decay restarted, the higher rating, "
+        "the newer game time) instead of adding a second copy (docs/scale.md, memory growth)"
+    )
     chroma_url: str | None = Field(
         None, description="http://host:port of a Chroma server holding every agent's tiers (one collection per agent "
         "and tier, named after the run); null = embedded stores in the run folder"

@@ -20,7 +20,7 @@ def explain_tick(run: str | Path, agent: str, tick: int) -> dict[str, Any]:
         "action", "perceived": [texts], "remembered": [{text, kind, rating, tier}], "said": [texts], "heard":
         [texts], "retrieved": [{purpose, query, results: [{id,
         text, tier, kind, recency, importance, relevance, score, and under lexical or hybrid relevance dense
-        and lexical}]}], "reflections": [...], "moved": [...],
+        and lexical}]}], "reflections": [...], "moved": [...], "reinforced": [...],
         "forgotten": [...], "posted": [...], "decisions": [{kind, source, memory_ids, memories: [texts], value}],
         "lines": [{text, source, memories: [texts]}], "plan_step"}``.
     Raises:
@@ -57,6 +57,7 @@ def explain_tick(run: str | Path, agent: str, tick: int) -> dict[str, Any]:
                       for op in mine if op["op"] == "retrieve"],
         "reflections": [ins for op in mine if op["op"] == "reflect" for ins in op["insights"]],
         "moved": [op["text"] for op in mine if op["op"] == "move"],
+        "reinforced": [op["text"] for op in mine if op["op"] == "reinforce"],
         "forgotten": [{"text": op["text"], "reason": op.get("reason")} for op in mine if op["op"] == "forget"],
         "posted": [op["text"] for op in t["memory"] if op["op"] == "post" and op.get("author") == agent],
         "decisions": [_with_texts(d, t) for d in t.get("decisions", []) if d["agent"] == agent],
@@ -140,6 +141,7 @@ def format_explanation(e: dict[str, Any]) -> str:
             out.append(f"said ({ln['source']}) \"{ln['text']}\" with in mind:")
             out += [f"    {m}" for m in ln["memories"]]
     out += [f"moved to long-term: {x}" for x in e["moved"]]
+    out += [f"reinforced in long-term: {x}" for x in e["reinforced"]]
     out += [f"forgot ({f['reason']}): {f['text']}" for f in e["forgotten"]]
     out += [f"posted to the town's shared memory: {x}" for x in e["posted"]]
     return "\n".join(out)

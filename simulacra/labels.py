@@ -39,6 +39,7 @@ import yaml
 
 from simulacra.clock import MINUTES_PER_DAY, format_hhmm
 from simulacra.errors import SimulacraError
+from simulacra.memory.records import reinforced_as_add
 
 #: query categories and how many of each to draw per run (at most)
 CATEGORIES = {"said": 24, "who": 12, "when": 24, "plan": 8}
@@ -102,6 +103,9 @@ def read_facts(run_dir: str | Path) -> RunFacts:
                 facts.adds.setdefault(op["agent"], []).append(op)
             elif op.get("op") == "forget":
                 facts.forgotten.setdefault(op["agent"], set()).add(op["id"])
+            elif op.get("op") == "reinforce":  # the text lives on under a new id
+                facts.adds.setdefault(op["agent"], []).append(reinforced_as_add(op))
+                facts.forgotten.setdefault(op["agent"], set()).update(op["from_ids"] + op["replaces"])
         for conv in rec.get("conversations", []):
             facts.conversations.append({"time": float(rec["time"]), "participants": conv["participants"],
                                         "summary": conv.get("summary")})

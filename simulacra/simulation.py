@@ -345,6 +345,8 @@ class Simulation:
         for op in memory_ops:
             if op["op"] == "forget":
                 state.counters[f"forgotten:{op['agent']}"] += 1
+            elif op["op"] == "reinforce":
+                state.counters[f"reinforced:{op['agent']}"] += 1
             elif op["op"] == "reflect" and op["insights"]:
                 state.counters[f"reflections:{op['agent']}"] += 1
         decisions = decided.records + conversed.records

@@ -36,6 +36,7 @@ import yaml
 from simulacra.clock import MINUTES_PER_DAY, format_game_time, format_hhmm, parse_hhmm
 from simulacra.config import MemoryConfig, config_from_dict, load_config
 from simulacra.errors import InputError, SimulacraError, read_yaml
+from simulacra.memory.records import reinforced_as_add
 from simulacra.memory.scoring import ScoringInputs, ScoringParams
 from simulacra.memory.selection import MODES, RetrievalRule, TierCandidates, rank, select
 
@@ -412,6 +413,8 @@ def read_run(run_dir: str | Path) -> RunInfo:
             for op in rec.get("memory", []):
                 if op.get("op") == "add":
                     added.setdefault(op.get("agent"), []).append(op)
+                elif op.get("op") == "reinforce":
+                    added.setdefault(op.get("agent"), []).append(reinforced_as_add(op))
                 elif op.get("op") == "post":
                     added.setdefault("@town", []).append(op)
     except TraceFormatError as err:

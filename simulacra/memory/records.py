@@ -155,3 +155,12 @@ class RetrievedMemory:
         if self.normalized is not None:  # minmax scaling: the terms as summed (traces without it stay as they were)
             out["normalized"] = {k: r(v) for k, v in self.normalized.items()}
         return out
+
+
+def reinforced_as_add(op: dict[str, Any]) -> dict[str, Any]:
+    """The ``add`` trace operation equivalent to the memory a ``reinforce`` operation writes
+    (:meth:`~simulacra.memory.stream.AgentMemory.consolidate` with ``memory.reinforce_repeats``), for readers of
+    the trace that collect added memories: ``{"op": "add", "agent", "tier": "long_term", "id", "text", "kind",
+    "rating", "timestamp"}``."""
+    return {"op": "add", "agent": op["agent"], "tier": "long_term", "id": op["id"], "text": op["text"],
+            "kind": op["kind"], "rating": op["rating"], "timestamp": op["timestamp"]}

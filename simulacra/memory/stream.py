@@ -14,6 +14,7 @@ raw importance that triggers reflection (Generative Agents: 150 points).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 from collections.abc import Iterable, Sequence
@@ -191,12 +192,19 @@ class AgentMemory:
             age = cfg.consolidation_age_minutes
             old = [r for r in st.records if r.timestamp is not None and now - r.timestamp >= age]
             promote = [r for r in old if r.rating is not None and r.rating / 10.0 > cfg.promote_threshold]
+            reinforced: set[str] = set()
+            if promote and cfg.reinforce_repeats:
+                promote, reinforce_ops = self._reinforce(promote, now)
+                ops.extend(reinforce_ops)
+                reinforced = {i for op in reinforce_ops for i in op["from_ids"]}
             promoted_ids = {r.id for r in promote}
             if promote:
                 moved = [replace(r, long_term_since=now) for r in promote]
                 self.long_term.upsert(moved, st.embeddings_of([r.id for r in promote]))
             self._delete(st, old)
             for r in old:
+                if r.id in reinforced:
+                    continue
                 if r.id in promoted_ids:
                     ops.append({"op": "move", "agent": self.agent, "id": r.id, "from": "short_term",
                                 "to": "long_term", "text": r.text, "importance": r.rating / 10.0})
@@ -206,6 +214,61 @@ class AgentMemory:
                                 "reason": f"consolidation: importance <= {cfg.promote_threshold}"})
         ops.extend(self.forget_decayed(now))
         return ops
+
+    def _reinforce(self, promote: Sequence[MemoryRecord], now: float) -> tuple[list[MemoryRecord], list[dict]]:
+        """Fold repeated texts among the short-term memories being promoted at game minute ``now``
+        (``memory.reinforce_repeats``); returns the records still to be moved as they are, and the trace
+        operations of the reinforcements.
+
+        The promoted memories are grouped by exact text. A group whose text a long-term memory already has (the
+        first in row order), or a group of two or more, becomes one new long-term memory: text, kind, extra and
+        embedding of that long-term memory (else of the group's earliest), the highest rating, the newest
+        ``timestamp`` and ``tick`` (recency counts from the latest observation, as a new copy's would),
+        ``long_term_since = now`` (decay restarts), ``extra["first_observed"]`` (earliest game minute) and
+        ``extra["repeats"]`` (observations folded in, counting the first). Its id is new
+        (:func:`reinforced_id`), and the replaced long-term memory is deleted through the trash: every id keeps
+        one content, so a resume restores exactly by ids (:meth:`restore`). The new memory is written before
+        anything is deleted. The short-term memories of the group leave short-term in :meth:`consolidate`.
+
+        Op: ``{"op": "reinforce", "agent", "id" (new long-term id), "tier": "long_term", "replaces" (long-term
+        ids deleted, [] or one), "from_ids" (short-term ids folded in), "text", "kind", "rating", "importance"
+        (rating / 10),
+        "timestamp", "first_observed", "repeats"}``.
+        """
+        lt, st = self.long_term, self.short_term
+        in_lt: dict[str, MemoryRecord] = {}
+        for r in lt.records:
+            in_lt.setdefault(r.text, r)
+        groups: dict[str, list[MemoryRecord]] = {}
+        for r in sorted(promote, key=lambda r: (r.timestamp, r.id)):
+            groups.setdefault(r.text, []).append(r)
+        keep, merged, embs, replaced, ops = [], [], [], [], []
+        for text, group in groups.items():
+            base = in_lt.get(text)
+            if base is None and len(group) == 1:
+                keep.append(group[0])
+                continue
+            parts = ([base] if base is not None else []) + group
+            newest = max(parts, key=lambda r: (r.timestamp or 0.0, r.tick))
+            first = min(float(r.extra.get("first_observed", r.timestamp or 0.0)) for r in parts)
+            repeats = sum(int(r.extra.get("repeats", 1)) for r in parts)
+            head = parts[0]
+            rec = replace(head, id=reinforced_id(self.agent, [r.id for r in parts]),
+                          rating=max(r.rating for r in parts), timestamp=newest.timestamp, tick=newest.tick,
+                          long_term_since=now, extra={**head.extra, "first_observed": first, "repeats": repeats})
+            merged.append(rec)
+            embs.append((lt if base is not None else st).embeddings_of([head.id])[0])
+            if base is not None:
+                replaced.append(base)
+            ops.append({"op": "reinforce", "agent": self.agent, "id": rec.id, "tier": "long_term",
+                        "replaces": [base.id] if base is not None else [], "from_ids": [r.id for r in group],
+                        "text": text, "kind": rec.kind, "rating": rec.rating, "importance": rec.rating / 10.0,
+                        "timestamp": rec.timestamp,
+                        "first_observed": first, "repeats": repeats})
+        if merged:
+            lt.upsert(merged, np.stack(embs))
+            self._delete(lt, replaced)
+        return keep, ops
 
     def forget_decayed(self, now: float) -> list[dict[str, Any]]:
         """Forget long-term memories whose decayed importance is under ``forget_floor``."""
@@ -402,10 +465,18 @@ class AgentMemory:
         return items[:n]
 
 
+def reinforced_id(agent: str, ids: Sequence[str]) -> str:
+    """Id of the memory that reinforcement makes of the memories ``ids`` (in the given order): sha256 of the agent
+    and the ids, 24 hex characters (as :func:`~simulacra.memory.records.memory_id`), so that a resumed run makes
+    the same id."""
+    return hashlib.sha256("\x1f".join([agent, "reinforce", *ids]).encode()).hexdigest()[:24]
+
+
 def restore_missing(tier: MemoryTier, want: Sequence[str], sources: Sequence[MemoryTier], owner: str,
                     short_term: bool = False) -> int:
     """Write back into ``tier`` the ids of ``want`` it lacks, copied (record and embedding) from the first of
-    ``sources`` that holds each (``long_term_since`` cleared when ``short_term``); returns how many.
+    ``sources`` that holds each (``long_term_since`` cleared when ``short_term``: a short-term memory has none,
+    whichever tier the copy was last deleted from); returns how many.
 
     Raises:
         CheckpointError: an id is in none of the sources.
@@ -420,7 +491,7 @@ def restore_missing(tier: MemoryTier, want: Sequence[str], sources: Sequence[Mem
             raise CheckpointError(f"memory {i} of {owner}'s {tier.tier} tier is in the checkpoint but no longer in the "
                                   f"store; the run folder was changed outside simulacra and cannot be resumed")
         rec = src.get(i)
-        recs.append(replace(rec, long_term_since=None) if short_term and src.tier != "trash" else rec)
+        recs.append(replace(rec, long_term_since=None) if short_term else rec)
         embs.append(src.embeddings_of([i])[0])
     tier.upsert(recs, np.stack(embs))
     return len(recs)

@@ -189,6 +189,10 @@ class ReplayState:
                     tiers[op["to"]].add(op["id"])
             elif kind == "forget":
                 tiers.get(op.get("tier"), set()).discard(op["id"])
+            elif kind == "reinforce":
+                tiers["short_term"].difference_update(op.get("from_ids", ()))
+                tiers["long_term"].difference_update(op.get("replaces", ()))
+                tiers["long_term"].add(op["id"])
             elif kind == "retrieve":
                 last[agent] = _retrieval(tick, op)
         for d in rec.get("decisions", []):
