@@ -119,11 +119,13 @@ def read_facts(run_dir: str | Path) -> RunFacts:
     return facts
 
 
-def _when(minute: float, start: float) -> str:
-    """``HH:MM``, with ``on day N`` after the run's first day."""
+def _when(minute: float, start: float, end: float | None = None) -> str:
+    """``HH:MM``, with ``on day N`` after the run's first day, or on every day when the run (``start`` to
+    ``end``) spans several days (a question asked on day 2 about 16:20 must say which day's)."""
     day = int(minute) // MINUTES_PER_DAY
     first = int(start) // MINUTES_PER_DAY
-    return format_hhmm(minute) + ("" if day == first else f" on day {day + 1}")
+    several = end is not None and int(end) // MINUTES_PER_DAY != first
+    return format_hhmm(minute) + ("" if day == first and not several else f" on day {day + 1}")
 
 
 class _Generator:
@@ -300,7 +302,7 @@ class _Generator:
                     seen.append((agent, who[0], op))
         out = []
         for agent, person, op in self.pick(seen, n, lambda x: x[2].get("rating")):
-            at = _when(op["timestamp"], self.start)
+            at = _when(op["timestamp"], self.start, self.f.end)
             form = ["What was {p} doing at {t}?", "Where was {p} at {t}?", "What did I see {p} doing at {t}?"]
             query = form[int(self.rng.integers(3))].format(p=self.f.names[person], t=at)
             expected = [x["id"] for x in self.f.memories(agent, "observation")
@@ -327,7 +329,7 @@ class _Generator:
                         and (s := _SPAN.search(x["text"])) and _covers(s, minute, day)]
             query = ["What was I planning to do at {t}?", "What did I plan for {t}?"][int(self.rng.integers(2))]
             now = self.later(max(minute, op["timestamp"]))
-            out.append(self.query("plan", agent, now, query.format(t=_when(minute, self.start)), covering,
+            out.append(self.query("plan", agent, now, query.format(t=_when(minute, self.start, self.f.end)), covering,
                                   f"plan item {m.group(1)}-{m.group(2)}"))
         return out
 

@@ -114,3 +114,11 @@ def test_draws_are_stratified_by_importance():
     assert sorted(everything) == items  # all of them when asked for more than there are
     assert [ratings[i] for i in everything[-24:]] == [2] * 24  # the large stratum is left last
     assert _generator(ratings=ratings).pick(items, 6, lambda i: ratings[i]) == picked  # same seed, same draw
+
+
+def test_clock_times_name_the_day_in_multi_day_runs():
+    from simulacra.labels import _when
+
+    assert _when(980.0, 420.0) == "16:20" and _when(980.0, 420.0, 1380.0) == "16:20"  # one day: no day needed
+    assert _when(980.0, 420.0, 2900.0) == "16:20 on day 1"  # asked on day 2 about day 1: which day's 16:20
+    assert _when(1440.0 + 980.0, 420.0) == "16:20 on day 2"
