@@ -217,7 +217,7 @@ def _add_tune_parser(sub) -> None:
                                       "retrieval mode (a_rel = 1); see docs/tuning.md.")
     tune.add_argument("run", nargs="+", help="run folder (database/<run>); several: one per query file, in order")
     tune.add_argument("--queries", required=True, nargs="+", help="labelled query file (YAML), one per run")
-    tune.add_argument("--grid", default="default", choices=["default", "fine", "options"],
+    tune.add_argument("--grid", default="default", choices=["default", "fine", "options", "weights"],
                       help="grid to search [%(default)s]")
     tune.add_argument("--random", type=int, default=None, metavar="N", help="random search of N settings instead")
     tune.add_argument("--seed", type=int, default=0, help="seed of the random search [%(default)s]")

@@ -16,11 +16,16 @@ agent could ask later in the run, with the memories of that agent that answer th
 
 Topic words of ``said`` and ``who`` are the line's rarest content words in the run (BM25's tokeniser; people's
 names, pronouns, auxiliaries, filler and words under three letters left out), so a question names what the line was
-about without quoting it. Questions are asked 10 to 240 game minutes after the memory formed (never after the run's
-last tick). An expected memory must still be in the asker's store at the end of the run (not forgotten), since
-``simulacra tune`` scores against the final stores with later memories hidden. Every query gets a fixed split:
-``heldout`` when the first byte of the SHA-1 of ``run|agent|time|query`` is below 86 (about a third), else
-``train``. The same run and seed give the same file.
+about without quoting it. A question is asked at a game time drawn uniformly, in 10-minute steps, from 10 minutes
+after its memory formed to the run's last tick (so over the whole run: the next day's questions about yesterday
+too), not just soon after it, which would reward recency by construction. The memories asked about are drawn
+stratified by importance: the candidates of a category are split by the rating of the memory asked about (low
+1-3, mid 4-6, high 7-10; :data:`STRATA`) and drawn in turn from each stratum, so that low-, mid- and
+high-importance memories are asked about about equally often (as far as each stratum has candidates), whatever
+their share of the run. An expected memory must still be in the asker's store at the end of the run (not
+forgotten), since ``simulacra tune`` scores against the final stores with later memories hidden. Every query
+gets a fixed split: ``heldout`` when the first byte of the SHA-1 of ``run|agent|time|query`` is below 86 (about
+a third), else ``train``. The same run and seed give the same file.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import hashlib
 import re
 import sys
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,8 +57,10 @@ FILLER = {"hello", "hi", "yes", "no", "just", "really", "well", "been", "have", 
           "hear", "having", "new", "goes", "not", "can", "could", "should", "with", "about", "what", "how", "why",
           "when", "where", "who", "there", "here", "now", "then", "some", "any", "much", "many", "very", "so",
           "back", "goodbye", "bye", "later", "must", "way", "off", "out", "around"}
-#: delays (game minutes) between a memory and the question about it
-DELAYS = np.arange(10, 250, 10)
+#: step and least delay (game minutes) between a memory and the question about it
+DELAY_STEP = 10
+#: importance strata (upper bounds of the 1-10 rating, inclusive): low, mid, high
+STRATA = (3, 6, 10)
 _SPAN = re.compile(r"from (\d\d:\d\d) to (\d\d:\d\d)")
 
 
@@ -116,11 +123,13 @@ def read_facts(run_dir: str | Path) -> RunFacts:
     return facts
 
 
-def _when(minute: float, start: float) -> str:
-    """``HH:MM``, with ``on day N`` after the run's first day."""
+def _when(minute: float, start: float, end: float | None = None) -> str:
+    """``HH:MM``, with ``on day N`` after the run's first day, or on every day when the run (``start`` to
+    ``end``) spans several days (a question asked on day 2 about 16:20 must say which day's)."""
     day = int(minute) // MINUTES_PER_DAY
     first = int(start) // MINUTES_PER_DAY
-    return format_hhmm(minute) + ("" if day == first else f" on day {day + 1}")
+    several = end is not None and int(end) // MINUTES_PER_DAY != first
+    return format_hhmm(minute) + ("" if day == first and not several else f" on day {day + 1}")
 
 
 class _Generator:
@@ -140,10 +149,30 @@ class _Generator:
             for w in words:
                 df[w] += 1
         self.df = df
+        self.rating = {op["id"]: op.get("rating") for ops in facts.adds.values() for op in ops}
+        self.talk_ratings: dict[tuple, list] = defaultdict(list)  # (agent, summary, time) -> ratings
+        for agent in facts.adds:
+            for op in facts.memories(agent, "conversation"):
+                if op.get("rating") is not None:
+                    self.talk_ratings[(agent, op["text"], op["timestamp"])].append(op["rating"])
 
     def later(self, t: float) -> float:
-        """A query time 10..240 game minutes after ``t``, at most the run's end."""
-        return float(min(self.f.end, t + self.rng.choice(DELAYS)))
+        """A query time ``t + 10 k`` game minutes, ``k`` uniform over ``1 .. (end - t) // 10`` (the run's last
+        tick ``end`` when ``t`` is less than 10 minutes before it)."""
+        steps = int((self.f.end - t) // DELAY_STEP)
+        if steps < 1:
+            return float(self.f.end)
+        return float(t + DELAY_STEP * int(self.rng.integers(1, steps + 1)))
+
+    def line_rating(self, line: dict) -> float | None:
+        """Importance of a line: the highest rating of the memories it became (``None``: none rated)."""
+        rated = [r for i in line.get("memory_ids") or [] if (r := self.rating.get(i)) is not None]
+        return max(rated) if rated else None
+
+    def talk_rating(self, conv: dict) -> float | None:
+        """Importance of a conversation: the highest rating of its participants' memories of it."""
+        rated = [r for a in conv["participants"] for r in self.talk_ratings.get((a, conv["summary"], conv["time"]), [])]
+        return max(rated) if rated else None
 
     def topic(self, i: int) -> list[str]:
         """The rarest one or two content words of line ``i`` (ties: order in the line)."""
@@ -156,15 +185,28 @@ class _Generator:
         text = f'{self.f.names[line["speaker"]]} said to {self.f.names[line["listener"]]}: "{line["text"]}"'
         return [op["id"] for op in self.f.memories(agent, "dialogue") if op["text"] == text]
 
-    def pick(self, items: Sequence, n: int) -> list:
-        if len(items) <= n:
-            return list(items)
-        return [items[i] for i in sorted(self.rng.choice(len(items), size=n, replace=False))]
+    def pick(self, items: Sequence, n: int, rating: Callable[[object], float | None]) -> list:
+        """At most ``n`` of ``items`` stratified by importance: each stratum of :data:`STRATA` (``rating(item)``;
+        unrated items form a stratum of their own) shuffled, then taken in turn, high first, until ``n`` are
+        drawn; callers that skip unusable items and stop at their count keep the strata balanced."""
+        strata: list[list] = [[] for _ in range(len(STRATA) + 1)]
+        for item in items:
+            r = rating(item)
+            strata[len(STRATA) if r is None else next((k for k, hi in enumerate(STRATA) if r <= hi),
+                                                        len(STRATA) - 1)].append(item)
+        queues = [[s[i] for i in self.rng.permutation(len(s))] for s in reversed(strata[:-1])] + [
+            [strata[-1][i] for i in self.rng.permutation(len(strata[-1]))]]
+        out: list = []
+        while len(out) < n and any(queues):
+            for q in queues:
+                if q and len(out) < n:
+                    out.append(q.pop(0))
+        return out
 
     # --------------------------------------------------------------------------------- categories
     def said(self, n: int) -> list[dict]:
         out = []
-        for i in self.pick(range(len(self.f.lines)), 3 * n):
+        for i in self.pick(range(len(self.f.lines)), 3 * n, lambda i: self.line_rating(self.f.lines[i])):
             line = self.f.lines[i]
             words = self.topic(i)
             if not words:
@@ -190,7 +232,7 @@ class _Generator:
 
     def who(self, n: int) -> list[dict]:
         out = []
-        for i in self.pick(range(len(self.f.lines)), 3 * n):
+        for i in self.pick(range(len(self.f.lines)), 3 * n, lambda i: self.line_rating(self.f.lines[i])):
             line = self.f.lines[i]
             words = self.topic(i)[:1]
             if not words:
@@ -224,7 +266,7 @@ class _Generator:
 
     def _last_talk(self, n: int) -> list[dict]:
         out = []
-        for c in self.pick(self.f.conversations, 3 * n):
+        for c in self.pick(self.f.conversations, 3 * n, self.talk_rating):
             if len(c["participants"]) < 2:
                 continue
             asker, other = (c["participants"] if self.rng.random() < 0.5 else c["participants"][::-1])[:2]
@@ -246,7 +288,7 @@ class _Generator:
     def _events(self, n: int) -> list[dict]:
         seen = [(a, op) for a in sorted(self.f.adds) for op in self.f.memories(a, "event")]
         out = []
-        for agent, op in self.pick(seen, n):
+        for agent, op in self.pick(seen, n, lambda x: x[1].get("rating")):
             gist = re.split(r"[;,]", op["text"], maxsplit=1)[0].rstrip(".").strip()
             gist = gist[0].lower() + gist[1:] if gist else gist
             query = f"When did this happen: {gist}?"
@@ -263,8 +305,8 @@ class _Generator:
                 if who:
                     seen.append((agent, who[0], op))
         out = []
-        for agent, person, op in self.pick(seen, n):
-            at = _when(op["timestamp"], self.start)
+        for agent, person, op in self.pick(seen, n, lambda x: x[2].get("rating")):
+            at = _when(op["timestamp"], self.start, self.f.end)
             form = ["What was {p} doing at {t}?", "Where was {p} at {t}?", "What did I see {p} doing at {t}?"]
             query = form[int(self.rng.integers(3))].format(p=self.f.names[person], t=at)
             expected = [x["id"] for x in self.f.memories(agent, "observation")
@@ -281,7 +323,7 @@ class _Generator:
                 if m:
                     items.append((agent, op, m))
         out = []
-        for agent, op, m in self.pick(items, n):
+        for agent, op, m in self.pick(items, n, lambda x: x[1].get("rating")):
             day = int(op["timestamp"]) // MINUTES_PER_DAY * MINUTES_PER_DAY
             lo, hi = (day + int(x[:2]) * 60 + int(x[3:]) for x in m.groups())
             if hi <= lo:
@@ -291,7 +333,7 @@ class _Generator:
                         and (s := _SPAN.search(x["text"])) and _covers(s, minute, day)]
             query = ["What was I planning to do at {t}?", "What did I plan for {t}?"][int(self.rng.integers(2))]
             now = self.later(max(minute, op["timestamp"]))
-            out.append(self.query("plan", agent, now, query.format(t=_when(minute, self.start)), covering,
+            out.append(self.query("plan", agent, now, query.format(t=_when(minute, self.start, self.f.end)), covering,
                                   f"plan item {m.group(1)}-{m.group(2)}"))
         return out
 

@@ -79,6 +79,22 @@ GRIDS: dict[str, dict[str, list]] = {
         "rrf_k": [10.0, 60.0],
         "normalize": ["none", "minmax"],
     },
+    # around the options grid's best (merged, threshold 0.35, top_k 5): is a weight at that grid's edge?
+    "weights": {
+        "a_rec": [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0],
+        "a_imp": [0.0, 0.1, 0.25, 0.5, 1.0],
+        "gamma": [0.99, 0.995],
+        "threshold": [0.35],
+        "top_k": [5],
+        "retrieval": ["merged"],
+        "static_top_k": [None],
+        "static_threshold": [None],
+        "relevance": ["dense", "hybrid"],
+        "hybrid_weight": [0.1, 0.25, 0.5],
+        "fusion": ["weighted"],
+        "rrf_k": [60.0],
+        "normalize": ["none"],
+    },
     "fine": {
         "a_rec": [0.0, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0],
         "a_imp": [0.0, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0],

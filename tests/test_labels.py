@@ -81,3 +81,44 @@ def test_generation_is_deterministic_and_tune_reads_it(run, tmp_path, embedder):
 def test_not_a_run_folder(tmp_path):
     with pytest.raises(SimulacraError, match="no trace"):
         generate(tmp_path)
+
+
+def _generator(end: float = 1000.0, ratings=()):
+    from simulacra.labels import RunFacts, _Generator
+
+    adds = {"ann": [{"op": "add", "agent": "ann", "id": f"m{i}", "kind": "observation", "rating": r,
+                     "text": f"thing {i}", "timestamp": 0.0, "tier": "short_term"} for i, r in enumerate(ratings)]}
+    return _Generator(RunFacts("r", 0, {"ann": "Ann"}, end, adds=adds), seed=3, start=0.0)
+
+
+def test_question_times_spread_over_the_whole_run():
+    gen = _generator(end=1000.0)
+    times = [gen.later(100.0) for _ in range(3000)]
+    assert all(t % 10 == 0 and 110 <= t <= 1000 for t in times)
+    assert min(times) == 110 and max(times) == 1000  # from 10 minutes after to the run's last tick
+    assert 500 < sum(times) / len(times) < 600  # uniform over the span (mean 555), not only the next few hours
+    assert gen.later(995.0) == 1000.0 and gen.later(1000.0) == 1000.0  # never after the run's end
+
+
+def test_draws_are_stratified_by_importance():
+    # 30 low-rated memories, 6 mid, 3 high, 2 unrated: a uniform draw of 6 would be mostly low
+    ratings = [2] * 30 + [5] * 6 + [9] * 3 + [None] * 2
+    gen = _generator(ratings=ratings)
+    items = list(range(len(ratings)))
+    picked = gen.pick(items, 6, lambda i: ratings[i])
+    assert len(set(picked)) == 6
+    assert sorted(ratings[i] or 0 for i in picked[:4]) == [0, 2, 5, 9]  # one from each stratum, then again
+    assert [ratings[i] for i in picked[:3]] == [9, 5, 2]  # high first
+    assert [ratings[i] for i in picked[4:]] == [9, 5]  # the second round, not more of the large low stratum
+    everything = gen.pick(items, 100, lambda i: ratings[i])
+    assert sorted(everything) == items  # all of them when asked for more than there are
+    assert [ratings[i] for i in everything[-24:]] == [2] * 24  # the large stratum is left last
+    assert _generator(ratings=ratings).pick(items, 6, lambda i: ratings[i]) == picked  # same seed, same draw
+
+
+def test_clock_times_name_the_day_in_multi_day_runs():
+    from simulacra.labels import _when
+
+    assert _when(980.0, 420.0) == "16:20" and _when(980.0, 420.0, 1380.0) == "16:20"  # one day: no day needed
+    assert _when(980.0, 420.0, 2900.0) == "16:20 on day 1"  # asked on day 2 about day 1: which day's 16:20
+    assert _when(1440.0 + 980.0, 420.0) == "16:20 on day 2"
