@@ -514,7 +514,9 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
     """
     waiting = {"on_wait": on_wait, "wait_report_s": wait_report_s}
     client = RaterClient(url, timeout_s, attempts, token=token, **waiting)
-    health = client.health()
+    p = urlparse(url)
+    # port 0 means "start one on a free port": never ask whoever listens at the scheme's default port
+    health = None if p.port == 0 else client.health()
     if health is not None:
         if health.get("token_required") and not client.has_token:
             client.close()
@@ -523,7 +525,6 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
         client.refresh_limits(health)
         _log_quality(client, health)
         return client, None
-    p = urlparse(url)
     host = p.hostname or "127.0.0.1"
     if not start_local or host not in ("127.0.0.1", "localhost", "::1"):
         raise RaterError(f"no rater answers at {url} (start one with 'simulacra rater', or use a local URL)")
@@ -535,7 +536,7 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
         backend.ensure_checked()
     app = create_app(backend if backend is not None else EmbeddingRater(embedder, k=neighbours), token=secret)
     try:
-        server = LocalRaterServer(app, host, p.port or 80)
+        server = LocalRaterServer(app, host, 80 if p.port is None else p.port)  # 0: the OS picks a free port
     except OSError as err:
         raise RaterError(f"nothing answers as a rater at {url} and its port cannot be used: {err}") from None
     log.info("started the %s rater in-process at %s%s", app.extensions["rater_backend"].name, server.url,

@@ -184,6 +184,25 @@ def test_an_in_process_rater_requires_the_clients_token(embedder, rater_backend,
         server.close()
 
 
+def test_port_0_always_starts_its_own_rater_on_a_free_port(embedder, rater_backend, monkeypatch):
+    """``http://127.0.0.1:0/rate`` asks for a fresh in-process rater: two such connections get two servers on
+    ports the OS picked (never the scheme's default port 80, where a rater of another run could answer)."""
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    first = connect_rater("http://127.0.0.1:0/rate", 5, True, embedder, backend=rater_backend)
+    try:
+        second = connect_rater("http://127.0.0.1:0/rate", 5, True, embedder, backend=rater_backend)
+        try:
+            servers = [first[1], second[1]]
+            assert all(s is not None for s in servers)
+            ports = [s.port for s in servers]
+            assert ports[0] != ports[1] and 80 not in ports
+            assert second[0].base_url != first[0].base_url
+        finally:
+            second[1].close()
+    finally:
+        first[1].close()
+
+
 # ----------------------------------------------------------------------------------- malformed requests
 
 
