@@ -357,3 +357,20 @@ def test_a_party_on_day_2_is_weighed_against_that_days_plan_and_kept_overnight(t
     c = coordination(run, sc, heard_times(run, sc.fact("party")))
     assert c["attended"] == ["ruth_calloway"] and c["host_attended"]
     assert c["no_shows"]["yusuf_demir"]["category"] == "plan conflict"
+
+
+def test_without_planning_a_rest_day_follows_the_rest_day_routine():
+    """The no-planning ablation plans each day from the routine of that day (Gullhaven's Sunday has its own)."""
+    from dataclasses import replace
+
+    from simulacra.cognition.scripted import routine_plan
+    from simulacra.evaluation.variants import NoPlanningMind
+    from simulacra.persona import load_persona
+
+    wilf = load_persona(ROOT / "agent_personalities" / "wilf_hardy.json")
+    v = replace(view("greta_lund", []), agent="wilf_hardy", persona=wilf, rest_day=True)
+    start = 1440 + wilf.routine_for(True)[0].start_minute
+    plan = NoPlanningMind(ScriptedMind()).plan_day(v, start, 2880 + 420).value
+    assert plan == routine_plan(wilf, start, 2880 + 420, rest_day=True)
+    assert [p.place for p in plan] == [e.place for e in wilf.routine_for(True)] != [e.place for e in wilf.routine]
+    assert plan[-1].end == 2880 + 420
