@@ -35,7 +35,7 @@ from simulacra.cognition.mind import (
 )
 from simulacra.cognition.plan import Action, action_for, is_asleep, is_free
 from simulacra.cognition.reflect import ReflectionRequest, focal_points, gather_evidence, insight_records
-from simulacra.cognition.scripted import news_candidates
+from simulacra.cognition.scripted import news_candidates, routine_plan
 from simulacra.days import is_sleeping, plan_day_at, routine_entry_at
 from simulacra.errors import RaterError
 from simulacra.killpoint import kill_point
@@ -305,12 +305,25 @@ def engagement_query(rt: Runtime, agent: str, e: Engagement) -> str:
 
 def commitments(rt: Runtime, agent: str, plan: Sequence[PlanItem], e: Engagement) -> list[PlanItem]:
     """Items of ``plan`` that stand in the way of ``e``: overlapping its window at a workplace (place kind
-    ``work``) other than its place. The host has none."""
+    ``work``) other than its place. An engagement on a later plan day than ``plan`` covers (a party tomorrow) is
+    checked against the persona's routine for that day (rest days followed, :func:`simulacra.days.plan_day_at`).
+    The host has none."""
     if agent == e.host:
         return []
+    if in_force(plan, e.start) is None:
+        persona = rt.persona(agent)
+        day = plan_day_at(persona, rt.world, e.start)
+        plan = routine_plan(persona, day.start, day.end, day.rest_day)
     places = rt.world.places
     return [p for p in plan if p.start < e.end and p.end > e.start and p.place != e.place
             and p.place in places and places[p.place].kind == "work"]
+
+
+def carried_over(plan: Sequence[PlanItem], day_start: int) -> list[PlanItem]:
+    """Items of yesterday's ``plan`` that start at or after the new plan day's wake-up (``day_start``, game
+    minute): engagements accepted for a later day (a party tomorrow, spliced in by :func:`consider_stage`), kept
+    in the new day's plan. A plan day's own items end by its end, so nothing else is carried."""
+    return [p for p in plan if p.start >= day_start]
 
 
 def consider_stage(state: TownState, rt: Runtime, now: int, plans: dict[str, list[PlanItem]],
@@ -374,9 +387,12 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
         return mind.plan_day(view_of(state, rt, pid, now, mems), days[pid].start, days[pid].end)
 
     for pid, d in zip(due, rt.map(plan_one, list(zip(due, found)))):
-        plan_start[pid], plans[pid], steps[pid] = days[pid].start, list(d.value), []
-        records.append(decision_record(pid, "plan_day", d, [p.to_dict() for p in d.value]))
-        text = plan_memory_text(rt.persona(pid), d.value, rt.place_names, days[pid].day)
+        plan = list(d.value)
+        for kept in carried_over(plans[pid], days[pid].start):
+            plan = splice(plan, kept)
+        plan_start[pid], plans[pid], steps[pid] = days[pid].start, plan, []
+        records.append(decision_record(pid, "plan_day", d, [p.to_dict() for p in plan]))
+        text = plan_memory_text(rt.persona(pid), plan, rt.place_names, days[pid].day)
         pending.append(Pending(pid, new_record(pid, text, "plan", now, tick)))
 
     # 2. decompose the next hours when no action covers now (asleep: the plan item in force, no decision)

@@ -327,3 +327,50 @@ def test_evaluate_on_the_command_line_refuses_bad_input(tmp_path, capsys):
     assert main(["evaluate", str(bad), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert f"{bad}: field 'hours'" in err and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- a party on day 2
+def test_a_party_on_day_2_is_weighed_against_that_days_plan_and_kept_overnight(tmp_path, embedder, rater_url):
+    """Told on day 1 of a party on day 2: the guest who works then declines naming day 2's work (its day-1 plan has
+    nothing then), and the guest who accepts keeps the party through the night's new plan and comes."""
+    from simulacra.config import load_config
+    from simulacra.evaluation.setup import run_scenario
+    from simulacra.evaluation.variants import variant as get_variant
+
+    text = (GOOD.replace("hours: 3", 'until: {day: 2, time: "12:10"}')
+            .replace("name: t", "name: t\nagents: [greta_lund, yusuf_demir, ruth_calloway]")
+            .replace("on day 1 from 09:00 to 10:00", "on day 2 from 11:00 to 12:00")
+            .replace('start: "09:00", end: "10:00"', 'day: 2, start: "11:00", end: "12:00"')
+            .replace("holders: [greta_lund]", "holders: [greta_lund]\n    importance: 7"))
+    sc = load_scenario(write(tmp_path, text))
+    config = load_config(None, [f"rater.url={rater_url}", "simulation.seed=0"])
+    run_scenario(sc, config, get_variant("full"), tmp_path / "runs", "day2", embedder)
+    run = Run.load(tmp_path / "runs" / "day2")
+    said = {d["agent"]: (t["time"], d["value"]) for t in run.ticks for d in t["decisions"]
+            if d["kind"] == "engagement"}
+    assert said["yusuf_demir"][0] < 1440 and not said["yusuf_demir"][1]["go"]  # told and decided on day 1
+    assert said["yusuf_demir"][1]["reason"].startswith("plan conflict") and "forge" in said["yusuf_demir"][1]["reason"]
+    assert said["ruth_calloway"][0] < 1440 and said["ruth_calloway"][1]["go"]
+    day2_plan = next(d["value"] for t in run.ticks if t["time"] >= 1440 for d in t["decisions"]
+                     if d["kind"] == "plan_day" and d["agent"] == "ruth_calloway")
+    assert any(p["place"] == "tavern" and p["start"] == 1440 + 660 for p in day2_plan)
+    c = coordination(run, sc, heard_times(run, sc.fact("party")))
+    assert c["attended"] == ["ruth_calloway"] and c["host_attended"]
+    assert c["no_shows"]["yusuf_demir"]["category"] == "plan conflict"
+
+
+def test_without_planning_a_rest_day_follows_the_rest_day_routine():
+    """The no-planning ablation plans each day from the routine of that day (Gullhaven's Sunday has its own)."""
+    from dataclasses import replace
+
+    from simulacra.cognition.scripted import routine_plan
+    from simulacra.evaluation.variants import NoPlanningMind
+    from simulacra.persona import load_persona
+
+    wilf = load_persona(ROOT / "agent_personalities" / "wilf_hardy.json")
+    v = replace(view("greta_lund", []), agent="wilf_hardy", persona=wilf, rest_day=True)
+    start = 1440 + wilf.routine_for(True)[0].start_minute
+    plan = NoPlanningMind(ScriptedMind()).plan_day(v, start, 2880 + 420).value
+    assert plan == routine_plan(wilf, start, 2880 + 420, rest_day=True)
+    assert [p.place for p in plan] == [e.place for e in wilf.routine_for(True)] != [e.place for e in wilf.routine]
+    assert plan[-1].end == 2880 + 420

@@ -77,7 +77,7 @@ class NoPlanningMind:
         return getattr(self.inner, name)
 
     def plan_day(self, view: AgentView, day_start: int, day_end: int) -> Decision[list[PlanItem]]:
-        return Decision(routine_plan(view.persona, day_start), ())
+        return Decision(routine_plan(view.persona, day_start, day_end, view.rest_day), ())
 
     def next_actions(self, view: AgentView, plan: Sequence[PlanItem], start: int,
                      end: int) -> Decision[list[PlanItem]]:
