@@ -174,18 +174,9 @@ class LexicalIndex:
             size = max(need, 2 * len(self._alive), 64)
             self._alive = np.resize(self._alive, size)
             self._slot_len = np.resize(self._slot_len, size)
-        for j, (row, words) in enumerate(zip(rows, tokenize([self._texts[i] for i in rows]))):
-            slot = start + j
+        for row, words in zip(rows, tokenize([self._texts[i] for i in rows])):
             counts = Counter(words)
-            self._slot_words.append(counts)
-            self._slot_len[slot] = len(words)
-            self._alive[slot] = True
-            self._row_slot[row] = slot
-            for word, tf in counts.items():
-                post = self._postings.get(word)
-                if post is None:
-                    post = self._postings[word] = _Postings()
-                post.add(slot, tf)
+            self._occupy(int(row), counts, len(words))
             self._df.update(counts.keys())
             self._total_len += len(words)
         self._live += len(rows)
@@ -200,18 +191,22 @@ class LexicalIndex:
         self._alive = np.zeros(max(64, self._n), dtype=bool)
         self._slot_len = np.zeros(len(self._alive), dtype=np.float64)
         for row, counts in enumerate(words):
-            if counts is None:
-                continue
-            slot = len(self._slot_words)
-            self._slot_words.append(counts)
-            self._slot_len[slot] = sum(counts.values())
-            self._alive[slot] = True
-            self._row_slot[row] = slot
-            for word, tf in counts.items():
-                post = self._postings.get(word)
-                if post is None:
-                    post = self._postings[word] = _Postings()
-                post.add(slot, tf)
+            if counts is not None:
+                self._occupy(row, counts, sum(counts.values()))
+
+    def _occupy(self, row: int, counts: Counter, length: int) -> None:
+        """Give row ``row`` the next slot (capacity already there) with these word counts and ``length`` words,
+        and post its words; the corpus statistics (df, total length) are the caller's."""
+        slot = len(self._slot_words)
+        self._slot_words.append(counts)
+        self._slot_len[slot] = length
+        self._alive[slot] = True
+        self._row_slot[row] = slot
+        for word, tf in counts.items():
+            post = self._postings.get(word)
+            if post is None:
+                post = self._postings[word] = _Postings()
+            post.add(slot, tf)
 
     # ----------------------------------------------------------------- reads
     def _rows_of_slots(self) -> np.ndarray:
