@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from simulacra.errors import ConfigError, read_yaml, validation_problem
+from simulacra.errors import ConfigError, read_yaml, validate_as
 
 
 class _Section(BaseModel):
@@ -315,11 +315,7 @@ def config_from_dict(data: dict[str, Any], source: str | Path = "<config>") -> C
     """
     if not isinstance(data, dict):
         raise ConfigError(source, None, f"expected a mapping of sections, got {type(data).__name__}")
-    try:
-        return Config.model_validate(data)
-    except ValidationError as err:
-        field, msg = validation_problem(err, Config)
-        raise ConfigError(source, field, msg) from None
+    return validate_as(Config, data, source, ConfigError)
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:

@@ -217,6 +217,18 @@ def unknown_name(kind: str, name: str, known: list[str] | tuple[str, ...]) -> st
     return msg + f" ({kind}s: {', '.join(known) if known else 'none'})"
 
 
+def validate_as(model: type, data: dict, source: str | Path, error: type[InputError]):
+    """``model.model_validate(data)``, with a pydantic ``ValidationError`` turned into ``error(source, field,
+    message)`` for its first problem (:func:`validation_problem`): the one way every input file is checked."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        field, msg = validation_problem(err, model)
+        raise error(source, field, msg) from None
+
+
 def validation_problem(err, model: type) -> tuple[str | None, str]:
     """The dotted field and a one-line message for the first problem of a pydantic ``ValidationError``.
 

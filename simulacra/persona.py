@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from simulacra.clock import parse_hhmm
-from simulacra.errors import PersonaError, read_text, validation_problem
+from simulacra.errors import PersonaError, read_text, validate_as
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 
@@ -187,11 +187,7 @@ def load_persona(path: str | Path) -> Persona:
         raise PersonaError(path, None, f"expected a JSON object, got {type(data).__name__}")
     if "id" in data:
         raise PersonaError(path, "id", "the id is the file name; remove this field")
-    try:
-        persona = Persona.model_validate(data)
-    except ValidationError as err:
-        field, msg = validation_problem(err, Persona)
-        raise PersonaError(path, field, msg) from None
+    persona = validate_as(Persona, data, path, PersonaError)
     persona.id = path.stem
     return persona
 

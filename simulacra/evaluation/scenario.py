@@ -26,10 +26,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from simulacra.clock import MINUTES_PER_DAY, parse_hhmm
-from simulacra.errors import ScenarioError, read_yaml, unknown_name, validation_problem
+from simulacra.errors import ScenarioError, read_yaml, unknown_name, validate_as
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 Metric = Literal["diffusion", "network", "coordination", "hallucination", "cost", "history"]
@@ -190,11 +190,7 @@ def load_scenario(path: str | Path) -> Scenario:
     if not isinstance(data, dict):
         got = "an empty file" if data is None else type(data).__name__
         raise ScenarioError(path, None, f"expected a mapping (name: ..., world: ..., facts: ...), got {got}")
-    try:
-        sc = Scenario.model_validate(data)
-    except ValidationError as err:
-        field, msg = validation_problem(err, Scenario)
-        raise ScenarioError(path, field, msg) from None
+    sc = validate_as(Scenario, data, path, ScenarioError)
     sc.source = str(path)
     world_path = (path.parent / sc.world) if not Path(sc.world).is_absolute() else Path(sc.world)
     if not world_path.is_file():

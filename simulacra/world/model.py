@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
 import networkx as nx
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from simulacra.clock import WEEKDAYS as WEEKDAYS  # re-exported: the weekday names
 from simulacra.clock import parse_hhmm, weekday_of
-from simulacra.errors import WorldError, read_yaml, unknown_name, validation_problem
+from simulacra.errors import WorldError, read_yaml, unknown_name, validate_as
 from simulacra.persona import Persona, load_persona
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
@@ -206,11 +206,7 @@ def load_world(path: str | Path, personas_dir: str | Path | None = None) -> Worl
     if not isinstance(data, dict):
         raise WorldError(path, None, f"expected a mapping (name: ..., places: ...) at the top level, got "
                                      f"{type(data).__name__}")
-    try:
-        world = World.model_validate(data)
-    except ValidationError as err:
-        field, msg = validation_problem(err, World)
-        raise WorldError(path, field, msg) from None
+    world = validate_as(World, data, path, WorldError)
     world.source = str(path)
 
     places = world.places
