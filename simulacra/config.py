@@ -4,7 +4,8 @@ Defaults come from seed 003 (weights 0.25 / 0.25 / 1, threshold 0.35, relevance 
 short-term size > 3, promotion at importance > 0.5, rater at ``http://127.0.0.1:5000/rate``,
 all-MiniLM-L6-v2) and from the Generative Agents paper (reflection after 150 points of raw importance),
 except retrieval, whose defaults are the setting measured best (``merged`` over all tiers, recency decay
-0.99 per game hour; ``docs/tuning.md``); ``presets/seed003.yaml`` is seed 003 exactly. Load from YAML with
+0.99 per game hour, weighted hybrid relevance 0.25; ``docs/tuning.md``); ``presets/seed003.yaml`` is seed 003
+exactly. Load from YAML with
 :func:`load_config`; override single values with ``section.field=value`` strings (the CLI's ``--set``).
 """
 
@@ -27,9 +28,10 @@ class _Section(BaseModel):
 class MemoryConfig(_Section):
     """Memory scoring, retrieval, consolidation and decay (seed 003; units in game minutes/hours).
 
-    Retrieval defaults are the setting measured best by ``simulacra tune`` on the labelled queries
-    (``docs/tuning.md``): merged retrieval and ``gamma`` 0.99, the seed's weights, threshold and ``top_k``.
-    ``presets/seed003.yaml`` is seed 003 exactly (cascade, ``gamma`` 0.995).
+    Retrieval defaults are the setting measured best by ``simulacra tune`` on the held-out labelled queries
+    (``docs/tuning.md``): merged retrieval, ``gamma`` 0.99 and weighted hybrid relevance 0.25 (dense + BM25), the
+    seed's weights, threshold and ``top_k``. ``presets/seed003.yaml`` is seed 003 exactly (cascade, ``gamma``
+    0.995, dense relevance).
     """
 
     a_rec: float = Field(0.25, ge=0, description="weight of recency (seed 003)")
@@ -66,14 +68,16 @@ class MemoryConfig(_Section):
     )
     distance: Literal["l2", "cosine", "ip"] = Field("l2", description="Chroma space; l2 is squared Euclidean")
     relevance: Literal["dense", "lexical", "hybrid"] = Field(
-        "dense",
-        description="relevance term: dense = 1/(1+distance) of the embeddings (seed 003); lexical = BM25 of the query "
-        "words over the tier's memory texts, divided by the tier's best BM25 for the query; hybrid = their weighted "
-        "sum (hybrid_weight)",
+        "hybrid",
+        description="relevance term: dense = 1/(1+distance) of the embeddings (seed 003, presets/seed003.yaml); "
+        "lexical = BM25 of the query words over the tier's memory texts, divided by the tier's best BM25 for the "
+        "query; hybrid = their weighted sum (hybrid_weight; measured best on the held-out labelled queries, "
+        "docs/tuning.md)",
     )
     hybrid_weight: float = Field(
-        0.5, ge=0, le=1,
-        description="hybrid relevance = (1 - hybrid_weight) * dense + hybrid_weight * lexical (0: dense, 1: lexical)",
+        0.25, ge=0, le=1,
+        description="hybrid relevance = (1 - hybrid_weight) * dense + hybrid_weight * lexical (0: dense, 1: lexical; "
+        "0.25 measured best, docs/tuning.md)",
     )
     fusion: Literal["weighted", "rrf"] = Field(
         "weighted", description="hybrid fusion: weighted = the weighted sum above; rrf = weighted reciprocal-rank "

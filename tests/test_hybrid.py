@@ -145,7 +145,7 @@ def test_tier_writes_keep_lexical_scores_equal_to_a_fresh_index(tmp_path):
 
 # ----------------------------------------------------------------- scoring and retrieval
 def test_bm25_ranks_an_exact_keyword_match_first_where_dense_does_not(tmp_path):
-    mem = make(tmp_path)
+    mem = make(tmp_path, relevance="dense")
     q = unit(1, 0)
     mem.add([rec("Maria walked through the park", 0), rec("Klaus repaired the blue kettle", 10),
              rec("Tom read the paper", 20)],

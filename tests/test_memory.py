@@ -19,7 +19,7 @@ def rec(agent, text, ts, rating, kind="observation"):
 
 
 def make(tmp_path, **cfg):
-    return AgentMemory("ann", tmp_path / "ann", MemoryConfig(**cfg), DIM)
+    return AgentMemory("ann", tmp_path / "ann", MemoryConfig(**{"relevance": "dense", **cfg}), DIM)
 
 
 def test_ids_are_deterministic_and_distinct():
@@ -152,7 +152,8 @@ def test_a_reopened_store_sees_exactly_what_was_persisted(tmp_path):
     before = {n: sorted(r.id for r in t.records) for n, t in mem.tiers.items()}
     q = unit(1, 2)
     ranked = [m.id for m in mem.retrieve(q, now=120, threshold=0.0, top_k=6, tiers=("long_term",))]
-    reopened = AgentMemory("ann", tmp_path / "ann", MemoryConfig(), DIM, client=open_chroma(tmp_path / "ann"))
+    reopened = AgentMemory("ann", tmp_path / "ann", MemoryConfig(relevance="dense"), DIM,
+                           client=open_chroma(tmp_path / "ann"))
     assert {n: sorted(r.id for r in t.records) for n, t in reopened.tiers.items()} == before
     assert [m.id for m in reopened.retrieve(q, now=120, threshold=0.0, top_k=6, tiers=("long_term",))] == ranked
 

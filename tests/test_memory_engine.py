@@ -19,7 +19,7 @@ def rec(agent, text, ts, rating, kind="observation", **extra):
 
 
 def make(tmp_path, agent="ann", shared=None, **cfg):
-    return AgentMemory(agent, tmp_path / agent, MemoryConfig(**cfg), DIM, shared=shared)
+    return AgentMemory(agent, tmp_path / agent, MemoryConfig(**{"relevance": "dense", **cfg}), DIM, shared=shared)
 
 
 # ----------------------------------------------------------------- reflection trigger
@@ -81,7 +81,7 @@ def test_insight_records_cite_only_sent_evidence_and_go_one_deeper(tmp_path):
     # evidence ids and depth survive Chroma's scalar metadata and a reopen
     out[0].rating = 7
     mem.add_long_term(out, unit(1, 0.3)[None], now=10)
-    reopened = AgentMemory("ann", tmp_path / "ann", MemoryConfig(), DIM)
+    reopened = AgentMemory("ann", tmp_path / "ann", MemoryConfig(relevance="dense"), DIM)
     again = reopened.long_term.get(out[0].id)
     assert again.evidence_ids == [a.id, deep.id] and again.depth == 2 and again.long_term_since == 10
     # and a reflection is retrieved like any memory

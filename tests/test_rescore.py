@@ -61,12 +61,12 @@ def test_rescoring_equals_retrieving_live_under_the_other_weights(tmp_path, rate
         take_back_writes_after_retrieval(sim, last)
         changed = 0
         for a_rec, a_imp, a_rel, gamma in [(1, 1, 1, 0.995), (0, 1, 0.05, 0.995), (2, 0, 0.3, 0.5), (0, 0, 1, 1)]:
-            params = ScoringParams(a_rec, a_imp, a_rel, gamma)
             for op in ops:
                 memory = sim.memories[op["agent"]]
                 memory.config = memory.config.model_copy(update={"a_rec": a_rec, "a_imp": a_imp, "a_rel": a_rel,
                                                                   "gamma": gamma})
-                live = memory.retrieve(embedder.embed([op["query"]])[0], last["time"])
+                params = ScoringParams.from_config(memory.config)  # the shipped relevance (hybrid) with these weights
+                live = memory.retrieve(embedder.embed([op["query"]])[0], last["time"], query_text=op["query"])
                 again = rerank(op["candidates"], op["tiers"], RetrievalRule.from_record(op), params)
                 assert [x[0] for x in again] == [r.id for r in live]
                 assert [x[2] for x in again] == pytest.approx([r.score for r in live], abs=1e-6)  # float32 dots
@@ -96,17 +96,17 @@ def test_retrieval_record_lets_rescore_change_top_k_and_static_budget_up_to_max_
             memory = sim.memories[op["agent"]]
             run_config = memory.config
             q = embedder.embed([op["query"]])[0]
-            found = memory.retrieve(q, last["time"])
+            found = memory.retrieve(q, last["time"], query_text=op["query"])
             record = memory.retrieval_record(op["query"], op["purpose"], found, q, last["time"])
             assert record["results"] == op["results"] and record["candidates"] == op["candidates"]
             assert (record["max_top_k"], record["top_k"], record["mode"], record["static_top_k"]) == (6, 3, mode, None)
             assert record["tiers"] == op["tiers"] and record["agent"] == op["agent"]
             for a_rec, a_imp, a_rel, gamma in [(0.25, 0.25, 1, 0.995), (1, 1, 1, 0.9), (0, 1, 0.05, 0.995)]:
-                params = ScoringParams(a_rec, a_imp, a_rel, gamma)
                 memory.config = run_config.model_copy(update={"a_rec": a_rec, "a_imp": a_imp, "a_rel": a_rel,
                                                               "gamma": gamma})
+                params = ScoringParams.from_config(memory.config)
                 for rule in rules:
-                    live = memory.retrieve(q, last["time"], rule=rule)
+                    live = memory.retrieve(q, last["time"], rule=rule, query_text=op["query"])
                     again = rerank(record["candidates"], record["tiers"], rule, params)
                     assert [x[0] for x in again] == [r.id for r in live], (rule, params)
                     assert [x[2] for x in again] == pytest.approx([r.score for r in live], abs=1e-6)

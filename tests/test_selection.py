@@ -103,7 +103,8 @@ def test_scoring_params_have_one_builder():
     assert (p.a_rec, p.a_imp, p.gamma, p.long_term_decay_per_hour) == (0.5, m.a_imp, 0.9, 0.98)
     assert ScoringParams.from_config(m.model_dump()) == p  # the trace header's JSON form gives the same
     assert ScoringParams.from_config({"a_rel": 2}) == ScoringParams(a_rel=2.0)  # missing: seed values
-    assert ScoringParams.from_config(m, a_imp=3, gamma=None) == ScoringParams(0.5, 3.0, 1.0, 0.9, 60.0, 0.98)
+    assert ScoringParams.from_config(m, a_imp=3, gamma=None) == ScoringParams(0.5, 3.0, 1.0, 0.9, 60.0, 0.98,
+                                                                              relevance="hybrid", hybrid_weight=0.25)
     with pytest.raises(TypeError, match="colour"):
         ScoringParams.from_config(m, colour=1)
 
@@ -151,4 +152,5 @@ def test_the_default_reaches_episodic_memory_and_seed003_stops_at_static(tmp_pat
         ops = [op for t in ticks for op in t["memory"] if op["op"] == "retrieve"]
         episodic = [op for op in ops if any(m["tier"] in ("short_term", "long_term") for m in op["results"])]
         share[name] = len(episodic) / len(ops)
-    assert share["default"] >= 0.9 and share["seed003"] <= 0.1  # measured on this world: 1.0 and 0.025
+    # measured on this world: 0.881 (hybrid default; 1.0 under dense relevance) and 0.025; the bar is 0.5
+    assert share["default"] >= 0.8 and share["seed003"] <= 0.1

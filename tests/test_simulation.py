@@ -188,5 +188,5 @@ def test_reflections_cite_remembered_evidence_and_public_news_reaches_the_shared
         assert len({p["text"] for p in posts}) == len(posts) == len(sim.shared) == summary["shared_memory"]
         q = embedder.embed([WELL_NEWS])[0]
         for mem in sim.memories.values():
-            found = mem.retrieve(q, sim.clock.now, tiers=("shared",), threshold=0)
+            found = mem.retrieve(q, sim.clock.now, tiers=("shared",), threshold=0, query_text=WELL_NEWS)
             assert found[0].tier == "shared" and found[0].text.startswith(WELL_NEWS)

@@ -65,7 +65,7 @@ class ScoringParams:
     recency_window_minutes: float = 60.0
     long_term_decay_per_hour: float = 0.99
     relevance: str = "dense"
-    hybrid_weight: float = 0.5
+    hybrid_weight: float = 0.25
     fusion: str = "weighted"
     rrf_k: float = 60.0
     normalize: str = "none"
