@@ -177,8 +177,6 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
     location = store_location(config.memory, run_dir)
     location.claim(resume, overwrite)
     closers: list[Callable[[], None]] = []
-    if not location.remote:  # run last: the stores' write-ahead logs emptied into their files
-        closers.append(location.close)
     try:
         if embedder is None:
             e = config.embedding

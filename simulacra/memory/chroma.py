@@ -2,9 +2,8 @@
 
 Embedded (:class:`EmbeddedChroma`): one ``chromadb.PersistentClient`` per owner under the run folder,
 ``database/<run>/<agent>/`` (and ``database/<run>/town/`` for the shared tier); a collection is named after its
-tier (``static``, ``short_term``, ``long_term``, ``trash``, ``shared``). Each store's SQLite file is kept in
-write-ahead-log mode (:func:`use_wal`: one fsync per write instead of four), and its log emptied when the run
-closes (:meth:`EmbeddedChroma.close`).
+tier (``static``, ``short_term``, ``long_term``, ``trash``, ``shared``). A new store's SQLite file is made in
+write-ahead-log mode (:func:`use_wal`: one fsync per write instead of four).
 
 Server (:class:`ChromaServer`, ``memory.chroma_url: http://host:port``): one ``chromadb.HttpClient`` for the
 whole run and one collection per owner and tier, named by :func:`collection_name` from the run folder's name, the
@@ -49,8 +48,8 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 
 def open_chroma(path: str | Path):
-    """A persistent Chroma client at ``path`` (created if missing) with telemetry off, its SQLite file in
-    write-ahead-log mode (:func:`use_wal`)."""
+    """A persistent Chroma client at ``path`` (created if missing) with telemetry off; a new store's SQLite file
+    is made in write-ahead-log mode (:func:`use_wal`)."""
     import chromadb
     from chromadb.config import Settings
 
@@ -59,50 +58,30 @@ def open_chroma(path: str | Path):
     return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
 
 
-def use_wal(path: str | Path) -> str:
-    """Put the Chroma store in folder ``path`` (its ``chroma.sqlite3``, created empty if missing) in SQLite's
-    write-ahead-log journal mode; returns the journal mode the file is in afterwards (``"wal"``, or the old mode
-    when another process holds the file and the switch could not be made: logged, the store still works).
+def use_wal(path: str | Path) -> bool:
+    """Create the SQLite file of a new Chroma store in folder ``path`` in SQLite's write-ahead-log journal mode;
+    returns whether it did (``False``: the store exists already, and is left in the mode it has).
 
-    Why: an embedded Chroma store (chromadb 1.x) opens its SQLite file in the default rollback-journal mode with
-    ``synchronous=FULL``, so every write (one per tier per agent per tick) costs four fsyncs (journal twice,
-    database, folder); in WAL mode a commit appends to the ``-wal`` file and fsyncs it once, and is as durable
-    (SQLite, "Write-Ahead Logging", https://sqlite.org/wal.html). The mode is stored in the file, so Chroma's own
-    connections use it. Cost on disk: a ``chroma.sqlite3-wal`` file per store of up to about 4 MB (SQLite's
-    automatic checkpoint at 1000 pages), emptied by :func:`truncate_wal`.
+    Why: an embedded Chroma store (chromadb 1.x) uses SQLite's default rollback journal with
+    ``synchronous=FULL``, so every write (one per tier per agent per tick) costs four fsyncs (the journal twice,
+    the database, the folder); in WAL mode a commit appends to ``chroma.sqlite3-wal`` and fsyncs it once, as
+    durably (SQLite, "Write-Ahead Logging", https://sqlite.org/wal.html). The mode is recorded in the file, so
+    Chroma's own connections use it. The log grows to about 4 MB per store during a run (SQLite's automatic
+    checkpoint at 1000 pages) and is folded into the database and removed when the process ends normally.
+
+    Only a new file is touched: Chroma links its own copy of SQLite, and another copy opening a file that Chroma
+    has open in the same process would drop Chroma's POSIX locks, or delete its log, when it closes (SQLite, "How
+    To Corrupt An SQLite Database File": multiple copies of SQLite in one application). A store made before this
+    rule keeps its rollback journal.
     """
     db = Path(path) / SQLITE_FILE
-    try:
-        with closing(sqlite3.connect(db, timeout=5.0)) as con:
-            mode = con.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-    except sqlite3.Error as err:
-        log.warning("%s: could not switch to write-ahead logging (%s); writes stay slower", db, err)
-        return "unknown"
-    if mode != "wal":
-        log.warning("%s: journal mode stays %s (the file is in use); writes stay slower", db, mode)
-    return mode
-
-
-def truncate_wal(path: str | Path) -> int:
-    """Copy the ``-wal`` file of the Chroma store in folder ``path`` into its database and empty it (SQLite
-    ``wal_checkpoint(TRUNCATE)``); returns the bytes the ``-wal`` file held before (0 when there is none).
-    Nothing is lost either way: the log's content is in the database afterwards. A store in use by a writer is
-    left as it is (logged)."""
-    db = Path(path) / SQLITE_FILE
-    wal = db.with_name(db.name + "-wal")
-    size = wal.stat().st_size if wal.is_file() else 0
-    if not size:
-        return 0
-    try:
-        with closing(sqlite3.connect(db, timeout=5.0)) as con:
-            busy = con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-    except sqlite3.Error as err:
-        log.warning("%s: could not empty its write-ahead log (%s)", db, err)
-        return 0
-    if busy:
-        log.info("%s: its write-ahead log is in use; left as it is", db)
-        return 0
-    return size
+    if db.exists():
+        return False
+    with closing(sqlite3.connect(db)) as con:
+        mode = con.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    if mode != "wal":  # pragma: no cover - a file system without shared memory (WAL needs it)
+        log.warning("%s: SQLite kept journal mode %s; the store's writes stay slower", db, mode)
+    return mode == "wal"
 
 
 def _clean(part: str) -> str:
@@ -158,13 +137,6 @@ class EmbeddedChroma:
     def has_store(self, owner: str, tier: str = "static") -> bool:
         """Whether ``owner`` has a store in the run folder (``tier`` is not checked: one store holds every tier)."""
         return (self.run_dir / owner / SQLITE_FILE).is_file()
-
-    def close(self) -> None:
-        """Empty the write-ahead log of every store of the run (:func:`truncate_wal`), so that a finished run's
-        folder holds its memories in the ``chroma.sqlite3`` files alone."""
-        if self.run_dir.is_dir():
-            for db in sorted(self.run_dir.glob(f"*/{SQLITE_FILE}")):
-                truncate_wal(db.parent)
 
 
 class ChromaServer:
