@@ -20,9 +20,14 @@ on a free port of 127.0.0.1, and reports:
   of those texts again with a fresh embedder of the same settings (``embedding.exact`` included).
   ``wall_over_floor`` = ``wall_s`` / ``floor_s`` (target <= 1.5). ``embed_in_run_s`` is the time the run
   itself spent inside the model.
+- ``load_avg_1min``: the machine's 1-minute load average sampled every 30 s while the case ran (min, mean, max):
+  the machine may be shared, and absolute times follow its load.
 - the checkpoint cost: seconds spent in :meth:`Simulation.checkpoint` during the ticks (written after every
   tick by default, ``simulation.checkpoint_every``) per tick, and as a share of the tick time (target < 5 %);
   ``checkpoint_write_s_per_tick``: the part spent writing ``checkpoint.json`` (serialise, fsync, rename).
+
+Config: the defaults, plus :data:`CASE_SETTINGS` for a case (``100x1`` embeds batched, ``embedding.exact=false``),
+plus ``--set``'s; each case's ``settings`` lists those it ran with.
 
 Usage: ``python -m bench.scale [--quick] [--cases 25x2,100x1] [--sample 1000] [--out bench/results/scale.json]``.
 Prints a table and writes the JSON (``{"cases": {name: {...}}, "machine": {...}}``).
@@ -58,6 +63,9 @@ RESULTS = ROOT / "bench" / "results" / "scale.json"
 DAY = 24 * 60
 CASES = {"25x2": (25, 2 * DAY), "100x1": (100, DAY)}
 QUICK = {"25x4h": (25, 4 * 60)}
+#: config changes a case always runs with (before ``--set``'s, which win): the 100-resident day embeds about
+#: 20 000 texts, which exact embedding (one text per forward pass) makes several times slower
+CASE_SETTINGS = {"100x1": ("embedding.exact=false",)}
 
 FIRST_NAMES = ["Alba", "Bryn", "Cato", "Dara", "Emil", "Fenna", "Gus", "Hedda", "Ivo", "Jana", "Kit", "Lorna",
                "Magnus", "Nell", "Oskar", "Petra", "Rhys", "Sanne", "Teo", "Ulla", "Vida", "Wren", "Xavi", "Yvette",
@@ -349,6 +357,25 @@ def run_case(agents: int, minutes: int, sample: int, db: Path | None = None, wor
         }
 
 
+def run_sampling_load(cmd: Sequence[str], every_s: float = 30.0) -> tuple[str, str, int, list[float]]:
+    """Run ``cmd`` (in :data:`ROOT`) to its end, sampling the machine's 1-minute load average at its start and
+    every ``every_s`` seconds while it runs. Returns ``(stdout, stderr, exit code, loads)``."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    loads = [os.getloadavg()[0]]
+    while True:
+        try:
+            stdout, stderr = proc.communicate(timeout=every_s)
+            return stdout, stderr, proc.returncode, loads
+        except subprocess.TimeoutExpired:
+            loads.append(os.getloadavg()[0])
+
+
+def load_summary(loads: Sequence[float]) -> dict[str, float | int]:
+    """``{"min", "mean", "max", "samples"}`` of 1-minute load averages (rounded to 0.01)."""
+    return {"min": round(min(loads), 2), "mean": round(float(np.mean(loads)), 2), "max": round(max(loads), 2),
+            "samples": len(loads)}
+
+
 def parse_case(name: str) -> tuple[int, int]:
     """``(agents, game minutes)`` of a case name: one of :data:`CASES` / :data:`QUICK`, or ``<agents>x<hours>h``."""
     if name in CASES or name in QUICK:
@@ -367,14 +394,15 @@ def case_names(spec: str) -> list[str]:
 
 def table(cases: dict[str, dict]) -> str:
     rows = [("case", "ticks", "wall s", "ticks/s", "mem/agent st|lt|tot", "store MB", "trace MB", "RSS MB",
-             "uniq texts", "floor s", "wall/floor", "ckpt ms/tick", "ckpt %")]
+             "uniq texts", "floor s", "wall/floor", "ckpt ms/tick", "ckpt %", "load")]
     for name, r in cases.items():
         m = r["memories_per_agent"]
         rows.append((name, f"{r['ticks']}/{r['ticks_planned']}", f"{r['wall_s']:.0f}", f"{r['ticks_per_s']:.3f}",
                      f"{m['short_term']['mean']:.0f}|{m['long_term']['mean']:.0f}|{m['total']['mean']:.0f}",
                      f"{r['store_bytes'] / 2**20:.1f}", f"{r['trace_bytes'] / 2**20:.1f}", f"{r['peak_rss_mb']:.0f}",
                      str(r["unique_texts"]), f"{r['floor_s']:.0f}", f"{r['wall_over_floor']:.2f}",
-                     f"{1000 * r['checkpoint_s_per_tick']:.1f}", f"{100 * r['checkpoint_share']:.2f}"))
+                     f"{1000 * r['checkpoint_s_per_tick']:.1f}", f"{100 * r['checkpoint_share']:.2f}",
+                     f"{r['load_avg_1min']['mean']:.1f}" if "load_avg_1min" in r else "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows)
 
@@ -409,13 +437,15 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         print(f"bench.scale: running {name} ...", file=sys.stderr, flush=True)
         budget = [] if args.budget_minutes is None else ["--budget-minutes", str(args.budget_minutes)]
+        settings = [*CASE_SETTINGS.get(name, ()), *args.overrides]
         cmd = [sys.executable, "-m", "bench.scale", "--one", name, "--sample", str(args.sample), *budget,
-               *(f"--set={o}" for o in args.overrides)]
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-        if proc.returncode != 0:
-            sys.stderr.write(proc.stderr[-4000:])
-            raise SystemExit(f"bench.scale: case {name} failed (exit {proc.returncode})")
-        results["cases"][name] = json.loads(proc.stdout.strip().splitlines()[-1])
+               *(f"--set={o}" for o in settings)]
+        stdout, stderr, code, loads = run_sampling_load(cmd)
+        if code != 0:
+            sys.stderr.write(stderr[-4000:])
+            raise SystemExit(f"bench.scale: case {name} failed (exit {code})")
+        results["cases"][name] = {**json.loads(stdout.strip().splitlines()[-1]), "settings": settings,
+                                  "load_avg_1min": load_summary(loads)}
         results["machine"]["load_avg_at_end"] = list(os.getloadavg())
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")  # after each case

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.memory_growth import growth_exponent, per_day
-from bench.scale import DAY, parse_case, town
+from bench.scale import CASE_SETTINGS, DAY, load_summary, parse_case, run_sampling_load, town
 from simulacra.world.model import load_world
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,6 +51,15 @@ def test_parse_case():
     assert parse_case("25x2") == (25, 2 * DAY)
     assert parse_case("100x1") == (100, DAY)
     assert parse_case("6x0.5h") == (6, 30)
+
+
+def test_load_is_sampled_while_a_case_runs():
+    out, err, code, loads = run_sampling_load([sys.executable, "-c", "import time; time.sleep(0.5); print('done')"],
+                                              every_s=0.1)
+    assert (out.strip(), code) == ("done", 0)
+    assert len(loads) >= 3 and all(x >= 0 for x in loads)  # at the start, then every 0.1 s
+    assert load_summary([1.0, 2.0, 4.5]) == {"min": 1.0, "mean": 2.5, "max": 4.5, "samples": 3}
+    assert CASE_SETTINGS["100x1"] == ("embedding.exact=false",)  # the 100-resident day embeds batched
 
 
 def _row(minute, short, long, perceived):
@@ -97,4 +106,5 @@ def test_quick_run_reports_every_figure(tmp_path):
     # samples every game hour, and one at the run's end: here only the end, after tick 2 (half an hour in)
     assert [(g["tick"], g["game_minute"]) for g in r["growth"]] == [(2, 6 * 60 + 30 + 30)]
     assert r["growth"][0]["short_term"]["mean"] == m["short_term"]["mean"]
+    assert r["settings"] == [] and r["load_avg_1min"]["samples"] >= 1
     assert "4x0.5h" in proc.stdout and "wall/floor" in proc.stdout

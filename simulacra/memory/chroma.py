@@ -2,7 +2,8 @@
 
 Embedded (:class:`EmbeddedChroma`): one ``chromadb.PersistentClient`` per owner under the run folder,
 ``database/<run>/<agent>/`` (and ``database/<run>/town/`` for the shared tier); a collection is named after its
-tier (``static``, ``short_term``, ``long_term``, ``trash``, ``shared``).
+tier (``static``, ``short_term``, ``long_term``, ``trash``, ``shared``). A new store's SQLite file is made in
+write-ahead-log mode (:func:`use_wal`: one fsync per write instead of four).
 
 Server (:class:`ChromaServer`, ``memory.chroma_url: http://host:port``): one ``chromadb.HttpClient`` for the
 whole run and one collection per owner and tier, named by :func:`collection_name` from the run folder's name, the
@@ -21,8 +22,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import sqlite3
 import time
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlparse
@@ -37,18 +40,48 @@ T = TypeVar("T")
 
 #: longest collection name made: Chroma 1.x accepts 3-512 characters, older servers 3-63
 MAX_NAME = 63
+#: the SQLite file of an embedded Chroma store, in its folder
+SQLITE_FILE = "chroma.sqlite3"
 #: metadata key naming the run a collection belongs to
 RUN_KEY = "simulacra_run"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 
 def open_chroma(path: str | Path):
-    """A persistent Chroma client at ``path`` (created if missing) with telemetry off."""
+    """A persistent Chroma client at ``path`` (created if missing) with telemetry off; a new store's SQLite file
+    is made in write-ahead-log mode (:func:`use_wal`)."""
     import chromadb
     from chromadb.config import Settings
 
     Path(path).mkdir(parents=True, exist_ok=True)
+    use_wal(path)
     return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+
+
+def use_wal(path: str | Path) -> bool:
+    """Create the SQLite file of a new Chroma store in folder ``path`` in SQLite's write-ahead-log journal mode;
+    returns whether it did (``False``: the store exists already, and is left in the mode it has).
+
+    Why: an embedded Chroma store (chromadb 1.x) uses SQLite's default rollback journal with
+    ``synchronous=FULL``, so every write (one per tier per agent per tick) costs four fsyncs (the journal twice,
+    the database, the folder); in WAL mode a commit appends to ``chroma.sqlite3-wal`` and fsyncs it once, as
+    durably (SQLite, "Write-Ahead Logging", https://sqlite.org/wal.html). The mode is recorded in the file, so
+    Chroma's own connections use it. The log grows to about 4 MB per store during a run (SQLite's automatic
+    checkpoint at 1000 pages) and is folded into the database and removed when the process ends normally.
+
+    Only a new file is touched: Chroma links its own copy of SQLite, and another copy opening a file that Chroma
+    has open in the same process would drop Chroma's POSIX locks, or delete its log, when it closes (SQLite, "How
+    To Corrupt An SQLite Database File": multiple copies of SQLite in one application). A store made before this
+    rule keeps its rollback journal.
+    """
+    db = Path(path) / SQLITE_FILE
+    if db.exists():
+        return False
+    with closing(sqlite3.connect(db)) as con:
+        mode = con.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    if mode != "wal":  # pragma: no cover - a file system without shared memory (WAL needs it)
+        log.warning("%s: SQLite kept journal mode %s; the store's writes stay slower", db, mode)
+    return mode == "wal"
 
 
 def _clean(part: str) -> str:
@@ -103,7 +136,7 @@ class EmbeddedChroma:
 
     def has_store(self, owner: str, tier: str = "static") -> bool:
         """Whether ``owner`` has a store in the run folder (``tier`` is not checked: one store holds every tier)."""
-        return (self.run_dir / owner / "chroma.sqlite3").is_file()
+        return (self.run_dir / owner / SQLITE_FILE).is_file()
 
 
 class ChromaServer:
