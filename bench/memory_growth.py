@@ -14,7 +14,7 @@ day on (``growth_exponent_from_day2``), which leaves out the first day's warm-up
 Writes ``bench/results/memory_growth.json`` (samples, the per-day table, the exponent) and the plot
 ``docs/memory_growth.png``.
 
-Usage: ``python -m bench.memory_growth [--days 7] [--budget-minutes 15]`` or
+Usage: ``python -m bench.memory_growth [--days 7] [--budget-minutes 15] [--keep DIR]`` or
 ``python -m bench.memory_growth --from bench/results/scale.json --case 25x2``, or
 ``python -m bench.memory_growth --compare before=A.json after=B.json`` (one plot of several results).
 """
@@ -152,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="config change, e.g. embedding.exact=false (batched embedding, faster; counts unchanged)")
     p.add_argument("--from", dest="source", default=None, help="a bench.scale JSON file to take the samples from")
     p.add_argument("--case", default="25x2", help="with --from: the case [%(default)s]")
+    p.add_argument("--keep", default=None, metavar="DIR",
+                   help="keep the run folder (trace, stores) under DIR, e.g. for python -m bench.growth_replay")
     p.add_argument("--out", default=str(RESULTS), help="JSON file [%(default)s]")
     p.add_argument("--plot", default=str(PLOT), help="PNG file [%(default)s]")
     p.add_argument("--compare", nargs="+", metavar="LABEL=FILE", default=None,
@@ -174,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         origin = f"{args.source} case {args.case}"
     else:
         case = run_case(args.agents, int(args.days * DAY), sample=200, budget_s=60 * args.budget_minutes,
-                        overrides=args.overrides)
+                        overrides=args.overrides, db=None if args.keep is None else Path(args.keep))
         origin = (f"run: {args.agents} agents, {args.days:g} game days planned, budget {args.budget_minutes:g} min"
                   + "".join(f", --set {o}" for o in args.overrides))
     rows = case["growth"]

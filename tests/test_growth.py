@@ -225,3 +225,25 @@ def test_rescore_stays_exact_under_rehearsal(runs):
 
     report = rescore_run(runs["on"], 0.25, 0.25, 1.0)
     assert report["retrievals"] > 0 and report["rescored"] == report["retrievals"] and report["changed"] == 0
+
+
+def test_the_replay_estimate_forgets_by_the_same_rule():
+    from bench.growth_replay import replay
+
+    head = {"agents": ["ann"], "start_minute": 0, "tick_minutes": 60}
+    ticks = [{"time": 0, "memory": [{"op": "move", "agent": "ann", "id": "a", "importance": 0.6},
+                                    {"op": "move", "agent": "ann", "id": "b", "importance": 0.6}]}]
+    for h in range(1, 31):
+        ops = []
+        if h % 10 == 0:  # "a" is used every ten hours; "b" is asked for once, at hour 30
+            ops.append({"op": "retrieve", "agent": "ann", "purpose": "focus", "results": [
+                {"id": "a", "tier": "long_term"}] + ([{"id": "b", "tier": "long_term"}] if h == 30 else [])})
+        ticks.append({"time": h * 60, "memory": ops})
+    on = replay(head, ticks, 0.93, rehearse=True)
+    off = replay(head, ticks, 0.93, rehearse=False)
+    # 0.6 * 0.93 ** h < 0.1 from h = 24.7: without rehearsal both are gone by hour 25, with it only "b"
+    assert [r["long_term"]["mean"] for r in on["samples"]][24:27] == [2.0, 1.0, 1.0]  # after hours 24, 25, 26
+    assert [r["long_term"]["mean"] for r in off["samples"]][24:27] == [2.0, 0.0, 0.0]
+    assert on["forgotten"] == 1 and off["forgotten"] == 2
+    # retrieval results at hours 10, 20, 30: 4 long-term hits; "b" at hour 30 is lost either way, "a" only without
+    assert on["lost"] == {"all": 0.25, "focus": 0.25} and off["lost"] == {"all": 0.5, "focus": 0.5}
