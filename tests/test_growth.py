@@ -193,6 +193,15 @@ def test_a_run_rehearses_exactly_what_its_ticks_used(runs):
     assert not any(op["op"] == "rehearse" for t in ticks_of(runs["off"]) for op in t["memory"])
 
 
+def test_inspect_tells_what_a_tick_rehearsed(runs):
+    from simulacra.explain import explain_tick, format_explanation
+
+    tick, op = next((t["tick"], op) for t in ticks_of(runs["on"]) for op in t["memory"] if op["op"] == "rehearse")
+    e = explain_tick(runs["on"], op["agent"], tick)
+    assert {"reason": op["reason"], "ids": op["ids"]} in e["rehearsed"]
+    assert f"rehearsed {len(op['ids'])} memories ({op['reason']})" in format_explanation(e)
+
+
 def test_rehearsal_keeps_what_is_used_and_the_rest_is_forgotten(runs):
     def forgotten_used(run_dir):
         """Long-term memories forgotten after a retrieval had returned them, and all long-term forgets."""
