@@ -8,14 +8,15 @@ written for what the agent perceived (observations and events). ``--from FILE --
 recorded by a ``bench.scale`` run instead of running again.
 
 Growth exponent: the least-squares slope of log(long-term mean) against log(perceived mean) over the samples
-where both are positive (1 = linear; below 1 = sublinear).
+where both are positive (1 = linear; below 1 = sublinear); also over the samples from the end of the first game
+day on (``growth_exponent_from_day2``), which leaves out the first day's warm-up.
 
 Writes ``bench/results/memory_growth.json`` (samples, the per-day table, the exponent) and the plot
 ``docs/memory_growth.png``.
 
-Usage: ``python -m bench.memory_growth [--days 7] [--budget-minutes 15]`` or
+Usage: ``python -m bench.memory_growth [--days 7] [--budget-minutes 15] [--keep DIR]`` or
 ``python -m bench.memory_growth --from bench/results/scale.json --case 25x2``, or
-``python -m bench.memory_growth --compare off=A.json reinforce=B.json`` (one plot of several results).
+``python -m bench.memory_growth --compare before=A.json after=B.json`` (one plot of several results).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -50,11 +52,12 @@ def per_day(rows: list[dict], start_minute: int) -> list[dict]:
     return out
 
 
-def growth_exponent(rows: list[dict]) -> float | None:
-    """Slope of log(long-term mean) on log(perceived mean) (see the module docstring); ``None`` with fewer than
-    3 usable samples."""
+def growth_exponent(rows: list[dict], from_minute: float | None = None) -> float | None:
+    """Slope of log(long-term mean) on log(perceived mean) (see the module docstring), over the samples at or after
+    game minute ``from_minute`` (all by default); ``None`` with fewer than 3 usable samples."""
     pts = [(math.log(r["perceived"]), math.log(r["long_term"]["mean"])) for r in rows
-           if r["perceived"] > 0 and r["long_term"]["mean"] > 0]
+           if r["perceived"] > 0 and r["long_term"]["mean"] > 0
+           and (from_minute is None or r["game_minute"] >= from_minute)]
     if len(pts) < 3:
         return None
     x, y = np.array(pts).T
@@ -99,7 +102,7 @@ def plot(rows: list[dict], start_minute: int, exponent: float | None, title: str
     plt.close(fig)
 
 
-def compare_plot(results: list[tuple[str, dict]], start_minute: int, out: Path) -> None:
+def compare_plot(results: list[tuple[str, dict]], start_minute: int, out: Path, title: str | None = None) -> None:
     """One figure of several ``bench.memory_growth`` results (``(label, result JSON)``): left, short-term and
     long-term means per agent against game days; right, long-term against perception memories written
     (log-log), each labelled with its growth exponent."""
@@ -118,8 +121,9 @@ def compare_plot(results: list[tuple[str, dict]], start_minute: int, out: Path) 
                if r["perceived"] > 0 and r["long_term"]["mean"] > 0]
         if pts:
             x, y = np.array(pts).T
-            exp = res.get("growth_exponent")
-            b.loglog(x, y, "o", ms=3, color=color, label=f"{label} (exponent {'n/a' if exp is None else f'{exp:.2f}'})")
+            exp, later = res.get("growth_exponent"), res.get("growth_exponent_from_day2")
+            b.loglog(x, y, "o", ms=3, color=color, label=f"{label} (exponent {'n/a' if exp is None else f'{exp:.2f}'}"
+                     + ("" if later is None else f", from day 2 {later:.2f}") + ")")
             b.loglog(x, x * (y[-1] / x[-1]), ":", color=color, alpha=0.5)
     a.set_xlabel("game days run")
     a.set_ylabel("memories per agent")
@@ -131,8 +135,8 @@ def compare_plot(results: list[tuple[str, dict]], start_minute: int, out: Path) 
     b.legend(fontsize=8)
     b.grid(alpha=0.3, which="both")
     agents = results[0][1]["agents"]
-    fig.suptitle(f"Gullhaven, {agents} agents, scripted backend: memory growth with and without "
-                 "memory.reinforce_repeats", fontsize=11)
+    fig.suptitle(title or f"Gullhaven, {agents} agents, scripted backend: memory growth of "
+                 + ", ".join(label for label, _ in results), fontsize=11)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
@@ -148,10 +152,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="config change, e.g. embedding.exact=false (batched embedding, faster; counts unchanged)")
     p.add_argument("--from", dest="source", default=None, help="a bench.scale JSON file to take the samples from")
     p.add_argument("--case", default="25x2", help="with --from: the case [%(default)s]")
+    p.add_argument("--keep", default=None, metavar="DIR",
+                   help="keep the run folder (trace, stores) under DIR, e.g. for python -m bench.growth_replay")
     p.add_argument("--out", default=str(RESULTS), help="JSON file [%(default)s]")
     p.add_argument("--plot", default=str(PLOT), help="PNG file [%(default)s]")
     p.add_argument("--compare", nargs="+", metavar="LABEL=FILE", default=None,
-                   help="plot these result files together (no run), e.g. off=a.json reinforce=b.json")
+                   help="plot these result files together (no run), e.g. before=a.json after=b.json")
+    p.add_argument("--title", default=None, help="with --compare: the figure's title")
     args = p.parse_args(argv)
     from simulacra.world.model import load_world
 
@@ -161,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         if any(not sep for _, sep, _ in pairs):
             raise SystemExit("bench.memory_growth: --compare takes LABEL=FILE arguments")
         compare_plot([(label, json.loads(Path(f).read_text(encoding="utf-8"))) for label, _, f in pairs], start,
-                     Path(args.plot))
+                     Path(args.plot), args.title)
         print(f"written {args.plot}")
         return 0
     if args.source:
@@ -169,16 +176,19 @@ def main(argv: list[str] | None = None) -> int:
         origin = f"{args.source} case {args.case}"
     else:
         case = run_case(args.agents, int(args.days * DAY), sample=200, budget_s=60 * args.budget_minutes,
-                        overrides=args.overrides)
+                        overrides=args.overrides, db=None if args.keep is None else Path(args.keep))
         origin = (f"run: {args.agents} agents, {args.days:g} game days planned, budget {args.budget_minutes:g} min"
                   + "".join(f", --set {o}" for o in args.overrides))
     rows = case["growth"]
     if not rows:
         raise SystemExit("bench.memory_growth: no samples (the run ended before its first game hour)")
     exponent = growth_exponent(rows)
+    later = growth_exponent(rows, start + DAY)
     days = per_day(rows, start)
     result = {"origin": origin, "agents": case["agents"], "ticks": case["ticks"], "wall_s": case["wall_s"],
-              "complete": case["complete"], "growth_exponent": None if exponent is None else round(exponent, 3),
+              "complete": case["complete"], "load_average": [round(x, 2) for x in os.getloadavg()],
+              "growth_exponent": None if exponent is None else round(exponent, 3),
+              "growth_exponent_from_day2": None if later is None else round(later, 3),
               "per_day": days, "samples": rows}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -189,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     for d in days:
         print(f"{d['days_run']:>6.2f} {d['short_term']:>7.1f} {d['short_term_max']:>7} {d['long_term']:>7.1f} "
               f"{d['total']:>7.1f} {d['perceived']:>10.1f}")
-    print(f"growth exponent (long-term vs perceived): {'n/a' if exponent is None else f'{exponent:.2f}'}")
+    print(f"growth exponent (long-term vs perceived): {'n/a' if exponent is None else f'{exponent:.2f}'}, "
+          f"from day 2: {'n/a' if later is None else f'{later:.2f}'}")
     print(f"written {args.out} and {args.plot}")
     return 0
 

@@ -10,15 +10,16 @@ at any moment leaves either the old checkpoint or the new one: a cut or spoiled 
 :func:`read_checkpoint` returns, the whole file with its journal applied::
 
     {"version": 2, "base": str, "ticks_done": int, "target_ticks": int | None, "trace_bytes": int,
-     "config": {...}, "state": TownState.to_dict(), "memory": {agent: {tier: [ids in row order]}},
+     "config": {...}, "state": TownState.to_dict(),
+     "memory": {agent: {tier: [ids in row order], "last_accessed": {id: game minute}}},
      "shared": [ids] | None, "history_usage": {...}, "layers": layer_counters(...)}
 
 ``layers`` holds what the language-model layer and the rater counted and spent (:func:`layer_counters`), and
 where ``llm_calls.jsonl`` stood: a resume restores the counters and budgets and replays the recorded answers of
 the ticks after the checkpoint (:mod:`simulacra.llm.replay`).
 
-On resume the trace is cut back to ``trace_bytes`` and every store is rolled back to the ids listed (see
-:meth:`simulacra.memory.stream.AgentMemory.restore`): a tick is wholly in the trace, the stores and the
+On resume the trace is cut back to ``trace_bytes`` and every store is rolled back to the ids and access marks
+listed (see :meth:`simulacra.memory.stream.AgentMemory.restore`): a tick is wholly in the trace, the stores and the
 checkpoint, or wholly absent. The trace header records the sha256 of the world and persona files
 (:func:`input_hashes`), so that a resume can refuse changed inputs (:func:`changed_inputs`). ``docs/resume.md``
 has the costs.

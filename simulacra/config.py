@@ -94,7 +94,11 @@ class MemoryConfig(_Section):
     consolidation_age_minutes: int = Field(60, ge=0, description="short-term entries older than this leave")
     promote_threshold: float = Field(0.5, ge=0, le=1, description="importance above this goes to long-term")
     long_term_decay_per_hour: float = Field(
-        0.99, gt=0, le=1, description="long-term importance factor per game hour since entering long-term"
+        0.93, gt=0, le=1,
+        description="long-term importance factor per game hour since entering long-term or the last rehearsal (the "
+        "later); with forget_floor 0.1 an unused memory is forgotten after 25 (importance 0.6) to 32 (1.0) game "
+        "hours, about one day and night; 0.93 measured on a 25-resident week with rehearsal (docs/scale.md); seed 003 "
+        "and presets/seed003.yaml: 0.99 (178 to 229 game hours)"
     )
     forget_floor: float | None = Field(
         0.1, ge=0, le=1, description="forget long-term memories whose decayed importance falls below; null = never"
@@ -103,6 +107,13 @@ class MemoryConfig(_Section):
         False, description="consolidation reinforces instead of duplicating: a promoted short-term memory whose text "
         "a long-term memory already has replaces it by one reinforced memory (decay restarted, the higher rating, "
         "the newer game time) instead of adding a second copy (docs/scale.md, memory growth)"
+    )
+    rehearse: bool = Field(
+        True, description="rehearsal (consolidation by use): every memory a tick's retrievals return or a reflection "
+        "uses as evidence is marked accessed at that game minute, and a long-term memory's importance decays from the "
+        "later of entering long-term and its last access, so memories in use are not forgotten and unused ones fade "
+        "(Generative Agents refreshes last_accessed on retrieval); recorded as rehearse operations "
+        "(docs/scale.md, memory growth)"
     )
     chroma_url: str | None = Field(
         None, description="http://host:port of a Chroma server holding every agent's tiers (one collection per agent "

@@ -20,7 +20,7 @@ def explain_tick(run: str | Path, agent: str, tick: int) -> dict[str, Any]:
         "action", "perceived": [texts], "remembered": [{text, kind, rating, tier}], "said": [texts], "heard":
         [texts], "retrieved": [{purpose, query, results: [{id,
         text, tier, kind, recency, importance, relevance, score, and under lexical or hybrid relevance dense
-        and lexical}]}], "reflections": [...], "moved": [...], "reinforced": [...],
+        and lexical}]}], "reflections": [...], "moved": [...], "reinforced": [...], "rehearsed": [{reason, ids}],
         "forgotten": [...], "posted": [...], "decisions": [{kind, source, memory_ids, memories: [texts], value}],
         "lines": [{text, source, memories: [texts]}], "plan_step"}``.
     Raises:
@@ -58,6 +58,7 @@ def explain_tick(run: str | Path, agent: str, tick: int) -> dict[str, Any]:
         "reflections": [ins for op in mine if op["op"] == "reflect" for ins in op["insights"]],
         "moved": [op["text"] for op in mine if op["op"] == "move"],
         "reinforced": [op["text"] for op in mine if op["op"] == "reinforce"],
+        "rehearsed": [{"reason": op["reason"], "ids": op["ids"]} for op in mine if op["op"] == "rehearse"],
         "forgotten": [{"text": op["text"], "reason": op.get("reason")} for op in mine if op["op"] == "forget"],
         "posted": [op["text"] for op in t["memory"] if op["op"] == "post" and op.get("author") == agent],
         "decisions": [_with_texts(d, t) for d in t.get("decisions", []) if d["agent"] == agent],
@@ -142,6 +143,8 @@ def format_explanation(e: dict[str, Any]) -> str:
             out += [f"    {m}" for m in ln["memories"]]
     out += [f"moved to long-term: {x}" for x in e["moved"]]
     out += [f"reinforced in long-term: {x}" for x in e["reinforced"]]
+    out += [f"rehearsed {len(r['ids'])} memories ({r['reason']}): their long-term decay restarts"
+            for r in e.get("rehearsed", [])]
     out += [f"forgot ({f['reason']}): {f['text']}" for f in e["forgotten"]]
     out += [f"posted to the town's shared memory: {x}" for x in e["posted"]]
     return "\n".join(out)

@@ -9,8 +9,9 @@ Phases (where :func:`kill_point` is called):
     ``tick``: the tick starts; ``remember1``, ``remember2``: after the first owner's write of the tick's
     first (percepts) and second (plans, speech) memory batch; ``chroma``: a Chroma upsert has returned and the
     in-process mirror is not yet updated; ``forget``: forgotten memories are in the trash and not yet deleted
-    from their tier; ``reflect``: after the first agent's insights were written; ``consolidate``: after the
-    first agent's consolidation; ``trace``: half of the tick's trace line is written and flushed;
+    from their tier; ``reflect``: after the first agent's insights were written; ``rehearse``: after the first
+    access marks of the tick were written (memories changed in place); ``consolidate``: after the first agent's
+    consolidation; ``trace``: half of the tick's trace line is written and flushed;
     ``checkpoint``: the new checkpoint's temporary file is written, not yet renamed.
 """
 
@@ -22,7 +23,8 @@ from collections import Counter
 from collections.abc import Callable
 
 ENV = "SIMULACRA_KILL_AT"
-PHASES = ("tick", "remember1", "remember2", "chroma", "forget", "reflect", "consolidate", "trace", "checkpoint")
+PHASES = ("tick", "remember1", "remember2", "chroma", "forget", "reflect", "rehearse", "consolidate", "trace",
+          "checkpoint")
 
 
 class InjectedFault(RuntimeError):

@@ -48,6 +48,7 @@ from simulacra.tick import (
     notice,
     perceive_stage,
     reflect_stage,
+    rehearse_stage,
     remember_stage,
     retrieve_stage,
     sleepers,
@@ -308,6 +309,8 @@ class Simulation:
         conversed = converse_stage(state, rt, decided.pairs, doing, now, tick)
         said = remember_stage(rt, decided.pending + conversed.pending, "remember2")
         reflected = reflect_stage(rt, now, tick)
+        rehearsed = rehearse_stage(rt, seen.ops + retrieval.ops + decided.ops + conversed.ops + said.ops
+                                   + reflected.ops, now)
         consolidated = consolidate_stage(rt, now)
 
         # fold the writes into the state
@@ -341,7 +344,7 @@ class Simulation:
             state.agents[b].talked_to[a] += 1
 
         memory_ops = (seen.ops + retrieval.ops + decided.ops + conversed.ops + said.ops + reflected.ops
-                      + consolidated)
+                      + rehearsed + consolidated)
         for op in memory_ops:
             if op["op"] == "forget":
                 state.counters[f"forgotten:{op['agent']}"] += 1

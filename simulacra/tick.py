@@ -714,6 +714,39 @@ def reflect_stage(rt: Runtime, now: int, tick: int) -> Reflected:
     return Reflected(ops, failures, notable)
 
 
+def used_memories(ops: Sequence[dict[str, Any]]) -> dict[str, dict[str, list[str]]]:
+    """The memories a tick used, per agent and reason, in first-use order: ``retrieved`` (the results of its
+    ``retrieve`` operations, which go into the mind's view or prompt) and ``reflection evidence`` (the evidence of
+    its ``reflect`` operations)."""
+    used: dict[str, dict[str, dict[str, None]]] = {}
+    for op in ops:
+        if op["op"] == "retrieve":
+            ids, reason = [r["id"] for r in op["results"]], "retrieved"
+        elif op["op"] == "reflect":
+            ids, reason = op["evidence"], "reflection evidence"
+        else:
+            continue
+        used.setdefault(op["agent"], {}).setdefault(reason, {}).update(dict.fromkeys(ids))
+    return {a: {reason: list(ids) for reason, ids in by.items()} for a, by in used.items()}
+
+
+def rehearse_stage(rt: Runtime, ops: Sequence[dict[str, Any]], now: int) -> list[dict[str, Any]]:
+    """Rehearsal (``memory.rehearse``): every memory the tick's operations ``ops`` used (:func:`used_memories`) is
+    marked accessed at ``now`` (:meth:`AgentMemory.mark_accessed`, which restarts a long-term memory's decay), in
+    agent order, before consolidation forgets; the trace operations (``rehearse``, one per agent and reason)."""
+    if not rt.config.memory.rehearse:
+        return []
+    used = used_memories(ops)
+    out: list[dict[str, Any]] = []
+    for pid in rt.agents:
+        for reason, ids in used.get(pid, {}).items():
+            marked = rt.memories[pid].mark_accessed(ids, now, reason)
+            out += marked
+            if marked:
+                kill_point("rehearse")
+    return out
+
+
 def consolidate_stage(rt: Runtime, now: int) -> list[dict[str, Any]]:
     """Consolidation and forgetting of every agent (:meth:`AgentMemory.consolidate`); the trace operations."""
     ops: list[dict[str, Any]] = []

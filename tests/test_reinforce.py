@@ -55,7 +55,7 @@ def test_repeated_text_keeps_one_long_term_memory_with_refreshed_decay(tmp_path)
 
 
 def test_off_by_default_the_copies_accumulate(tmp_path):
-    mem = make(tmp_path)
+    mem = make(tmp_path, long_term_decay_per_hour=0.99)  # none decays away within the three days
     for d in range(3):
         ops, _ = day_of(mem, d)
         assert not [o for o in ops if o["op"] == "reinforce"]
@@ -90,12 +90,12 @@ def test_restore_to_a_snapshot_before_a_reinforce_is_exact(tmp_path):
     mem.empty_trash()  # a whole checkpoint here
     snap = mem.snapshot()
     before = {n: [(r.id, r.rating, r.timestamp, r.long_term_since, r.extra) for r in mem.tier(n).records]
-              for n in snap}
+              for n in mem.tiers}
     ops = mem.consolidate(t + 120, force=True)
     assert [o["op"] for o in ops if o["text"] == ROUTINE] == ["reinforce"]
     mem.restore(snap, 0.0, None, None)
     after = {n: [(r.id, r.rating, r.timestamp, r.long_term_since, r.extra) for r in mem.tier(n).records]
-             for n in snap}
+             for n in mem.tiers}
     assert after == before
     # and the same consolidation again gives the same memory (same id)
     again = mem.consolidate(t + 120, force=True)

@@ -87,6 +87,8 @@ def reachable(ticks):
             out.append((n, "forget"))
         if any(o["op"] == "reflect" and o["insights"] for o in ops):
             out.append((n, "reflect"))
+        if any(o["op"] == "rehearse" for o in ops):
+            out.append((n, "rehearse"))
     return out
 
 
@@ -105,10 +107,10 @@ def test_sigkill_at_random_moments_then_resume_ends_byte_identical(tmp_path, rat
     points = reachable(ref_ticks)
     phases = {p for _, p in points}
     # the run must exercise what the kills are meant to hit
-    assert {"remember1", "remember2", "chroma", "forget", "reflect", "trace"} <= phases
+    assert {"remember1", "remember2", "chroma", "forget", "reflect", "rehearse", "trace"} <= phases
     rng = random.Random(20261124)
     kills = [rng.choice([x for x in points if x[1] == phase])
-             for phase in ("remember1", "remember2", "chroma", "forget", "reflect", "trace")]
+             for phase in ("remember1", "remember2", "chroma", "forget", "reflect", "rehearse", "trace")]
     kills += rng.sample(points, 3)
     kills.sort()
     run_dir = tmp_path / "k"

@@ -77,7 +77,7 @@ class MirrorIndex:
         self._n = 0
         self._emb = np.zeros((0, dim), dtype=np.float32)
         self._sqnorm = np.zeros(0, dtype=np.float32)
-        self._cols = np.zeros((4, 0), dtype=np.float64)  # rating, created, accessed, long_term_since
+        self._cols = np.zeros((4, 0), dtype=np.float64)  # rating, created, accessed, decay origin (decay_since)
         self._basis: np.ndarray | None = None  # (rank, dim)
         self._mu: np.ndarray | None = None
         self._proj = np.zeros((0, self.rank), dtype=np.float32)
@@ -110,6 +110,8 @@ class MirrorIndex:
 
     @property
     def long_term_since(self) -> np.ndarray:
+        """Where each row's long-term decay counts from (:attr:`MemoryRecord.decay_since`: entering long-term or
+        the last rehearsal, the later); NaN while short-term."""
         return self._cols[3, : self._n]
 
     # ----------------------------------------------------------------- writes

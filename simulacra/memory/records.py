@@ -41,7 +41,7 @@ class MemoryRecord:
         timestamp: game minute the memory was formed; ``None`` for static memories.
         tick: tick at which it was formed (-1 for static).
         long_term_since: game minute it entered long-term, ``None`` while short-term.
-        last_accessed: game minute of its last explicit access mark, ``None`` if never.
+        last_accessed: game minute of its last explicit access mark (a rehearsal), ``None`` if never.
         extra: further scalar metadata (``topic``, ``source``, ``evidence_ids`` ...).
     """
 
@@ -67,13 +67,28 @@ class MemoryRecord:
         return int(self.extra.get("depth", 0))
 
     @property
+    def decay_since(self) -> float | None:
+        """Game minute the long-term decay of its importance counts from: the later of entering long-term and the
+        last rehearsal (``last_accessed``, :meth:`~simulacra.memory.stream.AgentMemory.mark_accessed`), so that a
+        long-term memory that keeps being used keeps its importance; ``None`` while short-term (no decay)."""
+        if self.long_term_since is None:
+            return None
+        if self.last_accessed is None:
+            return self.long_term_since
+        return max(self.long_term_since, self.last_accessed)
+
+    @property
     def importance_score(self) -> float | None:
         """Undecayed importance in [0, 1] (``rating / 10``), as seed 003 stores it."""
         return None if self.rating is None else self.rating / 10.0
 
-    def to_metadata(self) -> dict[str, Any]:
-        """Chroma metadata: scalars only, no ``None`` values."""
+    def to_metadata(self, clear_unset: bool = False) -> dict[str, Any]:
+        """Chroma metadata: scalars only, no ``None`` values; with ``clear_unset`` the unset optional fields
+        (``long_term_since``, ``last_accessed``) are given as ``None``, which a Chroma ``update`` takes as "remove
+        the key" (an update merges metadata: a key left out keeps its old value)."""
         meta: dict[str, Any] = {"kind": self.kind, "tick": int(self.tick)}
+        if clear_unset:
+            meta.update(long_term_since=None, last_accessed=None)
         if self.rating is not None:
             meta["rating"] = int(self.rating)
             meta["importance_score"] = self.rating / 10.0

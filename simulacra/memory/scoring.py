@@ -6,7 +6,8 @@ Formula (seed 003, after the Generative Agents paper, Park et al. 2023)::
     recency    = 1                              if age < recency_window (60 game minutes)
                = gamma ** (age / 60)            otherwise, age in game minutes (gamma per game hour)
     importance = rating / 10                    rating on 1..10 from the rater
-               * decay ** (hours in long-term)  long-term memories only (seed 003: "decay mechanism")
+               * decay ** (hours in long-term)  long-term memories only (seed 003: "decay mechanism"), counted
+                                                from entering long-term or the last rehearsal, the later
     relevance  = 1 / (1 + distance)             distance as Chroma reports it (squared L2 by default)
                = lexical                        ``memory.relevance: lexical`` (BM25, see below)
                = (1 - w) * dense + w * lexical  ``memory.relevance: hybrid``, w = ``hybrid_weight``
@@ -294,11 +295,12 @@ def recency_of(age_minutes: np.ndarray, gamma: float, window_minutes: float = 60
 def decayed_importance(
     rating: np.ndarray, long_term_since: np.ndarray, now: float, decay_per_hour: float
 ) -> np.ndarray:
-    """``rating / 10``, times ``decay_per_hour ** hours`` since the memory entered long-term.
+    """``rating / 10``, times ``decay_per_hour ** hours`` since the memory entered long-term or was last rehearsed.
 
     Args:
         rating: raw rater output on 1..10 (NaN for static memories), shape ``(n,)``.
-        long_term_since: game minute the memory entered long-term, NaN while in short-term.
+        long_term_since: game minute the decay counts from (:attr:`MemoryRecord.decay_since`: entering long-term,
+            or the last rehearsal when later), NaN while in short-term.
         now: current game time in game minutes.
         decay_per_hour: factor per game hour, in (0, 1].
     Returns:

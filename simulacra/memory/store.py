@@ -27,7 +27,8 @@ _PAGE = 5_000
 
 
 def _row_columns(rec: MemoryRecord) -> tuple[float, float, float, float]:
-    return MirrorIndex.columns_of(rec.rating, rec.timestamp, rec.last_accessed, rec.long_term_since)
+    # the decay column holds where long-term decay counts from (entry or last rehearsal, MemoryRecord.decay_since)
+    return MirrorIndex.columns_of(rec.rating, rec.timestamp, rec.last_accessed, rec.decay_since)
 
 
 class MemoryTier:
@@ -290,11 +291,12 @@ class MemoryTier:
         self._append(records, emb)
 
     def update_metadata(self, records: Sequence[MemoryRecord]) -> None:
-        """Rewrite the metadata of existing records (one Chroma call), e.g. after marking access."""
+        """Rewrite the metadata of existing records (one Chroma call), e.g. after marking access; an optional field
+        set to ``None`` (an access mark a restore takes back) is removed from the stored metadata."""
         records = [r for r in records if r.id in self._row]
         if not records:
             return
-        ids, metas = [r.id for r in records], [r.to_metadata() for r in records]
+        ids, metas = [r.id for r in records], [r.to_metadata(clear_unset=True) for r in records]
         self._call(lambda: self.collection.update(ids=ids, metadatas=metas), "updating")
         for rec in records:
             row = self._row[rec.id]

@@ -35,6 +35,9 @@ from simulacra.memory.store import MemoryTier
 
 log = logging.getLogger(__name__)
 
+#: the key of :meth:`AgentMemory.snapshot` holding the access marks (the other keys are tiers)
+ACCESS_KEY = "last_accessed"
+
 
 class AgentMemory:
     """The three memory tiers of one agent, stored in ``path`` (``database/<run>/<agent>/``).
@@ -299,43 +302,82 @@ class AgentMemory:
         """Drop the copies of deleted memories (a checkpoint no longer needs them)."""
         self.trash.delete(self.trash.ids)
 
-    def snapshot(self) -> dict[str, list[str]]:
-        """Per tier, its memory ids in row order (what a checkpoint records)."""
-        return {name: tier.ids for name, tier in self.tiers.items()}
+    def snapshot(self) -> dict[str, Any]:
+        """What a checkpoint records: per tier, its memory ids in row order, and under ``"last_accessed"`` the access
+        marks (:meth:`mark_accessed`) of the short-term and long-term memories that have one, ``{id: game minute}``
+        (marks change a memory in place, so ids alone cannot restore them)."""
+        snap: dict[str, Any] = {name: tier.ids for name, tier in self.tiers.items()}
+        snap[ACCESS_KEY] = {r.id: r.last_accessed for name in ("short_term", "long_term")
+                            for r in self.tiers[name].records if r.last_accessed is not None}
+        return snap
 
-    def restore(self, snapshot: dict[str, Sequence[str]], importance_since_reflection: float,
+    def restore(self, snapshot: dict[str, Any], importance_since_reflection: float,
                 last_reflection: float | None, last_consolidation: float | None) -> dict[str, int]:
         """Roll the tiers back to ``snapshot`` (:meth:`snapshot` at a checkpoint) and set the reflection and
         consolidation accumulators; returns how many memories were ``restored`` and ``dropped``.
 
         A memory the checkpoint has and a tier lost is brought back from :attr:`trash` or from another tier
         (consolidation writes long-term before deleting short-term), with its stored embedding; one written
-        after the checkpoint is deleted; rows are put back in the checkpoint's order.
+        after the checkpoint is deleted; rows are put back in the checkpoint's order; every short-term and
+        long-term memory gets back the access mark the checkpoint recorded (none when it recorded none; a
+        checkpoint written before marks were recorded has none).
 
         Raises:
             CheckpointError: a memory of the checkpoint is nowhere in the agent's store.
         """
-        unknown = set(snapshot) - set(self.tiers)
+        tiers = {k: v for k, v in snapshot.items() if k != ACCESS_KEY}
+        unknown = set(tiers) - set(self.tiers)
         if unknown:
             raise CheckpointError(f"checkpoint of {self.agent}: unknown tiers {sorted(unknown)}")
         counts = {"restored": 0, "dropped": 0}
-        for name, want in snapshot.items():
+        for name, want in tiers.items():
             others = [self.trash] + [t for n, t in self.tiers.items() if n != name]
             counts["restored"] += restore_missing(self.tiers[name], want, others, self.agent, name == "short_term")
-        for name, want in snapshot.items():
+        for name, want in tiers.items():
             counts["dropped"] += roll_back(self.tiers[name], want)
+        marks = snapshot.get(ACCESS_KEY) or {}
+        for name in ("short_term", "long_term"):
+            tier = self.tiers[name]
+            tier.update_metadata([replace(r, last_accessed=marks.get(r.id)) for r in tier.records
+                                  if r.last_accessed != marks.get(r.id)])
         self.empty_trash()
         self.importance_since_reflection = importance_since_reflection
         self.last_reflection = last_reflection
         self.last_consolidation = last_consolidation
         return counts
 
-    def mark_accessed(self, ids: Iterable[str], now: float) -> None:
-        """Set ``last_accessed = now`` on these memories (explicit: retrieval itself never writes)."""
-        ids = list(ids)  # iterated once per tier
-        for tier in (self.short_term, self.long_term):
-            recs = [replace(tier.get(i), last_accessed=now) for i in ids if i in tier]
+    def mark_accessed(self, ids: Iterable[str], now: float, reason: str = "accessed") -> list[dict[str, Any]]:
+        """Rehearse these memories: set ``last_accessed = now`` on those in short-term or long-term (explicit:
+        retrieval itself never writes); returns the trace operations.
+
+        A long-term memory's importance decays from the later of entering long-term and its last access
+        (:attr:`MemoryRecord.decay_since`), so marking restarts its decay clock: a memory that keeps being used is
+        not forgotten by :meth:`forget_decayed` (consolidation by use; the Generative Agents implementation
+        refreshes ``last_accessed`` of what a retrieval returns). Under ``recency_from: last_access`` it also
+        restarts recency. Static and shared memories, unknown ids, repeats and memories already marked at ``now``
+        are skipped.
+
+        Args:
+            ids: memory ids, in the order they were used (kept in the op).
+            now: game minute of the access.
+            reason: why they are marked, recorded in the op (e.g. ``retrieved``, ``reflection evidence``).
+        Returns:
+            ``[]`` when nothing changed, else one op ``{"op": "rehearse", "agent", "ids", "tiers" (per id),
+            "reason", "time"}``; one Chroma update per tier touched.
+        """
+        order = {i: n for n, i in enumerate(dict.fromkeys(ids))}  # ids may be an iterator: read once
+        marked: list[tuple[str, str]] = []
+        for name in ("short_term", "long_term"):
+            tier = self.tiers[name]
+            recs = [replace(r, last_accessed=float(now)) for i in order
+                    if (r := tier.get(i)) is not None and r.last_accessed != now]
             tier.update_metadata(recs)
+            marked += [(r.id, name) for r in recs]
+        if not marked:
+            return []
+        marked.sort(key=lambda x: order[x[0]])
+        return [{"op": "rehearse", "agent": self.agent, "ids": [i for i, _ in marked],
+                 "tiers": [t for _, t in marked], "reason": reason, "time": float(now)}]
 
     # ----------------------------------------------------------------- reads
     def rule(self, top_k: int | None = None, threshold: float | None = None, mode: str | None = None) -> RetrievalRule:
