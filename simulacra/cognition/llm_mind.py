@@ -604,7 +604,8 @@ class LLMMind:
                 if not 0 <= ln.news <= len(pool):
                     raise BadAnswer(f"line {i + 1}: news must be 0..{len(pool)} for {ln.speaker}")
                 topic = pool[ln.news - 1].topic if ln.news else None
-                out.append((speaker, Utterance(tidy_line(ln.line, names=names.values()), topic, i == len(ex.lines[: c.max_turns]) - 1)))
+                last = i == len(ex.lines[: c.max_turns]) - 1
+                out.append((speaker, Utterance(tidy_line(ln.line, names=names.values()), topic, last)))
             summary = check_not_looping(ex.summary.strip(), "the summary")
             return out, f"Conversation of {names[a]} and {names[b]} at {place}: {summary}"
 
