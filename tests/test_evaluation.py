@@ -24,7 +24,7 @@ from simulacra.evaluation.variants import VARIANTS, variant
 from simulacra.memory.records import MemoryRecord, RetrievedMemory
 from simulacra.trace import TraceWriter
 from tests.conftest import ROOT
-from tests.schema_answers import SchemaAnswers
+from tests.schema_answers import SchemaAnswers, prompt_text
 
 pytest_plugins = ["tests.openai_double"]
 
@@ -488,3 +488,61 @@ measure: [history, cost]
     assert 0 < rows["history=window"]["tokens_per_conversation"] < rows["history=full"]["tokens_per_conversation"]
     report = (tmp_path / "out" / "report.md").read_text()
     assert "## Conversation history" in report and "| history=window | window |" in report
+
+
+PARTY = "Greta Lund is throwing a party at The Wren and Kettle on day 1 from 08:00 to 09:00, and everyone is invited."
+MILL = "Bram Ostrowski is selling the Old Watermill to a company from the city."
+
+
+def test_the_report_with_an_openai_compatible_server(tmp_path, openai_double, rater_url, embedder):
+    """The whole report against an OpenAI-compatible server (the double): the model plans everyone into the tavern,
+    tells its news, accepts invitations and, interviewed, claims every fact it is asked about. Claims of the
+    control fact are all made up; claims of the party by agents who heard it are confirmed; the cost counts the
+    model's calls."""
+    from simulacra.evaluation.metrics import Similarity
+    from simulacra.evaluation.report import evaluate
+
+    sc_path = write(tmp_path, f"""\
+name: party-llm
+world: {WORLD}
+agents: [greta_lund, samuel_adeyemi, hana_novak]
+hours: 2
+facts:
+  - id: party
+    text: "{PARTY}"
+    question: "Is there a party at The Wren and Kettle?"
+    holders: [greta_lund]
+    importance: 7
+  - id: control-mill-sale
+    text: "{MILL}"
+    question: "Is the Old Watermill being sold to someone?"
+party: {{fact: party, host: greta_lund, place: tavern, start: "08:00", end: "09:00"}}
+""")
+    sc = load_scenario(sc_path)
+    hooks = history_hooks()
+    hooks.update({
+        "day_plan": lambda b, d: {"items": [{"start": "07:00", "activity": "having breakfast", "place": "tavern"}]},
+        "actions": lambda b, d: {"actions": [{"minutes": 240, "activity": "having breakfast", "place": "tavern"}]},
+        "line": lambda b, d: {**d, "line": f"{d['line']} ({len(prompt_text(b))})", "news": 1 if 1 in b[
+            "response_format"]["json_schema"]["schema"]["properties"]["news"]["enum"] else 0, "end": False},
+        "consider": lambda b, d: {**d, "go": True, "reason": "I would like to come"},
+        "interview": lambda b, d: {"answer": PARTY if "party" in b["messages"][-1]["content"].split(
+            "An interviewer asks you:")[1] else MILL, "memories": []},
+    })
+    openai_double.script([], then=SchemaAnswers(hooks=hooks))
+    over = [f"rater.url={rater_url}", "llm.model=double-model", f"llm.base_url={openai_double.url}",
+            "llm.attempts=1", "llm.timeout_s=5", "cognition.chance_meetings=true"]
+    result = evaluate(sc, [variant("full")], [0], tmp_path / "out", embedder=embedder, overrides=over)
+    row = result["variants"]["full"]["seeds"]["0"]
+    m = json.loads((tmp_path / "out" / "runs" / "full-seed0" / "metrics.json").read_text())
+    assert m["mind"] == "llm:openai:double-model"
+    assert m["cost"]["llm_calls"] > 0 and row["llm_calls_per_agent_hour"] == m["cost"]["llm_calls"] / 6
+    h = m["hallucination"]
+    assert h["answers"] == 6 and h["claims"] == 6  # every agent asked every fact; every answer claims it
+    assert sorted(x["agent"] for x in h["made_up"] if x["fact"] == "control-mill-sale") == sorted(sc.agents)
+    heard = heard_times(Run.load(tmp_path / "out" / "runs" / "full-seed0"), sc.fact("party"), Similarity(embedder))
+    assert sorted(h["confirmed"]["party"]) == sorted(heard) and "greta_lund" in heard
+    assert row["hallucination_rate"] == pytest.approx((6 - len(heard)) / 6)
+    assert row["diffusion"]["party"]["heard_end"] == pytest.approx(len(heard) / 3)
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "| full |" in report and "control-mill-sale" in report and (tmp_path / "out" / "diffusion.png").is_file()
