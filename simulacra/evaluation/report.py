@@ -277,10 +277,11 @@ def history_section(details: dict[str, dict[int, dict]]) -> list[str]:
         asked = [p for p in probes if p["recalled"] is not None]
         tokens = sum(h["tokens_per_conversation"] for h in hs) / len(hs)
         strategy = next((h["strategy"] for h in hs if h.get("strategy")), "-")
-        rows.append(f"| {name} | {strategy} | {tokens:.0f} | {len(probes)} | "
-                    f"{sum(p['in_view'] for p in viewed)} of {len(viewed)} | "
-                    f"{sum(p['recalled'] for p in asked)} of {len(asked)} | "
-                    f"{sum(p['in_summary'] for p in probes)} of {len(probes)} |")
+        def share(ps, key):
+            return f"{sum(p[key] for p in ps)} of {len(ps)}" if ps else "-"
+
+        rows.append(f"| {name} | {strategy} | {tokens:.0f} | {len(probes)} | {share(viewed, 'in_view')} | "
+                    f"{share(asked, 'recalled')} | {share(probes, 'in_summary')} |")
         if example is None and asked:
             example = (name, asked[0])
     if not rows:
@@ -289,7 +290,8 @@ def history_section(details: dict[str, dict[int, dict]]) -> list[str]:
            "Early facts: a seeded fact told in the first half of a conversation of at least 4 lines. *In view*: the "
            "history strategy's end view (its summary and the lines it still shows) holds it; *recalled*: the listener, "
            "asked the fact's question from that view alone right after the conversation, answers with it; *stored "
-           "summary*: the summary both keep in memory (written from the whole transcript) holds it.", "",
+           "summary*: the summary both keep in memory (written from the whole transcript) holds it. A mind without a "
+           "history (scripted) has nothing in view and is not asked (-).", "",
            "| variant | strategy | tokens/conversation | early facts | in view | recalled | stored summary |",
            "|---|---|---|---|---|---|---|", *rows, ""]
     if example is not None:
