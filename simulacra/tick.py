@@ -589,13 +589,13 @@ def converse_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str
         if whole is not None:
             return whole.value[0], [whole] * len(whole.value[0]), Decision(whole.value[1], (), whole.source), Counter(
                 {"conversations": 1, "exchange_calls": 1, "exchange_prompt_tokens": whole.tokens[0],
-                 "exchange_completion_tokens": whole.tokens[1]})
+                 "exchange_completion_tokens": whole.tokens[1]}), None
         history = rt.mind.open_history() if hasattr(rt.mind, "open_history") else None
         lines, decisions = converse_line_by_line(rt.mind.next_line, views, convs, a, b, history)
         c = convs[a]
         summary = rt.mind.summarise_conversation(views[a], c)
         usage = history.usage() if history is not None else Counter()
-        return lines, decisions, summary, usage
+        return lines, decisions, summary, usage, history.end_context() if history is not None else None
 
     results = rt.map(hold, ordered)
     pending: list[Pending] = []
@@ -607,7 +607,7 @@ def converse_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str
     usage: Counter = Counter()
     heard: list[tuple[str, Engagement]] = []
     clock = format_hhmm(now)
-    for (a, b), (lines, decisions, summary, used) in zip(ordered, results):
+    for (a, b), (lines, decisions, summary, used, context) in zip(ordered, results):
         usage.update(used)
         place = state.agents[a].place
         pl = rt.world.places[place]
@@ -645,7 +645,10 @@ def converse_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str
         topics = [u.topic for _, u in lines if u.topic]
         notable.append(f"{clock} {rt.names[a]} talks with {rt.names[b]} at {pl.name}: "
                        f"{'; '.join(topics) if topics else 'small talk'}")
-        out.append({"participants": [a, b], "place": place, "lines": trace_lines, "summary": summary.value})
+        conv = {"participants": [a, b], "place": place, "lines": trace_lines, "summary": summary.value}
+        if context is not None:  # what the history strategy still showed when the conversation ended
+            conv["history"] = context
+        out.append(conv)
     return Conversed(out, pending, told, posted, ops, records, notable, usage, heard)
 
 

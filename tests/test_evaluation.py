@@ -24,6 +24,7 @@ from simulacra.evaluation.variants import VARIANTS, variant
 from simulacra.memory.records import MemoryRecord, RetrievedMemory
 from simulacra.trace import TraceWriter
 from tests.conftest import ROOT
+from tests.schema_answers import SchemaAnswers, prompt_text
 
 pytest_plugins = ["tests.openai_double"]
 
@@ -53,7 +54,8 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_every_shipped_scenario_loads():
     for path in sorted((ROOT / "scenarios").glob("*.yaml")):
         sc = load_scenario(path)
-        assert sc.facts and (sc.party or sc.candidacy), path
+        # every experiment has its party or candidacy; a history comparison has no coordination to measure
+        assert sc.facts and (sc.party or sc.candidacy or "coordination" not in sc.measure), path
 
 
 @pytest.mark.parametrize("change, field, words", [
@@ -197,10 +199,11 @@ def constructed_run(tmp_path: Path) -> Run:
         return {"type": "tick", "tick": n, "time": time, "positions": positions, "actions": actions,
                 "conversations": list(conversations), "decisions": list(decisions), "memory": []}
 
-    def talk(x, y, topic=None, n=1, summary=""):
+    def talk(x, y, topic=None, n=1, summary="", history=None):
         lines = [{"speaker": (x, y)[i % 2], "listener": (y, x)[i % 2], "text": "hi", "topic": topic if i == 0 else None}
                  for i in range(n)]
-        return {"participants": [x, y], "place": "square", "summary": summary, "lines": lines}
+        c = {"participants": [x, y], "place": "square", "summary": summary, "lines": lines}
+        return c if history is None else {**c, "history": history}
 
     home = {"a": "hall", "b": "square", "c": "square", "d": "home_d"}
     ticks = [
@@ -210,8 +213,12 @@ def constructed_run(tmp_path: Path) -> Run:
         tick(2, 480, {**home, "b": "hall", "d": "hall"}, [], walking={"d"}, decisions=[
             {"agent": "c", "kind": "engagement",
              "value": {"engagement": eng, "go": False, "reason": "plan conflict: 08:00-09:00 work at mill"}}]),
-        tick(3, 510, {**home, "b": "hall"}, [talk("b", "c", TOPIC, 4, f"talked about: {TOPIC}")]),
-        tick(4, 540, home, [talk("c", "d", TOPIC, 4, "talked about the weather")]),
+        # the window strategy shows the last 2 lines at the end: the party, told first, is out of view
+        tick(3, 510, {**home, "b": "hall"}, [talk("b", "c", TOPIC, 4, f"talked about: {TOPIC}",
+                                                  {"strategy": "window", "summary": None, "verbatim": 2})]),
+        # a summarising strategy keeps it in its summary, though the stored summary drops it
+        tick(4, 540, home, [talk("c", "d", TOPIC, 4, "talked about the weather",
+                                 {"strategy": "window_summary", "summary": f"Cy said: {TOPIC}", "verbatim": 2})]),
     ]
     tw = TraceWriter(tmp_path / "trace.jsonl", header)
     for t in ticks:
@@ -243,8 +250,32 @@ def test_metrics_on_a_trace_with_known_answers(tmp_path):
         def holds(self, text, f):
             return "party" in text
 
-    hist = history(run, sc, Sim())
-    assert (hist["early_facts"], hist["early_facts_kept"], hist["survival"]) == (2, 1, 0.5)
+    hist = history(run, sc, Sim())  # no model: nothing asked
+    assert (hist["early_facts"], hist["in_view"], hist["in_view_share"], hist["in_summary_share"]) == (2, 1, 0.5, 0.5)
+    assert hist["asked"] == 0 and hist["survival"] is None
+    assert [(p["teller"], p["listener"], p["in_view"], p["in_summary"]) for p in hist["probes"]] == [
+        ("b", "c", False, True), ("c", "d", True, False)]
+
+    class Model:  # answers from what the prompt shows: a party when the view mentions one
+        def __init__(self):
+            self.asked = []
+
+        def complete(self, messages, **kw):
+            from simulacra.llm.base import Completion
+
+            text = "\n".join(m["content"] for m in messages)
+            self.asked.append((text, kw))
+            seen = text.split("Question:")[0]  # the question itself names the party
+            answer = "Yes, Ann A's party at the hall." if "party" in seen else "I do not know."
+            return Completion(json.dumps({"answer": answer}), "m", 10, 5, 0.0, "stop")
+
+    model = Model()
+    hist = history(run, sc, Sim(), model=model, seed=3)
+    assert (hist["asked"], hist["recalled"], hist["survival"]) == (2, 1, 0.5)
+    assert [p["recalled"] for p in hist["probes"]] == [False, True]
+    (first, kw1), (second, _) = model.asked
+    assert "You are Cy C" in first and "Bo B" in first and "party?" in first and kw1["seed"] == 3
+    assert "Summary of the earlier part" in second and "You are Di D" in second
 
     answers = [{"agent": "b", "fact": "party", "answer": "a party at the hall", "time": 570},
                {"agent": "d", "fact": "party", "answer": "yes, a party", "time": 530},  # before Di heard it
@@ -374,3 +405,145 @@ def test_without_planning_a_rest_day_follows_the_rest_day_routine():
     assert plan == routine_plan(wilf, start, 2880 + 420, rest_day=True)
     assert [p.place for p in plan] == [e.place for e in wilf.routine_for(True)] != [e.place for e in wilf.routine]
     assert plan[-1].end == 2880 + 420
+
+
+# --------------------------------------------------------------------------- history strategies, with a model double
+FERRY = "The ferry to Millbrook stops running after Friday because its boiler cracked."
+
+
+def history_hooks() -> dict:
+    """A model double that plans everyone at the well, talks to whoever is there, tells the news it has in its
+    first line, fills the rest with remarks, summarises faithfully (copies what it is given) and answers a question
+    from what its prompt shows of the conversation."""
+    import hashlib
+
+    from tests.schema_answers import MARK, prompt_text
+
+    def enum(body, key):
+        return body["response_format"]["json_schema"]["schema"]["properties"][key]["enum"]
+
+    def line(body, default):
+        text = prompt_text(body)
+        if f"\n1. {FERRY}" in text and 1 in enum(body, "news"):
+            return {"line": f"Did you hear? {FERRY}", "news": 1, "end": False}
+        n = int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) % 100000
+        return {"line": f"{MARK} a remark about the weather, number {n}.", "news": 0, "end": False}
+
+    def faithful(body, default):
+        return {"summary": " ".join(body["messages"][-1]["content"].split())[:590]}
+
+    def recall(body, default):
+        seen = prompt_text(body).split("Question:")[0]
+        return {"answer": FERRY if FERRY in seen else "I do not know; they did not say."}
+
+    def talk(body, default):
+        people = [p for p in enum(body, "person") if p != "none"]
+        return {**default, "decision": "talk", "person": people[0]} if people else {**default, "decision": "continue"}
+
+    return {"day_plan": lambda b, d: {"items": [{"start": "08:00", "activity": "drawing water", "place": "well"}]},
+            "actions": lambda b, d: {"actions": [{"minutes": 240, "activity": "drawing water", "place": "well"}]},
+            "reaction": talk, "line": line, "ConversationSummary": faithful, "summary": faithful, "recall": recall}
+
+
+def test_history_strategies_differ_on_early_facts_and_tokens(tmp_path, openai_double, rater_url, embedder):
+    """An eight-line conversation whose first lines tell the ferry news: the full history and the window with a
+    summary still hold it at the end and the listener, asked after the conversation, recalls it; a window of the
+    last two lines has lost it, and spends fewer prompt tokens per conversation than the full history."""
+    from simulacra.evaluation.report import evaluate
+
+    data = ROOT / "tests" / "data"
+    sc_path = write(tmp_path, f"""\
+name: tiny-history
+world: {data / 'tiny.yaml'}
+personas_dir: {data / 'personas'}
+agents: [ann, ben]
+hours: 1
+facts:
+  - id: ferry
+    text: "{FERRY}"
+    question: "What is happening to the ferry to Millbrook?"
+    holders: [ann]
+    importance: 8
+measure: [history, cost]
+""")
+    sc = load_scenario(sc_path)
+    openai_double.script([], then=SchemaAnswers(hooks=history_hooks()))
+    over = [f"rater.url={rater_url}", "llm.model=double-model", f"llm.base_url={openai_double.url}",
+            "llm.attempts=1", "llm.timeout_s=5", "simulation.conversation_turns=8", "cognition.history_window=2",
+            "cognition.chance_meetings=true"]
+    names = ["history=full", "history=window", "history=window_summary"]
+    result = evaluate(sc, [variant(n) for n in names], [0], tmp_path / "out", overrides=over, embedder=embedder,
+                      interviews=False)
+    rows = {n: result["variants"][n]["seeds"]["0"] for n in names}
+    hist = {n: json.loads((tmp_path / "out" / "runs" / f"{n.replace('=', '-')}-seed0" / "metrics.json").read_text())
+            ["history"] for n in names}
+    for n in names:
+        assert hist[n]["early_facts"] >= 1 and hist[n]["asked"] == hist[n]["early_facts"], n
+        assert {p["strategy"] for p in hist[n]["probes"]} == {n.split("=")[1]}
+        assert all(p["in_summary"] for p in hist[n]["probes"])  # the stored summary is written from every line
+    assert (rows["history=full"]["early_fact_in_view"], rows["history=full"]["early_fact_survival"]) == (1, 1)
+    assert (rows["history=window_summary"]["early_fact_in_view"],
+            rows["history=window_summary"]["early_fact_survival"]) == (1, 1)
+    assert (rows["history=window"]["early_fact_in_view"], rows["history=window"]["early_fact_survival"]) == (0, 0)
+    assert all(p["answer"].startswith("I do not know") for p in hist["history=window"]["probes"])
+    assert 0 < rows["history=window"]["tokens_per_conversation"] < rows["history=full"]["tokens_per_conversation"]
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "## Conversation history" in report and "| history=window | window |" in report
+
+
+PARTY = "Greta Lund is throwing a party at The Wren and Kettle on day 1 from 08:00 to 09:00, and everyone is invited."
+MILL = "Bram Ostrowski is selling the Old Watermill to a company from the city."
+
+
+def test_the_report_with_an_openai_compatible_server(tmp_path, openai_double, rater_url, embedder):
+    """The whole report against an OpenAI-compatible server (the double): the model plans everyone into the tavern,
+    tells its news, accepts invitations and, interviewed, claims every fact it is asked about. Claims of the
+    control fact are all made up; claims of the party by agents who heard it are confirmed; the cost counts the
+    model's calls."""
+    from simulacra.evaluation.metrics import Similarity
+    from simulacra.evaluation.report import evaluate
+
+    sc_path = write(tmp_path, f"""\
+name: party-llm
+world: {WORLD}
+agents: [greta_lund, samuel_adeyemi, hana_novak]
+hours: 2
+facts:
+  - id: party
+    text: "{PARTY}"
+    question: "Is there a party at The Wren and Kettle?"
+    holders: [greta_lund]
+    importance: 7
+  - id: control-mill-sale
+    text: "{MILL}"
+    question: "Is the Old Watermill being sold to someone?"
+party: {{fact: party, host: greta_lund, place: tavern, start: "08:00", end: "09:00"}}
+""")
+    sc = load_scenario(sc_path)
+    hooks = history_hooks()
+    hooks.update({
+        "day_plan": lambda b, d: {"items": [{"start": "07:00", "activity": "having breakfast", "place": "tavern"}]},
+        "actions": lambda b, d: {"actions": [{"minutes": 240, "activity": "having breakfast", "place": "tavern"}]},
+        "line": lambda b, d: {**d, "line": f"{d['line']} ({len(prompt_text(b))})", "news": 1 if 1 in b[
+            "response_format"]["json_schema"]["schema"]["properties"]["news"]["enum"] else 0, "end": False},
+        "consider": lambda b, d: {**d, "go": True, "reason": "I would like to come"},
+        "interview": lambda b, d: {"answer": PARTY if "party" in b["messages"][-1]["content"].split(
+            "An interviewer asks you:")[1] else MILL, "memories": []},
+    })
+    openai_double.script([], then=SchemaAnswers(hooks=hooks))
+    over = [f"rater.url={rater_url}", "llm.model=double-model", f"llm.base_url={openai_double.url}",
+            "llm.attempts=1", "llm.timeout_s=5", "cognition.chance_meetings=true"]
+    result = evaluate(sc, [variant("full")], [0], tmp_path / "out", embedder=embedder, overrides=over)
+    row = result["variants"]["full"]["seeds"]["0"]
+    m = json.loads((tmp_path / "out" / "runs" / "full-seed0" / "metrics.json").read_text())
+    assert m["mind"] == "llm:openai:double-model"
+    assert m["cost"]["llm_calls"] > 0 and row["llm_calls_per_agent_hour"] == m["cost"]["llm_calls"] / 6
+    h = m["hallucination"]
+    assert h["answers"] == 6 and h["claims"] == 6  # every agent asked every fact; every answer claims it
+    assert sorted(x["agent"] for x in h["made_up"] if x["fact"] == "control-mill-sale") == sorted(sc.agents)
+    heard = heard_times(Run.load(tmp_path / "out" / "runs" / "full-seed0"), sc.fact("party"), Similarity(embedder))
+    assert sorted(h["confirmed"]["party"]) == sorted(heard) and "greta_lund" in heard
+    assert row["hallucination_rate"] == pytest.approx((6 - len(heard)) / 6)
+    assert row["diffusion"]["party"]["heard_end"] == pytest.approx(len(heard) / 3)
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "| full |" in report and "control-mill-sale" in report and (tmp_path / "out" / "diffusion.png").is_file()

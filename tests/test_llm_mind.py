@@ -299,6 +299,22 @@ def test_a_looping_line_is_said_once():
     assert tidy_line("Did you hear that the mill wheel stopped this morning? Bram is fixing it.")
 
 
+def test_a_speaker_label_is_not_part_of_the_line():
+    from simulacra.cognition.llm_mind import BadAnswer, strip_speaker, tidy_line
+
+    names = ("Hana Novak", "Ezra Pike")
+    echo = "Hana Novak: The conversation is starting. The conversation is starting."
+    assert tidy_line(echo, names=names) == "The conversation is starting."
+    assert tidy_line("**Ezra:** Morning, Hana!", names=names) == "Morning, Hana!"
+    assert strip_speaker("Ezra Pike: Hana Novak: hello", names) == "hello"
+    # only the speakers' names are labels: other text before a colon is said
+    assert tidy_line("Note: the ferry is late.", names=names) == "Note: the ferry is late."
+    assert tidy_line("Greta Lund: see you at noon.", names=names) == "Greta Lund: see you at noon."
+    assert tidy_line("Hana Novak: The conversation is starting.") == "Hana Novak: The conversation is starting."
+    with pytest.raises(BadAnswer):
+        tidy_line("Ezra Pike:", names=names)
+
+
 def test_a_spent_budget_stops_the_run_at_its_last_complete_tick(tmp_path, openai_double, rater_url, embedder):
     """Three plans and three decompositions fit in the budget of 7 calls; the reactions of a later tick do not."""
     openai_double.script([], then=SchemaAnswers(hooks={"reaction": lambda b, d: {**d, "decision": "continue"}}))
@@ -341,7 +357,9 @@ def test_a_line_said_again_or_a_bare_name_is_not_used(openai_double):
     places = {pid: p.name for pid, p in world.places.items()}
     view = AgentView("ann", world.personas["ann"], 500, "shop", (), names, places)
     mind = LLMMind(OpenAIChatModel("double-model", base_url=openai_double.url), Config())
-    for answer in ("The rope snapped at the well.", "Ben Brook"):
+    # the echo seen with SmolLM2: the other speaker's line copied with its transcript label
+    for answer in ("The rope snapped at the well.", "Ben Brook", "Ben Brook: The rope snapped at the well.",
+                   "ben: the rope snapped at the well"):
         openai_double.script([], then=SchemaAnswers(hooks={"line": lambda b, d, a=answer: {"line": a, "news": 0,
                                                                                            "end": False}}))
         said = [("ben", Utterance("The rope snapped at the well."))]

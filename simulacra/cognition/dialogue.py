@@ -14,13 +14,15 @@ from collections.abc import Sequence
 from simulacra.cognition.history import (
     ConversationHistory,
     ExtractiveSummariser,
+    HistoryContext,
     LLMSummariser,
     Summary,
     Turn,
     make_history,
 )
 from simulacra.config import CognitionConfig
-from simulacra.llm.base import BudgetExceeded, LLMError, LLMUnreachable
+from simulacra.llm.base import BudgetExceeded, Completion, LLMError, LLMUnreachable
+from simulacra.llm.parsing import extract_json
 
 
 class SafeSummariser:
@@ -72,6 +74,13 @@ class DialogueHistory:
         self.line_prompt_tokens += decision.tokens[0]
         self.line_completion_tokens += decision.tokens[1]
 
+    def end_context(self) -> dict:
+        """What the strategy shows of the conversation after its last line (the trace's ``history`` entry of a
+        conversation): ``{"strategy", "summary": str | None, "verbatim": n}``, the last ``n`` lines being shown
+        word for word, the older ones only through the summary (or not at all: ``window``)."""
+        ctx = self.history.context()
+        return {"strategy": self.history.strategy, "summary": ctx.summary, "verbatim": len(ctx.turns)}
+
     def usage(self) -> Counter:
         """Tokens of this conversation: line calls and summaries (prompt and completion)."""
         h = self.history
@@ -80,6 +89,44 @@ class DialogueHistory:
                         "summary_prompt_tokens": h.summary_prompt_tokens,
                         "summary_completion_tokens": h.summary_completion_tokens,
                         "summary_failures": self.summariser.failures})
+
+
+#: the answer asked for by :func:`ask_after` (JSON schema; title ``recall``)
+RECALL_SCHEMA = {"title": "recall", "type": "object", "additionalProperties": False, "required": ["answer"],
+                 "properties": {"answer": {"type": "string", "minLength": 1, "maxLength": 400}}}
+
+
+def recall_messages(context: HistoryContext, listener: str, speaker: str, question: str) -> list[dict]:
+    """The chat messages of :func:`ask_after`: ``listener`` (a name) sees the conversation with ``speaker`` as the
+    strategy still shows it at its end (``context``: its summary in the system prompt, its verbatim turns) and is
+    asked ``question``, to be answered from that alone."""
+    system = context.system_prompt(f"You are {listener}. You have just finished talking with {speaker}.")
+    user = (f"What you still have of the conversation:\n{context.transcript() or '(no lines)'}\n\n"
+            f"Question: {question}\nAnswer in one or two sentences from the conversation only; if it does not say, "
+            "answer that you do not know.")
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def ask_after(model, context: HistoryContext, listener: str, speaker: str, question: str,
+              seed: int | None = None, max_tokens: int = 120) -> Completion:
+    """Ask ``model`` ``question`` as ``listener`` would answer it right after the conversation, from what the
+    history strategy still shows of it (:func:`recall_messages`), temperature 0, answer schema
+    :data:`RECALL_SCHEMA`. Returns the completion; read the answer with :func:`recall_answer`.
+
+    Raises:
+        simulacra.llm.LLMError: the model failed (after its wrappers' retries) or a budget refused the call.
+    """
+    return model.complete(recall_messages(context, listener, speaker, question), max_tokens=max_tokens,
+                          temperature=0.0, seed=seed, json_schema=RECALL_SCHEMA)
+
+
+def recall_answer(completion: Completion) -> str:
+    """The answer of an :func:`ask_after` completion: the JSON ``answer`` field, or the whole text when the model
+    wrote no such object (a small model's prose); ``""`` when empty."""
+    value = extract_json(completion.text)
+    if isinstance(value, dict) and isinstance(value.get("answer"), str):
+        return value["answer"].strip()
+    return completion.text.strip()
 
 
 def open_history(config: CognitionConfig, model, seed: int | None) -> DialogueHistory:

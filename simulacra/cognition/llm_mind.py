@@ -22,7 +22,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal, TypeVar
 
@@ -161,16 +161,32 @@ def check_not_looping(text: str, what: str = "the text") -> str:
     return text
 
 
-def tidy_line(text: str, most: int = 3) -> str:
-    """A spoken line as said: whitespace collapsed, a sentence said again in the same line dropped (small models
-    loop: "I'm not sure. I'm not sure. ..."), at most ``most`` sentences.
+def strip_speaker(text: str, names: Iterable[str]) -> str:
+    """``text`` without leading ``Name:`` speaker labels (a small model copies the transcript's format: "Hana
+    Novak: The conversation is starting. ..."), where ``Name`` is one of ``names`` or its first word, compared
+    without case. Other text before a colon ("Note: ...") is kept.
+    """
+    labels = {n.casefold() for n in names if n.strip()} | {n.split()[0].casefold() for n in names if n.strip()}
+    text = text.strip()
+    while ":" in text:
+        head, rest = text.split(":", 1)
+        if head.strip().strip("*\"'").casefold() not in labels:
+            break
+        text = rest.lstrip(" *").strip()
+    return text
+
+
+def tidy_line(text: str, most: int = 3, names: Iterable[str] = ()) -> str:
+    """A spoken line as said: leading speaker labels of ``names`` removed (:func:`strip_speaker`), whitespace
+    collapsed, a sentence said again in the same line dropped (small models loop: "I'm not sure. I'm not sure.
+    ..."), at most ``most`` sentences.
 
     Raises:
         BadAnswer: nothing is left.
     """
     seen: set[str] = set()
     kept = []
-    for sentence in _SENTENCE.split(" ".join(text.split())):
+    for sentence in _SENTENCE.split(" ".join(strip_speaker(text, names).split())):
         key = sentence.lower().strip(" .!?")
         if key and key not in seen:
             seen.add(key)
@@ -518,7 +534,7 @@ class LLMMind:
             if not 0 <= ln.news <= len(news):
                 raise BadAnswer(f"news must be 0..{len(news)}, got {ln.news}")
             item = news[ln.news - 1] if ln.news else None
-            text = tidy_line(ln.line)
+            text = tidy_line(ln.line, names=(p.name, listener))
             if text.casefold() in {u.text.casefold() for _, u in c.lines}:
                 raise BadAnswer("that line was said already in this conversation; say something new")
             if text.casefold() in {view.names[c.listener].casefold(), view.persona.name.casefold()}:
@@ -588,7 +604,8 @@ class LLMMind:
                 if not 0 <= ln.news <= len(pool):
                     raise BadAnswer(f"line {i + 1}: news must be 0..{len(pool)} for {ln.speaker}")
                 topic = pool[ln.news - 1].topic if ln.news else None
-                out.append((speaker, Utterance(tidy_line(ln.line), topic, i == len(ex.lines[: c.max_turns]) - 1)))
+                last = i == len(ex.lines[: c.max_turns]) - 1
+                out.append((speaker, Utterance(tidy_line(ln.line, names=names.values()), topic, last)))
             summary = check_not_looping(ex.summary.strip(), "the summary")
             return out, f"Conversation of {names[a]} and {names[b]} at {place}: {summary}"
 

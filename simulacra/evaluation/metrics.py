@@ -22,8 +22,10 @@ Generative Agents paper's end-to-end evaluation (Park et al., arXiv 2304.03442, 
   facts included) claiming a fact (a sentence of the answer at least :data:`SIMILARITY` similar to it) that the
   agent did not hold by then according to the trace.
 * **Cost** (:func:`cost`): language-model calls and tokens, per agent-game-hour, from the run summary.
-* **History** (:func:`history`): tokens per conversation, and the share of facts told in the first half of a
-  conversation of at least :data:`LONG_CONVERSATION` lines that its summary still holds.
+* **History** (:func:`history`): tokens per conversation, and whether facts told in the first half of a
+  conversation of at least :data:`LONG_CONVERSATION` lines survive to its end under the run's conversation-history
+  strategy: still in the strategy's end view (summary + verbatim lines), and, with a model, recalled when the
+  listener is asked the fact's question from that view after the conversation.
 """
 
 from __future__ import annotations
@@ -338,30 +340,98 @@ def cost(run: Run) -> dict[str, Any]:
             "tokens_per_agent_hour": tokens / hours, "decisions": (s.get("mind") or {}).get("decisions", {})}
 
 
-def history(run: Run, sc: Scenario, sim: Similarity) -> dict[str, Any]:
-    """Tokens per conversation (line and summary calls, or whole-exchange calls) and the survival of facts told
-    early in long conversations: of the seeded (non-control) facts told in the first half of a conversation of at
-    least :data:`LONG_CONVERSATION` lines, the share its summary still holds (topic text in it, or similar)."""
+def _tells(line: dict[str, Any], f: Fact, run: Run, sim: Similarity) -> bool:
+    """A trace line tells ``f``: its news topic, or (a language-model mind's line) its text holds the fact."""
+    return line.get("topic") == f.text or (not run.scripted and sim.holds(line["text"], f))
+
+
+def history(run: Run, sc: Scenario, sim: Similarity, model=None, seed: int | None = None) -> dict[str, Any]:
+    """Tokens per conversation and whether facts said early in long conversations survive to their end, per the
+    conversation-history strategy (``cognition.history``) of a language-model mind.
+
+    Tokens: line and summary calls (or whole-exchange calls) over conversations, from the run's summary.
+
+    Survival: every (conversation, seeded non-control fact) where the fact was told in the first half of a
+    conversation of at least :data:`LONG_CONVERSATION` lines is an *early fact*. Its end view is the trace's
+    ``history`` entry of the conversation: the strategy's summary and its last ``verbatim`` lines, what a speaker's
+    prompt would still show (:meth:`simulacra.cognition.dialogue.DialogueHistory.end_context`).
+
+    * ``in_view``: the end view still holds the fact: a line shown verbatim tells it, or the summary holds it (the
+      fact's text in it, or a sentence at least the similarity threshold to it).
+    * ``recalled`` (with ``model``): the listener of the first telling is asked the fact's question from the end view
+      alone (:func:`simulacra.cognition.dialogue.ask_after`, temperature 0, ``seed``) and the answer holds the fact.
+    * ``in_summary``: the conversation's stored summary (written from the whole transcript, whatever the strategy)
+      holds it.
+
+    A conversation without a ``history`` entry (scripted mind, ``cognition.exchange=whole``) has no end view: its
+    early facts are counted, ``in_view`` and ``recalled`` are ``None``.
+
+    Returns:
+        ``strategy``, ``conversations``, ``tokens_per_conversation``, ``early_facts``, ``in_view`` and ``recalled``
+        (counts), ``asked`` (questions answered by the model), ``in_view_share`` (in_view / early facts with an end
+        view) and ``survival`` (recalled / asked), each ``None`` when there is nothing to divide,
+        ``in_summary_share``, and ``probes``: one dict per early fact (tick time, participants, fact, teller,
+        listener, in_view, in_summary, answer, recalled).
+    """
+    from simulacra.cognition.dialogue import ask_after, recall_answer
+    from simulacra.cognition.history import HistoryContext, Turn
+    from simulacra.llm.base import LLMError
+
     usage = ((run.summary or {}).get("mind") or {}).get("history") or {}
     convs = int(usage.get("conversations", 0))
     tokens = sum(int(v) for k, v in usage.items() if k.endswith("_tokens"))
     facts = [f for f in sc.facts if not f.control]
-    early = kept = 0
+    personas = run.header.get("personas", {})
+
+    def name(a: str) -> str:
+        return (personas.get(a) or {}).get("name", a)
+
+    probes: list[dict[str, Any]] = []
     for t in run.ticks:
         for c in t["conversations"]:
             lines = c["lines"]
             if len(lines) < LONG_CONVERSATION:
                 continue
+            end = c.get("history")
             for f in facts:
-                half = lines[: len(lines) // 2]
-                if any(line.get("topic") == f.text or (not run.scripted and sim.holds(line["text"], f))
-                       for line in half):
-                    early += 1
-                    summary = c.get("summary", "")
-                    kept += f.text in summary or sim.holds(summary, f)
+                first = next((ln for ln in lines[: len(lines) // 2] if _tells(ln, f, run, sim)), None)
+                if first is None:
+                    continue
+                summary = c.get("summary", "")
+                probe = {"time": int(t["time"]), "participants": c["participants"], "fact": f.id,
+                         "teller": first["speaker"], "listener": first["listener"],
+                         "in_summary": f.text in summary or sim.holds(summary, f), "in_view": None, "answer": None,
+                         "recalled": None}
+                if end is not None:
+                    shown = lines[len(lines) - int(end["verbatim"]):] if int(end["verbatim"]) else []
+                    view_summary = end.get("summary") or ""
+                    probe["strategy"] = end.get("strategy")
+                    probe["in_view"] = any(_tells(ln, f, run, sim) for ln in shown) or bool(view_summary) and (
+                        f.text in view_summary or sim.holds(view_summary, f))
+                    if model is not None:
+                        ctx = HistoryContext(end.get("summary"), [Turn(name(ln["speaker"]), name(ln["listener"]),
+                                                                       ln["text"]) for ln in shown])
+                        try:
+                            answer = recall_answer(ask_after(model, ctx, name(first["listener"]),
+                                                             name(first["speaker"]), f.question, seed))
+                        except LLMError as err:
+                            answer = None
+                            probe["error"] = str(err)
+                        if answer is not None:
+                            probe["answer"] = answer
+                            probe["recalled"] = bool(answer) and sim.holds(answer, f)
+                probes.append(probe)
+    viewed = [p for p in probes if p["in_view"] is not None]
+    asked = [p for p in probes if p["recalled"] is not None]
+    in_view = sum(p["in_view"] for p in viewed)
+    recalled = sum(p["recalled"] for p in asked)
     return {"strategy": usage.get("strategy"), "conversations": convs,
             "tokens_per_conversation": tokens / convs if convs else 0.0,
-            "early_facts": early, "early_facts_kept": kept, "survival": kept / early if early else None}
+            "early_facts": len(probes), "in_view": in_view, "recalled": recalled, "asked": len(asked),
+            "in_view_share": in_view / len(viewed) if viewed else None,
+            "survival": recalled / len(asked) if asked else None,
+            "in_summary_share": sum(p["in_summary"] for p in probes) / len(probes) if probes else None,
+            "probes": probes}
 
 
 # --------------------------------------------------------------------------- all of it
@@ -406,5 +476,6 @@ def evaluate_run(run_dir: str | Path, sc: Scenario, embedder, mind=None, intervi
         out["cost"] = c
         out["llm_calls_per_agent_hour"] = c["llm_calls_per_agent_hour"]
     if "history" in want:
-        out["history"] = history(run, sc, sim)
+        out["history"] = history(run, sc, sim, model=getattr(mind, "model", None),
+                                 seed=(run.header.get("config") or {}).get("simulation", {}).get("seed"))
     return out

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 #: the headline metrics (per seed and their mean) in metrics.json and the report's table, in order
 HEADLINE = ("density_start", "density_end", "invited", "attended", "hallucination_rate",
-            "llm_calls_per_agent_hour", "tokens_per_conversation", "early_fact_survival")
+            "llm_calls_per_agent_hour", "tokens_per_conversation", "early_fact_in_view", "early_fact_survival")
 
 #: the paper's figures (Park et al. 2023, section 7), for the report
 PAPER = {"candidacy": (0.04, 0.32), "party": (0.04, 0.52), "density_start": 0.167, "density_end": 0.74,
@@ -77,6 +77,7 @@ def headline(m: dict[str, Any]) -> dict[str, Any]:
             row[key] = m[key]
     if "history" in m:
         row["tokens_per_conversation"] = m["history"]["tokens_per_conversation"]
+        row["early_fact_in_view"] = m["history"]["in_view_share"]
         row["early_fact_survival"] = m["history"]["survival"]
     return row
 
@@ -139,7 +140,8 @@ def evaluate(sc: Scenario, variants: Sequence[Variant], seeds: Sequence[int], ou
             else:
                 say(f"{sc.name}: variant {v.name}, seed {seed}: running ...")
                 run_scenario(sc, config, v, out / "runs", name, embedder)
-            mind, closers = interview_mind(config, out / "runs" / name) if interviews else (None, [])
+            asks = interviews or "history" in sc.measure  # the model answers interviews and history questions
+            mind, closers = interview_mind(config, out / "runs" / name) if asks else (None, [])
             try:
                 m = evaluate_run(out / "runs" / name, sc, embedder, mind=mind, interviews=interviews,
                                  threshold=threshold)
@@ -259,6 +261,46 @@ def write_plots(result: dict[str, Any], details: dict[str, dict[int, dict]], sc:
 
 
 # --------------------------------------------------------------------------- report
+def history_section(details: dict[str, dict[int, dict]]) -> list[str]:
+    """Report lines on the conversation-history strategies: per variant (all seeds) tokens per conversation, early
+    facts of long conversations still in the strategy's end view and recalled when asked after the conversation
+    (:func:`~simulacra.evaluation.metrics.history`), and one example answer; nothing when no run had an early
+    fact."""
+    rows = []
+    example = None
+    for name, runs in details.items():
+        hs = [m["history"] for m in runs.values() if "history" in m]
+        probes = [p for h in hs for p in h.get("probes", [])]
+        if not probes:
+            continue
+        viewed = [p for p in probes if p["in_view"] is not None]
+        asked = [p for p in probes if p["recalled"] is not None]
+        tokens = sum(h["tokens_per_conversation"] for h in hs) / len(hs)
+        strategy = next((h["strategy"] for h in hs if h.get("strategy")), "-")
+        def share(ps, key):
+            return f"{sum(p[key] for p in ps)} of {len(ps)}" if ps else "-"
+
+        rows.append(f"| {name} | {strategy} | {tokens:.0f} | {len(probes)} | {share(viewed, 'in_view')} | "
+                    f"{share(asked, 'recalled')} | {share(probes, 'in_summary')} |")
+        if example is None and asked:
+            example = (name, asked[0])
+    if not rows:
+        return []
+    out = ["## Conversation history: do early facts survive to the end?", "",
+           "Early facts: a seeded fact told in the first half of a conversation of at least 4 lines. *In view*: the "
+           "history strategy's end view (its summary and the lines it still shows) holds it; *recalled*: the listener, "
+           "asked the fact's question from that view alone right after the conversation, answers with it; *stored "
+           "summary*: the summary both keep in memory (written from the whole transcript) holds it. A mind without a "
+           "history (scripted) has nothing in view and is not asked (-).", "",
+           "| variant | strategy | tokens/conversation | early facts | in view | recalled | stored summary |",
+           "|---|---|---|---|---|---|---|", *rows, ""]
+    if example is not None:
+        name, p = example
+        out += [f"Example ({name}, minute {p['time']}, {p['listener']} asked about {p['fact']}): "
+                f"{(p['answer'] or '')[:200]!r} — {'recalled' if p['recalled'] else 'not recalled'}.", ""]
+    return out
+
+
 def _fmt(s: dict[str, float] | None, pct: bool = False) -> str:
     if not s:
         return "-"
@@ -280,7 +322,8 @@ def metric_table(result: dict[str, Any], sc: Scenario) -> tuple[list[str], list[
         header += [f"{f.id} start", f"{f.id} end"] + ([] if f.control else [f"{f.id} heard", f"{f.id} told"])
     labels = {"density_start": "density start", "density_end": "density end", "invited": "invited",
               "attended": "attended", "hallucination_rate": "made up", "llm_calls_per_agent_hour": "calls/agent-h",
-              "tokens_per_conversation": "tokens/conv", "early_fact_survival": "early facts kept"}
+              "tokens_per_conversation": "tokens/conv", "early_fact_in_view": "early facts in view",
+              "early_fact_survival": "early facts recalled"}
     keys = [k for k in HEADLINE if any(k in v["spread"] for v in result["variants"].values())]
     header += [labels[k] for k in keys]
     rows = []
@@ -292,7 +335,7 @@ def metric_table(result: dict[str, Any], sc: Scenario) -> tuple[list[str], list[
             row += [_fmt(d.get("start"), True), _fmt(d.get("end"), True)]
             if not f.control:
                 row += [_fmt(d.get("heard_end"), True), _fmt(d.get("told_end"), True)]
-        row += [_fmt(s.get(k), k in ("hallucination_rate", "early_fact_survival")) for k in keys]
+        row += [_fmt(s.get(k), k in ("hallucination_rate", "early_fact_in_view", "early_fact_survival")) for k in keys]
         rows.append(row)
     return header, rows
 
@@ -358,6 +401,7 @@ def report_markdown(result: dict[str, Any], details: dict[str, dict[int, dict]],
         for name, seed, x in made_up[:10]:
             lines.append(f"- {name}, seed {seed}, {x['agent']} on {x['fact']}: {x['answer'][:200]!r}")
         lines.append("")
+    lines += history_section(details)
     lines += ["## Per seed", "", "| variant | seed | " + " | ".join(f"{f.id} end" for f in sc.facts)
               + " | density end | invited | attended | made up |", "|" + "---|" * (len(sc.facts) + 6)]
     for name, v in result["variants"].items():
