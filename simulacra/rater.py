@@ -33,7 +33,16 @@ from collections.abc import Callable, Sequence
 from urllib.parse import urlparse
 
 import requests
-from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import (
+    Retrying,
+    retry,
+    retry_if_exception_type,
+    retry_if_result,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential,
+    wait_fixed,
+)
 
 from simulacra.errors import RaterError
 
@@ -456,7 +465,10 @@ class LocalRaterServer:
         from werkzeug.serving import make_server
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log line per request
-        self._server = make_server(host, port, app, threaded=True)
+        try:
+            self._server = make_server(host, port, app, threaded=True)
+        except SystemExit:  # werkzeug exits the process when the port is taken; say it as the OSError it is
+            raise OSError(98, f"port {port} is in use") from None
         self.host, self.port = host, self._server.server_port
         self._thread = threading.Thread(target=self._server.serve_forever, name="rater", daemon=True)
         self._thread.start()
@@ -483,6 +495,10 @@ def _log_quality(client: RaterClient, health: dict) -> None:
                  client.model_calls_per_memory)
 
 
+#: seconds a rater another process is starting on the port may take to answer (:func:`connect_rater`)
+RACE_WAIT_S = 10.0
+
+
 def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neighbours: int = 11, *,
                   backend=None, token: str | None = None,
                   on_wait: Callable[[str, float, float], None] | None = None, wait_report_s: float = 10.0,
@@ -506,6 +522,9 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
     client reads the rater's ``limits`` and ``quality`` from ``/health`` (:meth:`RaterClient.refresh_limits`)
     and logs the quality.
 
+    When the port turns out to be taken as the rater is started (another run started one there after this one
+    looked: two runs launched together), the rater that answers there within :data:`RACE_WAIT_S` seconds is used.
+
     Returns:
         ``(client, server)``; ``server`` is a :class:`LocalRaterServer` to close, or ``None``.
     Raises:
@@ -518,13 +537,7 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
     # port 0 means "start one on a free port": never ask whoever listens at the scheme's default port
     health = None if p.port == 0 else client.health()
     if health is not None:
-        if health.get("token_required") and not client.has_token:
-            client.close()
-            raise RaterError(f"the rater at {url} requires a token: set {TOKEN_ENV} to the token it was started with")
-        log.info("using the rater at %s", url)
-        client.refresh_limits(health)
-        _log_quality(client, health)
-        return client, None
+        return _use_running(client, url, health), None
     host = p.hostname or "127.0.0.1"
     if not start_local or host not in ("127.0.0.1", "localhost", "::1"):
         raise RaterError(f"no rater answers at {url} (start one with 'simulacra rater', or use a local URL)")
@@ -538,6 +551,12 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
     try:
         server = LocalRaterServer(app, host, 80 if p.port is None else p.port)  # 0: the OS picks a free port
     except OSError as err:
+        # taken since we looked: a rater another run is starting there answers within a few seconds
+        waited = Retrying(stop=stop_after_delay(RACE_WAIT_S), wait=wait_fixed(0.25),
+                          retry=retry_if_result(lambda h: h is None), retry_error_callback=lambda _: None)
+        health = waited(client.health) if p.port else None
+        if health is not None:
+            return _use_running(client, url, health), None
         raise RaterError(f"nothing answers as a rater at {url} and its port cannot be used: {err}") from None
     log.info("started the %s rater in-process at %s%s", app.extensions["rater_backend"].name, server.url,
              " (token required)" if secret else "")
@@ -548,3 +567,18 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
     if health is not None:
         _log_quality(client, health)
     return client, server
+
+
+def _use_running(client: RaterClient, url: str, health: dict) -> RaterClient:
+    """``client`` set up for the rater already answering at ``url`` with ``health``.
+
+    Raises:
+        RaterError: it requires a token and the client has none.
+    """
+    if health.get("token_required") and not client.has_token:
+        client.close()
+        raise RaterError(f"the rater at {url} requires a token: set {TOKEN_ENV} to the token it was started with")
+    log.info("using the rater at %s", url)
+    client.refresh_limits(health)
+    _log_quality(client, health)
+    return client

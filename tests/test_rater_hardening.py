@@ -1,6 +1,7 @@
 """Rater hardening over real HTTP on 127.0.0.1: bearer token, malformed requests, fuzzed bodies, the CLI."""
 
 import json
+import time
 
 import pytest
 import requests
@@ -201,6 +202,56 @@ def test_port_0_always_starts_its_own_rater_on_a_free_port(embedder, rater_backe
             second[1].close()
     finally:
         first[1].close()
+
+
+def test_a_rater_another_run_starts_on_the_port_meanwhile_is_used(embedder, rater_backend):
+    """Two runs launched together on the default URL: the port is free when this one looks, taken when it binds
+    (werkzeug would exit the process), and the other run's rater answers a moment later: this run uses it."""
+    import socket
+    import threading
+
+    from rater_server import create_app
+
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)  # takes the port without answering HTTP: nothing answers as a rater at first
+    port = holder.getsockname()[1]
+    other: dict = {}
+
+    def other_run():
+        time.sleep(1.5)
+        holder.close()
+        other["server"] = LocalRaterServer(create_app(rater_backend), "127.0.0.1", port)
+
+    thread = threading.Thread(target=other_run)
+    thread.start()
+    try:
+        client, server = connect_rater(f"http://127.0.0.1:{port}/rate", 5, True, embedder, backend=rater_backend)
+        thread.join()
+        assert server is None  # not a second server: the one answering there
+        assert 1 <= client.rate_many(["The baker burned the bread."])[0] <= 10
+        client.close()
+    finally:
+        thread.join()
+        if "server" in other:
+            other["server"].close()
+
+
+def test_a_port_taken_by_something_else_is_a_rater_error_not_an_exit(embedder, rater_backend, monkeypatch):
+    import socket
+
+    import simulacra.rater as rater_module
+
+    monkeypatch.setattr(rater_module, "RACE_WAIT_S", 1.0)
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    try:
+        with pytest.raises(RaterError, match="its port cannot be used"):
+            connect_rater(f"http://127.0.0.1:{holder.getsockname()[1]}/rate", 5, True, embedder,
+                          backend=rater_backend)
+    finally:
+        holder.close()
 
 
 # ----------------------------------------------------------------------------------- malformed requests
