@@ -547,3 +547,35 @@ party: {{fact: party, host: greta_lund, place: tavern, start: "08:00", end: "09:
     assert row["diffusion"]["party"]["heard_end"] == pytest.approx(len(heard) / 3)
     report = (tmp_path / "out" / "report.md").read_text()
     assert "| full |" in report and "control-mill-sale" in report and (tmp_path / "out" / "diffusion.png").is_file()
+
+
+def test_a_run_cut_short_by_a_failed_part_is_not_reported_as_finished(tmp_path, embedder, rater_backend):
+    """A rater that fails for good after its first answers stops the run early; evaluate says so and writes no
+    report, instead of measuring the cut-short run as if the news had stopped spreading."""
+    from rater_server import create_app
+    from simulacra.errors import SimulacraError
+    from simulacra.evaluation.report import evaluate
+    from simulacra.rater import LocalRaterServer
+
+    class FailsAfterTwo:  # the real backend, broken for good from the third rating request on
+        def __init__(self, inner):
+            self.inner, self.calls = inner, 0
+
+        def rate(self, *args, **kwargs):
+            self.calls += 1
+            if self.calls > 2:
+                raise RuntimeError("the rater's model died")
+            return self.inner.rate(*args, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    server = LocalRaterServer(create_app(FailsAfterTwo(rater_backend)), "127.0.0.1", 0)
+    try:
+        over = [f"rater.url={server.url}", "rater.start_local=false", "rater.attempts=1"]
+        with pytest.raises(SimulacraError, match="did not reach the scenario's end"):
+            evaluate(load_scenario(SHORT_PARTY), [variant("full")], [0], tmp_path / "out", overrides=over,
+                     embedder=embedder, interviews=False)
+    finally:
+        server.close()
+    assert not (tmp_path / "out" / "report.md").exists()

@@ -139,7 +139,10 @@ def evaluate(sc: Scenario, variants: Sequence[Variant], seeds: Sequence[int], ou
                 say(f"{sc.name}: variant {v.name}, seed {seed}: measuring the finished run {out / 'runs' / name}")
             else:
                 say(f"{sc.name}: variant {v.name}, seed {seed}: running ...")
-                run_scenario(sc, config, v, out / "runs", name, embedder)
+                summary = run_scenario(sc, config, v, out / "runs", name, embedder)
+                if summary.get("stopped"):  # a part failed for good: a cut-short run would measure as a finished one
+                    raise SimulacraError(f"{sc.name}: variant {v.name}, seed {seed}: the run did not reach the "
+                                         f"scenario's end, so no report is written: {summary['stopped']}")
             asks = interviews or "history" in sc.measure  # the model answers interviews and history questions
             mind, closers = interview_mind(config, out / "runs" / name) if asks else (None, [])
             try:
