@@ -309,8 +309,8 @@ class Simulation:
         conversed = converse_stage(state, rt, decided.pairs, doing, now, tick)
         said = remember_stage(rt, decided.pending + conversed.pending, "remember2")
         reflected = reflect_stage(rt, now, tick)
-        rehearsed = rehearse_stage(rt, seen.ops + retrieval.ops + decided.ops + conversed.ops + said.ops
-                                   + reflected.ops, now)
+        used_ops = seen.ops + retrieval.ops + decided.ops + conversed.ops + said.ops + reflected.ops
+        rehearsed = rehearse_stage(rt, used_ops, now)
         consolidated = consolidate_stage(rt, now)
 
         # fold the writes into the state
@@ -343,8 +343,7 @@ class Simulation:
             state.agents[a].talked_to[b] += 1
             state.agents[b].talked_to[a] += 1
 
-        memory_ops = (seen.ops + retrieval.ops + decided.ops + conversed.ops + said.ops + reflected.ops
-                      + rehearsed + consolidated)
+        memory_ops = used_ops + rehearsed + consolidated
         for op in memory_ops:
             if op["op"] == "forget":
                 state.counters[f"forgotten:{op['agent']}"] += 1

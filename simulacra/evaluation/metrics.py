@@ -345,6 +345,11 @@ def _tells(line: dict[str, Any], f: Fact, run: Run, sim: Similarity) -> bool:
     return line.get("topic") == f.text or (not run.scripted and sim.holds(line["text"], f))
 
 
+def _in_summary(text: str, f: Fact, sim: Similarity) -> bool:
+    """A conversation summary holds ``f``: the fact's text in it, or a sentence similar to it."""
+    return bool(text) and (f.text in text or sim.holds(text, f))
+
+
 def history(run: Run, sc: Scenario, sim: Similarity, model=None, seed: int | None = None) -> dict[str, Any]:
     """Tokens per conversation and whether facts said early in long conversations survive to their end, per the
     conversation-history strategy (``cognition.history``) of a language-model mind.
@@ -400,14 +405,14 @@ def history(run: Run, sc: Scenario, sim: Similarity, model=None, seed: int | Non
                 summary = c.get("summary", "")
                 probe = {"time": int(t["time"]), "participants": c["participants"], "fact": f.id,
                          "teller": first["speaker"], "listener": first["listener"],
-                         "in_summary": f.text in summary or sim.holds(summary, f), "in_view": None, "answer": None,
+                         "in_summary": _in_summary(summary, f, sim), "in_view": None, "answer": None,
                          "recalled": None}
                 if end is not None:
                     shown = lines[len(lines) - int(end["verbatim"]):] if int(end["verbatim"]) else []
                     view_summary = end.get("summary") or ""
                     probe["strategy"] = end.get("strategy")
-                    probe["in_view"] = any(_tells(ln, f, run, sim) for ln in shown) or bool(view_summary) and (
-                        f.text in view_summary or sim.holds(view_summary, f))
+                    probe["in_view"] = (any(_tells(ln, f, run, sim) for ln in shown)
+                                        or _in_summary(view_summary, f, sim))
                     if model is not None:
                         ctx = HistoryContext(end.get("summary"), [Turn(name(ln["speaker"]), name(ln["listener"]),
                                                                        ln["text"]) for ln in shown])
