@@ -502,8 +502,9 @@ RACE_WAIT_S = 10.0
 def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neighbours: int = 11, *,
                   backend=None, token: str | None = None,
                   on_wait: Callable[[str, float, float], None] | None = None, wait_report_s: float = 10.0,
-                  attempts: int = 3):
-    """A :class:`RaterClient` for ``url``; starts a rater in-process if nothing answers there.
+                  attempts: int = 3, owner: str = "simulacra"):
+    """A :class:`RaterClient` for ``url``; starts a rater in-process if nothing answers there, or if what answers
+    is another program's in-process rater.
 
     Args:
         url, timeout_s: the rater's ``/rate`` endpoint and the seconds per request.
@@ -516,6 +517,8 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
             in-process requires the same token.
         on_wait, wait_report_s: progress while a request waits (:class:`RaterClient`).
         attempts: tries per request (:class:`RaterClient`); after them a :class:`RaterError` stops the run.
+        owner: names this program in the ``belongs_to`` of a rater started in-process (``GET /health``), followed
+            by its pid.
 
     Before a rater is started in-process, its backend's start-up check runs when it has one
     (``backend.ensure_checked()``: :class:`rater_server.llm_backend.LLMRater` with a quality check). The
@@ -524,6 +527,11 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
 
     When the port turns out to be taken as the rater is started (another run started one there after this one
     looked: two runs launched together), the rater that answers there within :data:`RACE_WAIT_S` seconds is used.
+
+    A rater found at ``url`` whose ``/health`` names a ``belongs_to`` is another run's in-process rater: it stops
+    when that run ends, and this run would then stop with a :class:`RaterError` at a random tick. So, when
+    ``start_local`` allows, this run starts its own in-process rater on a free port instead (logged), with its own
+    config's backend; else it uses that rater and warns.
 
     Returns:
         ``(client, server)``; ``server`` is a :class:`LocalRaterServer` to close, or ``None``.
@@ -536,10 +544,16 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
     p = urlparse(url)
     # port 0 means "start one on a free port": never ask whoever listens at the scheme's default port
     health = None if p.port == 0 else client.health()
-    if health is not None:
-        return _use_running(client, url, health), None
     host = p.hostname or "127.0.0.1"
-    if not start_local or host not in ("127.0.0.1", "localhost", "::1"):
+    local = start_local and host in ("127.0.0.1", "localhost", "::1")
+    port = 80 if p.port is None else p.port  # 0: the OS picks a free port
+    if health is not None:
+        if not (health.get("belongs_to") and local):
+            return _use_running(client, url, health), None
+        log.info("the rater at %s belongs to %s and stops with it: starting this run's own on a free port", url,
+                 health["belongs_to"])
+        port = 0
+    elif not local:
         raise RaterError(f"no rater answers at {url} (start one with 'simulacra rater', or use a local URL)")
     from rater_server import create_app
     from rater_server.backends import EmbeddingRater
@@ -547,22 +561,28 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
     secret = client._token
     if callable(getattr(backend, "ensure_checked", None)):
         backend.ensure_checked()
-    app = create_app(backend if backend is not None else EmbeddingRater(embedder, k=neighbours), token=secret)
+    app = create_app(backend if backend is not None else EmbeddingRater(embedder, k=neighbours), token=secret,
+                     belongs_to=f"{owner} (pid {os.getpid()})")
     try:
-        server = LocalRaterServer(app, host, 80 if p.port is None else p.port)  # 0: the OS picks a free port
+        server = LocalRaterServer(app, host, port)
     except OSError as err:
         # taken since we looked: a rater another run is starting there answers within a few seconds
         waited = Retrying(stop=stop_after_delay(RACE_WAIT_S), wait=wait_fixed(0.25),
                           retry=retry_if_result(lambda h: h is None), retry_error_callback=lambda _: None)
-        health = waited(client.health) if p.port else None
-        if health is not None:
+        health = waited(client.health) if port else None
+        if health is None:
+            raise RaterError(f"nothing answers as a rater at {url} and its port cannot be used: {err}") from None
+        if not health.get("belongs_to"):
             return _use_running(client, url, health), None
-        raise RaterError(f"nothing answers as a rater at {url} and its port cannot be used: {err}") from None
+        log.info("the rater another program started at %s meanwhile belongs to %s: starting this run's own on a "
+                 "free port", url, health["belongs_to"])
+        server = LocalRaterServer(app, host, 0)
     log.info("started the %s rater in-process at %s%s", app.extensions["rater_backend"].name, server.url,
              " (token required)" if secret else "")
     client.close()
-    # port 0 asks the OS for a free port: talk to the one it gave
-    client = RaterClient(url if p.port else server.url, timeout_s, attempts, token=secret or "", **waiting)
+    # a free port the OS picked: talk to the one it gave
+    client = RaterClient(url if server.port == p.port else server.url, timeout_s, attempts, token=secret or "",
+                         **waiting)
     health = client.refresh_limits()
     if health is not None:
         _log_quality(client, health)
@@ -575,6 +595,8 @@ def _use_running(client: RaterClient, url: str, health: dict) -> RaterClient:
     Raises:
         RaterError: it requires a token and the client has none.
     """
+    if health.get("belongs_to"):
+        log.warning("the rater at %s belongs to %s: this run stops when that one ends", url, health["belongs_to"])
     if health.get("token_required") and not client.has_token:
         client.close()
         raise RaterError(f"the rater at {url} requires a token: set {TOKEN_ENV} to the token it was started with")

@@ -192,7 +192,7 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
             backend = LLMRater.from_config(llm, EmbeddingRater(embedder, k=r.neighbours), r)
         # the client's waits follow from the rater's model settings (its GET /health "limits")
         rater, server = connect_rater(r.url, r.timeout_s, r.start_local, embedder, r.neighbours, backend=backend,
-                                      attempts=r.attempts)
+                                      attempts=r.attempts, owner=f"simulacra run {run_name}")
         closers.append(rater.close)
         if server is not None:
             closers.append(server.close)

@@ -1,6 +1,7 @@
 """Rater hardening over real HTTP on 127.0.0.1: bearer token, malformed requests, fuzzed bodies, the CLI."""
 
 import json
+import os
 import time
 
 import pytest
@@ -204,9 +205,11 @@ def test_port_0_always_starts_its_own_rater_on_a_free_port(embedder, rater_backe
         first[1].close()
 
 
-def test_a_rater_another_run_starts_on_the_port_meanwhile_is_used(embedder, rater_backend):
-    """Two runs launched together on the default URL: the port is free when this one looks, taken when it binds
-    (werkzeug would exit the process), and the other run's rater answers a moment later: this run uses it."""
+@pytest.mark.parametrize("belongs_to", [None, "simulacra run other (pid 1)"])
+def test_a_rater_started_on_the_port_meanwhile(embedder, rater_backend, belongs_to):
+    """Two programs launched together on the default URL: the port is free when this run looks, taken when it binds
+    (werkzeug would exit the process), and a rater answers there a moment later: a standalone one is used; another
+    run's in-process one is not (it stops with that run): this run serves its own on a free port."""
     import socket
     import threading
 
@@ -221,20 +224,58 @@ def test_a_rater_another_run_starts_on_the_port_meanwhile_is_used(embedder, rate
     def other_run():
         time.sleep(1.5)
         holder.close()
-        other["server"] = LocalRaterServer(create_app(rater_backend), "127.0.0.1", port)
+        other["server"] = LocalRaterServer(create_app(rater_backend, belongs_to=belongs_to), "127.0.0.1", port)
 
     thread = threading.Thread(target=other_run)
     thread.start()
     try:
         client, server = connect_rater(f"http://127.0.0.1:{port}/rate", 5, True, embedder, backend=rater_backend)
         thread.join()
-        assert server is None  # not a second server: the one answering there
+        if belongs_to is None:
+            assert server is None  # not a second server: the standalone one answering there
+        else:  # the other run's own rater stops with it: not borrowed, this run's own is on a free port
+            assert server is not None and server.port != port
+            other["server"].close()
         assert 1 <= client.rate_many(["The baker burned the bread."])[0] <= 10
         client.close()
+        if server is not None:
+            server.close()
     finally:
         thread.join()
         if "server" in other:
             other["server"].close()
+
+
+def test_another_runs_in_process_rater_is_not_borrowed(embedder, rater_backend, monkeypatch):
+    """A rater found at the URL that belongs to another run (its in-process rater, which stops when that run ends)
+    is not used: this run starts its own on a free port, and keeps rating after the other run's rater is gone. A
+    standalone rater (no ``belongs_to``) at the URL is used as before."""
+    from rater_server import create_app
+
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    other_client, other_server = connect_rater("http://127.0.0.1:0/rate", 5, True, embedder, backend=rater_backend,
+                                               owner="simulacra run other")
+    url = other_server.url
+    assert other_client.health()["belongs_to"] == f"simulacra run other (pid {os.getpid()})"
+    client, server = connect_rater(url, 5, True, embedder, backend=rater_backend)
+    try:
+        assert server is not None and server.port != other_server.port
+        assert client.base_url != other_client.base_url
+        other_client.close()
+        other_server.close()  # the other run ends
+        assert 1 <= client.rate_many(["The harbour bell rang twice."])[0] <= 10
+        assert client.health()["belongs_to"] == f"simulacra (pid {os.getpid()})"
+    finally:
+        client.close()
+        server.close()
+    standalone = LocalRaterServer(create_app(rater_backend), "127.0.0.1", 0)
+    try:
+        client, server = connect_rater(standalone.url, 5, True, embedder, backend=rater_backend)
+        assert server is None and client.base_url == standalone.url.removesuffix("/rate")
+        assert client.health()["belongs_to"] is None
+        client.close()
+    finally:
+        standalone.close()
 
 
 def test_a_port_taken_by_something_else_is_a_rater_error_not_an_exit(embedder, rater_backend, monkeypatch):
