@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 ENV = "SIMULACRA_KILL_AT"
 PHASES = ("tick", "remember1", "remember2", "chroma", "forget", "reflect", "rehearse", "consolidate", "trace",
-          "checkpoint")
+          "checkpoint", "marks")
 
 
 class InjectedFault(RuntimeError):

@@ -123,8 +123,9 @@ class Simulation:
 
     def checkpoint(self, whole: bool = False) -> None:
         """Checkpoint the ticks done so far (:mod:`simulacra.checkpoint`: whole when ``whole``, else mostly as a
-        journal line); after a whole one, empty the stores' trash (memories deleted since the previous whole
-        checkpoint: a journal line may still need them)."""
+        journal line); after a whole one, write the access marks set since the last whole one to the stores
+        (:meth:`AgentMemory.save_marks`; until then the checkpoints hold them) and empty the stores' trash
+        (memories deleted since the previous whole checkpoint: a journal line may still need them)."""
         rt = self.rt
         self.trace.sync()
         if self._writer is None:
@@ -139,6 +140,8 @@ class Simulation:
         self._checkpointed = self.ticks_done
         if wrote_whole:
             for pid in rt.agents:
+                rt.memories[pid].save_marks()
+                kill_point("marks")
                 rt.memories[pid].empty_trash()
 
     # ----------------------------------------------------------------- construction
@@ -486,7 +489,12 @@ class Simulation:
         return {"model": self.llm.name, **report(), "replayed": replay.replayed if replay is not None else 0}
 
     def close(self) -> None:
-        """Close the trace and release every part of the run. Safe to call twice."""
+        """Close the trace and release every part of the run. Safe to call twice. When the last tick run is
+        checkpointed, the access marks not yet in the stores are written first (:meth:`AgentMemory.save_marks`);
+        after a failed tick they are not: the checkpoint has the marks to resume with."""
+        if self.ticks_done == self._checkpointed and not self.trace.closed:
+            for mem in self.rt.memories.values():
+                mem.save_marks()
         self.trace.close()
         self.rt.close()
 

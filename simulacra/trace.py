@@ -102,6 +102,10 @@ class TraceWriter:
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
+    @property
+    def closed(self) -> bool:
+        return self._fh.closed
+
     def close(self) -> None:
         if not self._fh.closed:
             self._fh.close()

@@ -193,6 +193,44 @@ def test_a_run_rehearses_exactly_what_its_ticks_used(runs):
     assert not any(op["op"] == "rehearse" for t in ticks_of(runs["off"]) for op in t["memory"])
 
 
+def test_access_marks_reach_chroma_at_whole_checkpoints_not_every_tick(tmp_path, rater_url, monkeypatch):
+    """Rehearsal marks change the mirror at once; Chroma gets them in one update per tier at a whole checkpoint or
+    when a checkpointed run closes (the checkpoints hold them meanwhile), not with one update per agent and tier
+    every tick (about a fifth of a tick's time, docs/scale.md)."""
+    from chromadb.api.models.Collection import Collection
+
+    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+
+    updates = []
+    real = Collection.update
+
+    def counted(self, *args, **kwargs):
+        updates.append(self.name)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Collection, "update", counted)
+    sim = Simulation.create(DATA / "tiny.yaml", tiny_config(rater_url), personas_dir=DATA / "personas",
+                            db_dir=tmp_path, run_name="lazy", embedder=CachedEmbedder(SentenceTransformerEmbedder()))
+    try:
+        for _ in range(8):
+            sim.step()  # journal checkpoints only
+        marked = sum(1 for t in ticks_of(tmp_path / "lazy") for op in t["memory"] if op["op"] == "rehearse")
+        assert marked >= 8 and not updates
+        mirror = {pid: {r.id: r.last_accessed for t in ("short_term", "long_term")
+                        for r in sim.rt.memories[pid].tier(t).records} for pid in sim.rt.agents}
+        assert any(v is not None for m in mirror.values() for v in m.values())
+        ck = read_checkpoint(tmp_path / "lazy")["memory"]
+        for pid, marks in mirror.items():  # the checkpoint has every mark the mirror has
+            assert ck[pid]["last_accessed"] == {i: v for i, v in marks.items() if v is not None}
+    finally:
+        sim.close()
+    assert len(updates) <= 2 * len(mirror)  # one save: at most one update per agent and episodic tier
+    for agent, tiers in stores(tmp_path / "lazy").items():
+        for tier in ("short_term", "long_term"):
+            assert {i: meta.get("last_accessed") for i, (_, meta, _) in tiers[tier].items()} == {
+                i: v for i, v in mirror[agent].items() if i in tiers[tier]}, (agent, tier)
+
+
 def test_inspect_tells_what_a_tick_rehearsed(runs):
     from simulacra.explain import explain_tick, format_explanation
 

@@ -134,6 +134,22 @@ def test_sigkill_at_random_moments_then_resume_ends_byte_identical(tmp_path, rat
     assert sum(len(s["long_term"]) for s in want.values()) > 0
 
 
+def test_a_kill_while_access_marks_are_saved_resumes_to_the_identical_stores(tmp_path, rater_url, reference):
+    """Access marks reach Chroma after a whole checkpoint (the run's last one here); killed halfway through saving
+    them, the stores hold some agents' marks and not others': the resume takes them from the checkpoint."""
+    ref_dir, _ = reference
+    r = cli(tmp_path, rater_url, *new_run_args("m"), kill_at=f"tick={TICKS - 1}:phase=marks")
+    assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]
+    assert read_checkpoint(tmp_path / "m")["ticks_done"] == TICKS
+    r = cli(tmp_path, rater_url, "--resume", str(tmp_path / "m"))
+    assert r.returncode == 0, r.stderr
+    assert tick_lines(tmp_path / "m") == tick_lines(ref_dir)
+    got, want = stores(tmp_path / "m"), stores(ref_dir)
+    for agent in want:
+        for tier in ("static", "short_term", "long_term"):
+            assert got[agent][tier] == want[agent][tier], (agent, tier)
+
+
 def test_an_exception_in_a_stage_stops_the_run_resumably(tmp_path, rater_url, reference):
     ref_dir, ref_ticks = reference
     tick = min(t for t, phase in reachable(ref_ticks) if phase == "remember2" and t >= 3)  # half the stores written

@@ -69,6 +69,7 @@ class MemoryTier:
             )
         self._records: list[MemoryRecord] = []
         self._row: dict[str, int] = {}
+        self._unsaved: set[str] = set()  # ids whose metadata the mirror holds newer than Chroma (update_local)
         self.index = MirrorIndex(dim, space, bound_min_rows)
         self.lexical = LexicalIndex()  # BM25 over the texts, row-aligned; built only when lexical relevance is asked
         self._load()
@@ -245,6 +246,7 @@ class MemoryTier:
         self._call(lambda: self.collection.upsert(ids=ids, embeddings=emb, documents=docs, metadatas=metas),
                    "writing to")
         kill_point("chroma")
+        self._unsaved.difference_update(ids)
         new = []
         for j, rec in enumerate(records):
             row = self._row.get(rec.id)
@@ -263,6 +265,7 @@ class MemoryTier:
         if not present:
             return
         self._call(lambda: self.collection.delete(ids=present), "deleting from")
+        self._unsaved.difference_update(present)
         keep = np.ones(len(self._records), dtype=bool)
         keep[[self._row[i] for i in present]] = False
         self._records = [r for r, k in zip(self._records, keep) if k]
@@ -298,10 +301,33 @@ class MemoryTier:
             return
         ids, metas = [r.id for r in records], [r.to_metadata(clear_unset=True) for r in records]
         self._call(lambda: self.collection.update(ids=ids, metadatas=metas), "updating")
+        self._unsaved.difference_update(ids)
+        self._set_rows(records)
+
+    def _set_rows(self, records: Sequence[MemoryRecord]) -> None:
         for rec in records:
             row = self._row[rec.id]
             self._records[row] = rec
             self.index.set_row(row, None, _row_columns(rec))
+
+    def update_local(self, records: Sequence[MemoryRecord]) -> None:
+        """Rewrite the metadata of existing records in the mirror only (retrieval sees it at once); Chroma gets it
+        at the next :meth:`save_local`, or with the record's next upsert. For state a checkpoint also holds (the
+        access marks of :meth:`~simulacra.memory.stream.AgentMemory.mark_accessed`): a Chroma call per tick
+        and tier for them cost about a fifth of a tick (docs/scale.md). Unknown ids are skipped."""
+        records = [r for r in records if r.id in self._row]
+        self._set_rows(records)
+        self._unsaved.update(r.id for r in records)
+
+    @property
+    def unsaved(self) -> int:
+        """How many records' metadata Chroma holds older than the mirror (:meth:`update_local`)."""
+        return len(self._unsaved)
+
+    def save_local(self) -> None:
+        """Write to Chroma, in one update call, the metadata :meth:`update_local` changed since the last save."""
+        if self._unsaved:
+            self.update_metadata([self._records[self._row[i]] for i in sorted(self._unsaved, key=self._row.get)])
 
     def importance(self, now: float, decay_per_hour: float) -> np.ndarray:
         """Decayed importance of every memory, in row order (:func:`decayed_importance`), shape ``(n,)``."""

@@ -298,6 +298,11 @@ class AgentMemory:
         kill_point("forget")
         tier.delete(ids)
 
+    def save_marks(self) -> None:
+        """Write the access marks :meth:`mark_accessed` set since the last save to Chroma (one update per tier)."""
+        for name in ("short_term", "long_term"):
+            self.tiers[name].save_local()
+
     def empty_trash(self) -> None:
         """Drop the copies of deleted memories (a checkpoint no longer needs them)."""
         self.trash.delete(self.trash.ids)
@@ -363,7 +368,12 @@ class AgentMemory:
             reason: why they are marked, recorded in the op (e.g. ``retrieved``, ``reflection evidence``).
         Returns:
             ``[]`` when nothing changed, else one op ``{"op": "rehearse", "agent", "ids", "tiers" (per id),
-            "reason", "time"}``; one Chroma update per tier touched.
+            "reason", "time"}``.
+
+        The marks change the mirror at once (retrieval and forgetting use them from now on); Chroma gets them at
+        :meth:`save_marks` (the simulation calls it after each whole checkpoint and when it closes a checkpointed
+        run). Until then the checkpoint is where they are kept: every checkpoint records the marks
+        (:meth:`snapshot`) and :meth:`restore` puts them back into the mirror and the store.
         """
         order = {i: n for n, i in enumerate(dict.fromkeys(ids))}  # ids may be an iterator: read once
         marked: list[tuple[str, str]] = []
@@ -371,7 +381,7 @@ class AgentMemory:
             tier = self.tiers[name]
             recs = [replace(r, last_accessed=float(now)) for i in order
                     if (r := tier.get(i)) is not None and r.last_accessed != now]
-            tier.update_metadata(recs)
+            tier.update_local(recs)
             marked += [(r.id, name) for r in recs]
         if not marked:
             return []
