@@ -491,10 +491,14 @@ class Simulation:
     def close(self) -> None:
         """Close the trace and release every part of the run. Safe to call twice. When the last tick run is
         checkpointed, the access marks not yet in the stores are written first (:meth:`AgentMemory.save_marks`);
-        after a failed tick they are not: the checkpoint has the marks to resume with."""
-        if self.ticks_done == self._checkpointed and not self.trace.closed:
-            for mem in self.rt.memories.values():
-                mem.save_marks()
+        after a failed tick or a stop (:attr:`stopped`), or when the store is unavailable, they are not: the
+        checkpoint has the marks to resume with."""
+        if self.ticks_done == self._checkpointed and self.stopped is None and not self.trace.closed:
+            try:
+                for mem in self.rt.memories.values():
+                    mem.save_marks()
+            except StoreUnavailable as err:
+                log.warning("access marks not written to the stores (the checkpoint keeps them): %s", err)
         self.trace.close()
         self.rt.close()
 
