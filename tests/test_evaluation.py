@@ -359,6 +359,35 @@ def test_ablations_change_what_they_should(short_party):
     assert f"invited {full['invited']} → 0" in lines["no-memory"]
 
 
+def test_equal_diffusion_curves_of_two_variants_stay_visible(tmp_path, monkeypatch):
+    """Two variants with the same curves (common with the scripted mind: no-reflection = full) are drawn from wide
+    to thin, so the plot shows both instead of the later one hiding the first."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from simulacra.evaluation.report import aggregate, write_plots
+    from simulacra.evaluation.scenario import Fact, Scenario
+
+    sc = Scenario(name="t", world="w", hours=2, facts=[Fact(id="party", text=TOPIC, question="party?", holders=["a"])])
+    run = {"diffusion": {"party": {"start": 0.25, "end": 1.0, "heard_end": 1.0, "told_end": 0.5, "minutes": [420, 480],
+                                   "curve": [0.25, 1.0], "heard_curve": [0.25, 1.0], "told_curve": [0.25, 0.5]}}}
+    names = ["full", "no-reflection", "no-memory"]
+    details = {n: {0: run} for n in names}
+    result = {"variants": {n: {"spread": aggregate({0: {"diffusion": {"party": {
+        k: run["diffusion"]["party"][k] for k in ("start", "end", "heard_end", "told_end")}}}})} for n in names}}
+    saved = {}
+    real = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: (saved.__setitem__(Path(path).name, fig),
+                                                                    real(fig, path, **kw))[1])
+    assert write_plots(result, details, sc, tmp_path)["diffusion"] == "diffusion.png"
+    lines = {ln.get_label(): ln for ln in saved["diffusion.png"].axes[0].get_lines()}
+    knows = [lines[f"{n}: knows (retrieval)"] for n in names]
+    assert [list(ln.get_ydata()) for ln in knows] == [[0.25, 1.0]] * 3  # the same curve three times
+    widths = [ln.get_linewidth() for ln in knows]
+    assert widths == sorted(widths, reverse=True) and len(set(widths)) == 3  # nested: each one still shows
+    assert [lines[f"{n}: told in person (trace)"].get_linewidth() for n in names] == widths
+
+
 def test_evaluate_on_the_command_line_refuses_bad_input(tmp_path, capsys):
     from simulacra.cli import main
 

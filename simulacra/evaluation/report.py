@@ -8,7 +8,8 @@ Output folder::
                               changed against full, the party's guests and no-show reasons, made-up interview
                               answers, per-seed rows
     DIR/diffusion.png         diffusion of each seeded fact over game time: mean over seeds, band = min..max;
-                              dotted: the share told it in person according to the trace
+                              dotted: the share told it in person according to the trace; the variants drawn from
+                              wide to thin, so equal curves do not hide one another
     DIR/density.png           relationship-network density at start and end per variant (mean, min..max)
     DIR/metrics_table.png     the table of report.md as an image
     DIR/runs/<variant>-seed<S>/   each run (trace, stores, summary.json) and its full metrics.json
@@ -220,8 +221,10 @@ def write_plots(result: dict[str, Any], details: dict[str, dict[int, dict]], sc:
     variants = list(result["variants"])
     if any("diffusion" in m for runs in details.values() for m in runs.values()):
         fig, axes = plt.subplots(1, len(facts), figsize=(6 * len(facts), 4), squeeze=False)
+        # earlier variants drawn wider (4.5 down to 1.5 points): equal curves show as nested lines, none hidden
+        widths = [1.5 + 3.0 * (len(variants) - 1 - i) / max(1, len(variants) - 1) for i in range(len(variants))]
         for ax, f in zip(axes[0], facts):
-            for v in variants:
+            for v, lw in zip(variants, widths):
                 runs = [m for m in details[v].values() if "diffusion" in m]
                 if not runs:
                     continue
@@ -229,13 +232,13 @@ def write_plots(result: dict[str, Any], details: dict[str, dict[int, dict]], sc:
                 curves = [m["diffusion"][f.id]["curve"] for m in runs]
                 hours = [x / 60 for x in minutes]
                 mean = [sum(c[i] for c in curves) / len(curves) for i in range(len(minutes))]
-                line, = ax.plot(hours, mean, label=f"{v}: knows (retrieval)")
+                line, = ax.plot(hours, mean, lw=lw, label=f"{v}: knows (retrieval)")
                 ax.fill_between(hours, [min(c[i] for c in curves) for i in range(len(minutes))],
                                 [max(c[i] for c in curves) for i in range(len(minutes))], alpha=0.2,
                                 color=line.get_color())
                 told = [m["diffusion"][f.id]["told_curve"] for m in runs]
                 ax.plot(hours, [sum(c[i] for c in told) / len(told) for i in range(len(minutes))], ls=":",
-                        color=line.get_color(), label=f"{v}: told in person (trace)")
+                        lw=lw, color=line.get_color(), label=f"{v}: told in person (trace)")
             ax.set_title(f"{f.id}: agents who know it")
             ax.set_xlabel("game time (hours since day 1 00:00)")
             ax.set_ylabel("share of agents")
