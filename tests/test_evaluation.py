@@ -347,6 +347,45 @@ def test_ablations_change_what_they_should(short_party):
     # without memory nothing lived is recalled: the host never tells, nobody hears
     assert no_mem["invited"] == 0 and no_mem["attended"] == 0
     assert no_mem["diffusion"]["party"]["heard_end"] == pytest.approx(1 / 5)
+    # the report says what each ablation changed against full
+    report = (base / "a" / "report.md").read_text()
+    changes = report.split("## What each variant changed (against full, means over seeds)\n\n")[1].split("\n\n")[0]
+    lines = {ln.split("**")[1]: ln for ln in changes.splitlines()}
+    assert set(lines) == {"no-planning", "no-memory"}
+    assert f"attended {full['attended']} → 0" in lines["no-planning"]
+    assert "party known at end" not in lines["no-planning"]  # the news still spreads
+    assert (f"party known at end {full['diffusion']['party']['end']:.0%} → 20%; party told in person "
+            f"{full['diffusion']['party']['told_end']:.0%} → 20%") in lines["no-memory"]  # the host only
+    assert f"invited {full['invited']} → 0" in lines["no-memory"]
+
+
+def test_equal_diffusion_curves_of_two_variants_stay_visible(tmp_path, monkeypatch):
+    """Two variants with the same curves (common with the scripted mind: no-reflection = full) are drawn from wide
+    to thin, so the plot shows both instead of the later one hiding the first."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from simulacra.evaluation.report import aggregate, write_plots
+    from simulacra.evaluation.scenario import Fact, Scenario
+
+    sc = Scenario(name="t", world="w", hours=2, facts=[Fact(id="party", text=TOPIC, question="party?", holders=["a"])])
+    run = {"diffusion": {"party": {"start": 0.25, "end": 1.0, "heard_end": 1.0, "told_end": 0.5, "minutes": [420, 480],
+                                   "curve": [0.25, 1.0], "heard_curve": [0.25, 1.0], "told_curve": [0.25, 0.5]}}}
+    names = ["full", "no-reflection", "no-memory"]
+    details = {n: {0: run} for n in names}
+    result = {"variants": {n: {"spread": aggregate({0: {"diffusion": {"party": {
+        k: run["diffusion"]["party"][k] for k in ("start", "end", "heard_end", "told_end")}}}})} for n in names}}
+    saved = {}
+    real = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: (saved.__setitem__(Path(path).name, fig),
+                                                                    real(fig, path, **kw))[1])
+    assert write_plots(result, details, sc, tmp_path)["diffusion"] == "diffusion.png"
+    lines = {ln.get_label(): ln for ln in saved["diffusion.png"].axes[0].get_lines()}
+    knows = [lines[f"{n}: knows (retrieval)"] for n in names]
+    assert [list(ln.get_ydata()) for ln in knows] == [[0.25, 1.0]] * 3  # the same curve three times
+    widths = [ln.get_linewidth() for ln in knows]
+    assert widths == sorted(widths, reverse=True) and len(set(widths)) == 3  # nested: each one still shows
+    assert [lines[f"{n}: told in person (trace)"].get_linewidth() for n in names] == widths
 
 
 def test_evaluate_on_the_command_line_refuses_bad_input(tmp_path, capsys):
@@ -532,12 +571,19 @@ party: {{fact: party, host: greta_lund, place: tavern, start: "08:00", end: "09:
     })
     openai_double.script([], then=SchemaAnswers(hooks=hooks))
     over = [f"rater.url={rater_url}", "llm.model=double-model", f"llm.base_url={openai_double.url}",
-            "llm.attempts=1", "llm.timeout_s=5", "cognition.chance_meetings=true"]
+            "llm.attempts=1", "llm.timeout_s=5", "cognition.chance_meetings=true", "llm.prompt_price_per_1k=0.5",
+            "llm.completion_price_per_1k=1.5"]
     result = evaluate(sc, [variant("full")], [0], tmp_path / "out", embedder=embedder, overrides=over)
     row = result["variants"]["full"]["seeds"]["0"]
     m = json.loads((tmp_path / "out" / "runs" / "full-seed0" / "metrics.json").read_text())
     assert m["mind"] == "llm:openai:double-model"
+    # calls, tokens and cost per agent-game-hour (3 agents x 2 game hours), per seed and as the mean over seeds
     assert m["cost"]["llm_calls"] > 0 and row["llm_calls_per_agent_hour"] == m["cost"]["llm_calls"] / 6
+    assert m["cost"]["tokens"] > 0 and row["tokens_per_agent_hour"] == pytest.approx(m["cost"]["tokens"] / 6)
+    assert m["cost"]["cost_usd"] > 0 and row["cost_usd_per_agent_hour"] == pytest.approx(m["cost"]["cost_usd"] / 6)
+    mean = result["variants"]["full"]["mean"]
+    assert mean["tokens_per_agent_hour"] == row["tokens_per_agent_hour"]
+    assert mean["cost_usd_per_agent_hour"] == row["cost_usd_per_agent_hour"]
     h = m["hallucination"]
     assert h["answers"] == 6 and h["claims"] == 6  # every agent asked every fact; every answer claims it
     assert sorted(x["agent"] for x in h["made_up"] if x["fact"] == "control-mill-sale") == sorted(sc.agents)
@@ -545,8 +591,13 @@ party: {{fact: party, host: greta_lund, place: tavern, start: "08:00", end: "09:
     assert sorted(h["confirmed"]["party"]) == sorted(heard) and "greta_lund" in heard
     assert row["hallucination_rate"] == pytest.approx((6 - len(heard)) / 6)
     assert row["diffusion"]["party"]["heard_end"] == pytest.approx(len(heard) / 3)
+    # knowing confirmed by the interview: the agents who heard the party and claim it; nobody for the control
+    assert row["diffusion"]["party"]["confirmed_end"] == pytest.approx(len(heard) / 3)
+    assert row["diffusion"]["control-mill-sale"]["confirmed_end"] == 0
     report = (tmp_path / "out" / "report.md").read_text()
     assert "| full |" in report and "control-mill-sale" in report and (tmp_path / "out" / "diffusion.png").is_file()
+    header = report.split("\n| variant |")[1].split("\n")[0]
+    assert "party confirmed" in header and "tokens/agent-h" in header and "USD/agent-h" in header
 
 
 def test_a_run_cut_short_by_a_failed_part_is_not_reported_as_finished(tmp_path, embedder, rater_backend):

@@ -52,6 +52,9 @@ LONG_CONVERSATION = 4
 
 _SENTENCES = re.compile(r"(?<=[.!?;:])\s+|\"")
 
+#: the cost figures per agent-game-hour that a run's metrics carry at the top level (:func:`cost`)
+COST_PER_AGENT_HOUR = ("llm_calls_per_agent_hour", "tokens_per_agent_hour", "cost_usd_per_agent_hour")
+
 #: categories of the no-show reasons (:func:`coordination`)
 NO_SHOW = ("never heard", "heard after it ended", "notice only", "did not recall it", "plan conflict", "declined",
            "no planning", "accepted but elsewhere")
@@ -328,8 +331,8 @@ def agent_hours(run: Run) -> float:
 
 
 def cost(run: Run) -> dict[str, Any]:
-    """Model calls, tokens and cost (USD at the configured prices) in total and per agent-game-hour; the mind's
-    decisions by source. All 0 for an offline run."""
+    """Model calls, tokens and cost (USD at the configured ``llm.*_price_per_1k``) in total and per
+    agent-game-hour (:func:`agent_hours`); the mind's decisions by source. All 0 for an offline run."""
     s = run.summary or {}
     llm = s.get("llm") or {}
     hours = agent_hours(run) or 1.0
@@ -337,7 +340,8 @@ def cost(run: Run) -> dict[str, Any]:
     tokens = int(llm.get("prompt_tokens", 0)) + int(llm.get("completion_tokens", 0))
     return {"agent_hours": agent_hours(run), "llm_calls": calls, "tokens": tokens,
             "cost_usd": float(llm.get("cost_usd", 0.0)), "llm_calls_per_agent_hour": calls / hours,
-            "tokens_per_agent_hour": tokens / hours, "decisions": (s.get("mind") or {}).get("decisions", {})}
+            "tokens_per_agent_hour": tokens / hours, "cost_usd_per_agent_hour": float(llm.get("cost_usd", 0.0)) / hours,
+            "decisions": (s.get("mind") or {}).get("decisions", {})}
 
 
 def _tells(line: dict[str, Any], f: Fact, run: Run, sim: Similarity) -> bool:
@@ -443,7 +447,9 @@ def history(run: Run, sc: Scenario, sim: Similarity, model=None, seed: int | Non
 def evaluate_run(run_dir: str | Path, sc: Scenario, embedder, mind=None, interviews: bool = True,
                  threshold: float = SIMILARITY) -> dict[str, Any]:
     """Every metric the scenario asks for (``measure``) on one finished run; JSON-able. ``mind`` answers the
-    interviews (default scripted); ``interviews=False`` skips them (no hallucination metric)."""
+    interviews (default scripted); ``interviews=False`` skips them (no hallucination metric, and no
+    ``diffusion.<fact>.confirmed_end``: the share 0..1 of agents whose end-of-run answer claims the fact and who
+    had heard it by then, :func:`hallucination`'s ``confirmed``)."""
     run = Run.load(run_dir)
     sim = Similarity(embedder, threshold)
     want = set(sc.measure)
@@ -476,10 +482,13 @@ def evaluate_run(run_dir: str | Path, sc: Scenario, embedder, mind=None, intervi
         h = hallucination(answers, sc, heard, sim)
         out["hallucination"] = h
         out["hallucination_rate"] = h["rate"]
+        for fid, d in out.get("diffusion", {}).items():  # knowing, confirmed by the agent's own interview answer
+            d["confirmed_end"] = len(set(h["confirmed"][fid])) / len(run.agents)
     if "cost" in want:
         c = cost(run)
         out["cost"] = c
-        out["llm_calls_per_agent_hour"] = c["llm_calls_per_agent_hour"]
+        for key in COST_PER_AGENT_HOUR:
+            out[key] = c[key]
     if "history" in want:
         out["history"] = history(run, sc, sim, model=getattr(mind, "model", None),
                                  seed=(run.header.get("config") or {}).get("simulation", {}).get("seed"))

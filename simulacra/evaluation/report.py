@@ -4,10 +4,12 @@ in ``metrics.json``, ``report.md`` and plots.
 Output folder::
 
     DIR/metrics.json          per variant: per seed the headline metrics, their mean and standard deviation
-    DIR/report.md             the protocol, a table of every metric (mean +- sd over seeds), the party's guests and
-                              no-show reasons, made-up interview answers, per-seed rows
+    DIR/report.md             the protocol, a table of every metric (mean +- sd over seeds), what each variant
+                              changed against full, the party's guests and no-show reasons, made-up interview
+                              answers, per-seed rows
     DIR/diffusion.png         diffusion of each seeded fact over game time: mean over seeds, band = min..max;
-                              dotted: the share told it in person according to the trace
+                              dotted: the share told it in person according to the trace; the variants drawn from
+                              wide to thin, so equal curves do not hide one another
     DIR/density.png           relationship-network density at start and end per variant (mean, min..max)
     DIR/metrics_table.png     the table of report.md as an image
     DIR/runs/<variant>-seed<S>/   each run (trace, stores, summary.json) and its full metrics.json
@@ -27,7 +29,7 @@ from typing import Any
 from simulacra.clock import format_game_time
 from simulacra.config import load_config
 from simulacra.errors import SimulacraError
-from simulacra.evaluation.metrics import SIMILARITY, evaluate_run
+from simulacra.evaluation.metrics import COST_PER_AGENT_HOUR, SIMILARITY, evaluate_run
 from simulacra.evaluation.scenario import Scenario
 from simulacra.evaluation.setup import run_scenario
 from simulacra.evaluation.variants import Variant
@@ -36,7 +38,20 @@ log = logging.getLogger(__name__)
 
 #: the headline metrics (per seed and their mean) in metrics.json and the report's table, in order
 HEADLINE = ("density_start", "density_end", "invited", "attended", "hallucination_rate",
-            "llm_calls_per_agent_hour", "tokens_per_conversation", "early_fact_in_view", "early_fact_survival")
+            *COST_PER_AGENT_HOUR, "tokens_per_conversation", "early_fact_in_view", "early_fact_survival")
+
+#: the report's column names of the headline metrics
+LABELS = {"density_start": "density start", "density_end": "density end", "invited": "invited",
+          "attended": "attended", "hallucination_rate": "made up", "llm_calls_per_agent_hour": "calls/agent-h",
+          "tokens_per_agent_hour": "tokens/agent-h", "cost_usd_per_agent_hour": "USD/agent-h",
+          "tokens_per_conversation": "tokens/conv", "early_fact_in_view": "early facts in view",
+          "early_fact_survival": "early facts recalled"}
+#: headline metrics that are shares (0..1), shown as percentages
+SHARES = ("hallucination_rate", "early_fact_in_view", "early_fact_survival")
+
+#: the per-fact diffusion shares (0..1) of metrics.json: known by retrieval at the start and end, heard (trace),
+#: told in person (trace), and, when interviews ran, known and confirmed by the agent's interview answer
+DIFFUSION_PARTS = ("start", "end", "heard_end", "told_end", "confirmed_end")
 
 #: the paper's figures (Park et al. 2023, section 7), for the report
 PAPER = {"candidacy": (0.04, 0.32), "party": (0.04, 0.52), "density_start": 0.167, "density_end": 0.74,
@@ -69,10 +84,8 @@ def headline(m: dict[str, Any]) -> dict[str, Any]:
     """The per-seed row of metrics.json from :func:`~simulacra.evaluation.metrics.evaluate_run`'s result."""
     row: dict[str, Any] = {}
     if "diffusion" in m:
-        row["diffusion"] = {fid: {"start": d["start"], "end": d["end"], "heard_end": d["heard_end"],
-                                  "told_end": d["told_end"]} for fid, d in m["diffusion"].items()}
-    for key in ("density_start", "density_end", "invited", "attended", "hallucination_rate",
-                "llm_calls_per_agent_hour"):
+        row["diffusion"] = {fid: {k: d[k] for k in DIFFUSION_PARTS if k in d} for fid, d in m["diffusion"].items()}
+    for key in ("density_start", "density_end", "invited", "attended", "hallucination_rate", *COST_PER_AGENT_HOUR):
         if key in m:
             row[key] = m[key]
     if "history" in m:
@@ -98,8 +111,10 @@ def aggregate(rows: dict[int, dict[str, Any]]) -> dict[str, Any]:
             out[key] = _stats(vals)
     facts = sorted({f for r in rows.values() for f in r.get("diffusion", {})})
     if facts:
-        out["diffusion"] = {f: {part: _stats([r["diffusion"][f][part] for r in rows.values() if f in r["diffusion"]])
-                                for part in ("start", "end", "heard_end", "told_end")} for f in facts}
+        out["diffusion"] = {f: {part: _stats(vals) for part in DIFFUSION_PARTS
+                                if (vals := [r["diffusion"][f][part] for r in rows.values()
+                                             if part in r.get("diffusion", {}).get(f, {})])}
+                            for f in facts}
     return out
 
 
@@ -206,8 +221,10 @@ def write_plots(result: dict[str, Any], details: dict[str, dict[int, dict]], sc:
     variants = list(result["variants"])
     if any("diffusion" in m for runs in details.values() for m in runs.values()):
         fig, axes = plt.subplots(1, len(facts), figsize=(6 * len(facts), 4), squeeze=False)
+        # earlier variants drawn wider (4.5 down to 1.5 points): equal curves show as nested lines, none hidden
+        widths = [1.5 + 3.0 * (len(variants) - 1 - i) / max(1, len(variants) - 1) for i in range(len(variants))]
         for ax, f in zip(axes[0], facts):
-            for v in variants:
+            for v, lw in zip(variants, widths):
                 runs = [m for m in details[v].values() if "diffusion" in m]
                 if not runs:
                     continue
@@ -215,13 +232,13 @@ def write_plots(result: dict[str, Any], details: dict[str, dict[int, dict]], sc:
                 curves = [m["diffusion"][f.id]["curve"] for m in runs]
                 hours = [x / 60 for x in minutes]
                 mean = [sum(c[i] for c in curves) / len(curves) for i in range(len(minutes))]
-                line, = ax.plot(hours, mean, label=f"{v}: knows (retrieval)")
+                line, = ax.plot(hours, mean, lw=lw, label=f"{v}: knows (retrieval)")
                 ax.fill_between(hours, [min(c[i] for c in curves) for i in range(len(minutes))],
                                 [max(c[i] for c in curves) for i in range(len(minutes))], alpha=0.2,
                                 color=line.get_color())
                 told = [m["diffusion"][f.id]["told_curve"] for m in runs]
                 ax.plot(hours, [sum(c[i] for c in told) / len(told) for i in range(len(minutes))], ls=":",
-                        color=line.get_color(), label=f"{v}: told in person (trace)")
+                        lw=lw, color=line.get_color(), label=f"{v}: told in person (trace)")
             ax.set_title(f"{f.id}: agents who know it")
             ax.set_xlabel("game time (hours since day 1 00:00)")
             ax.set_ylabel("share of agents")
@@ -320,15 +337,15 @@ def _num(x, fmt: str) -> str:
 def metric_table(result: dict[str, Any], sc: Scenario) -> tuple[list[str], list[list[str]]]:
     """Column names and one row per variant: every metric as mean ± sd over seeds."""
     facts = [f for f in sc.facts]
+    confirmed = any("confirmed_end" in d for v in result["variants"].values()
+                    for d in v["spread"].get("diffusion", {}).values())
+    extra = ["heard_end", "told_end"] + (["confirmed_end"] if confirmed else [])
     header = ["variant"]
     for f in facts:
-        header += [f"{f.id} start", f"{f.id} end"] + ([] if f.control else [f"{f.id} heard", f"{f.id} told"])
-    labels = {"density_start": "density start", "density_end": "density end", "invited": "invited",
-              "attended": "attended", "hallucination_rate": "made up", "llm_calls_per_agent_hour": "calls/agent-h",
-              "tokens_per_conversation": "tokens/conv", "early_fact_in_view": "early facts in view",
-              "early_fact_survival": "early facts recalled"}
+        header += [f"{f.id} start", f"{f.id} end"] + ([] if f.control else
+                                                      [f"{f.id} {p.removesuffix('_end')}" for p in extra])
     keys = [k for k in HEADLINE if any(k in v["spread"] for v in result["variants"].values())]
-    header += [labels[k] for k in keys]
+    header += [LABELS[k] for k in keys]
     rows = []
     for name, v in result["variants"].items():
         s = v["spread"]
@@ -337,10 +354,36 @@ def metric_table(result: dict[str, Any], sc: Scenario) -> tuple[list[str], list[
             d = s.get("diffusion", {}).get(f.id, {})
             row += [_fmt(d.get("start"), True), _fmt(d.get("end"), True)]
             if not f.control:
-                row += [_fmt(d.get("heard_end"), True), _fmt(d.get("told_end"), True)]
-        row += [_fmt(s.get(k), k in ("hallucination_rate", "early_fact_in_view", "early_fact_survival")) for k in keys]
+                row += [_fmt(d.get(p), True) for p in extra]
+        row += [_fmt(s.get(k), k in SHARES) for k in keys]
         rows.append(row)
     return header, rows
+
+
+def changes_section(result: dict[str, Any], sc: Scenario) -> list[str]:
+    """Report lines: what each variant changed against the baseline (``full`` when it was run, else the first
+    variant): every mean over seeds that differs, each fact's share known (retrieval) and told in person at the end,
+    then the headline metrics; nothing with a single variant."""
+    names = list(result["variants"])
+    if len(names) < 2:
+        return []
+    base = "full" if "full" in names else names[0]
+    b = result["variants"][base]["spread"]
+    out = [f"## What each variant changed (against {base}, means over seeds)", ""]
+    for name in names:
+        if name == base:
+            continue
+        v = result["variants"][name]
+        s = v["spread"]
+        pairs = [(f"{f.id} {label}", b.get("diffusion", {}).get(f.id, {}).get(part),
+                  s.get("diffusion", {}).get(f.id, {}).get(part), True)
+                 for f in sc.facts for part, label in (("end", "known at end"), ("told_end", "told in person"))]
+        pairs += [(LABELS[k], b.get(k), s.get(k), k in SHARES) for k in HEADLINE]
+        diffs = [f"{label} {x['mean']:.0%} → {y['mean']:.0%}" if pct else f"{label} {x['mean']:.3g} → {y['mean']:.3g}"
+                 for label, x, y, pct in pairs
+                 if x and y and abs(x["mean"] - y["mean"]) > 1e-9 * max(1.0, abs(x["mean"]))]
+        out.append(f"- **{name}** ({v['variant']['description']}): " + ("; ".join(diffs) or "no measured difference"))
+    return out + [""]
 
 
 def report_markdown(result: dict[str, Any], details: dict[str, dict[int, dict]], sc: Scenario,
@@ -355,7 +398,8 @@ def report_markdown(result: dict[str, Any], details: dict[str, dict[int, dict]],
               "Protocol (details in docs/evaluation.md): an agent *knows* a fact when retrieval for the fact's "
               f"question returns a memory holding it (its news topic, or cosine ≥ {result['similarity_threshold']} "
               "to the fact or a paraphrase); *heard* = held it according to the trace (told in person, or a notice "
-              "on the town's board), *told* = told in person; *invited* = told of the party in person before it ended, "
+              "on the town's board), *told* = told in person; *confirmed* = heard it and claims it when interviewed "
+              "at the end; *invited* = told of the party in person before it ended, "
               "*attended* = at its place during its window (host excluded); *made up* = interview answers claiming "
               "a fact the agent had not heard according to the trace, over all answers (every agent asked every "
               "fact's question).", ""]
@@ -363,6 +407,7 @@ def report_markdown(result: dict[str, Any], details: dict[str, dict[int, dict]],
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     lines.append("")
+    lines += changes_section(result, sc)
     paper = ["Generative Agents (25 agents, two game days): candidacy 4% → 32%, party 4% → 52%, density 0.167 → "
              "0.74, 12 invited / 5 came, 1.3% of interview answers made up (6 of 453)."]
     lines += ["For reference, " + paper[0], ""]
