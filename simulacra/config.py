@@ -94,11 +94,18 @@ class MemoryConfig(_Section):
     consolidation_age_minutes: int = Field(60, ge=0, description="short-term entries older than this leave")
     promote_threshold: float = Field(0.5, ge=0, le=1, description="importance above this goes to long-term")
     long_term_decay_per_hour: float = Field(
-        0.93, gt=0, le=1,
+        0.99, gt=0, le=1,
         description="long-term importance factor per game hour since entering long-term or the last rehearsal (the "
         "later); with forget_floor 0.1 an unused memory is forgotten after 25 (importance 0.6) to 32 (1.0) game "
         "hours, about one day and night; 0.93 measured on a 25-resident week with rehearsal (docs/scale.md); seed 003 "
         "and presets/seed003.yaml: 0.99 (178 to 229 game hours)"
+    )
+    decay_importance_exponent: float = Field(
+        4.0, ge=0, le=20,
+        description="p of the importance-dependent decay: a long-term memory of importance v = rating/10 decays by "
+        "long_term_decay_per_hour ** (v ** -p) per game hour, so the decay factor is that of a rating-10 memory and "
+        "lower ratings fade faster (docs/memory.md); 0 = the same decay for every rating (seed 003, "
+        "presets/seed003.yaml)",
     )
     forget_floor: float | None = Field(
         0.1, ge=0, le=1, description="forget long-term memories whose decayed importance falls below; null = never"
