@@ -198,6 +198,9 @@ class Simulation:
         for problem in changed:
             log.warning("resuming %s although its %s", run_dir, problem)
         data = header["config"]
+        if "decay_importance_exponent" not in data.get("memory", {"decay_importance_exponent": None}):
+            # a run made before the setting existed decayed every rating alike: it resumes so (p = 0)
+            data = {**data, "memory": {**data["memory"], "decay_importance_exponent": 0.0}}
         if rater_url is not None:
             data = {**data, "rater": {**data["rater"], "url": rater_url}}
         if chroma_url is not None:

@@ -6,6 +6,7 @@ The rule is :func:`simulacra.memory.scoring.decayed_importance` (``memory.decay_
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -126,3 +127,21 @@ def test_a_short_run_with_importance_dependent_forgetting_is_deterministic(tmp_p
     forgot = [op for line in lines[0] if line for op in json.loads(line)["memory"]
               if op["op"] == "forget" and op["tier"] == "long_term"]
     assert forgot and all(op["importance"] < 0.1 for op in forgot)
+
+
+def test_a_run_made_before_the_setting_resumes_with_plain_decay(tmp_path, rater_url, embedder):
+    settings = [f"rater.url={rater_url}", *SETTINGS]
+    with Simulation.create(DATA / "tiny.yaml", load_config(None, settings), personas_dir=DATA / "personas",
+                           db_dir=tmp_path, run_name="old", embedder=embedder) as sim:
+        sim.run(2)
+        assert sim.rt.config.memory.decay_importance_exponent == MemoryConfig().decay_importance_exponent
+    trace = tmp_path / "old" / "trace.jsonl"
+    head, rest = trace.read_bytes().split(b"\n", 1)
+    key = re.search(rb'"decay_importance_exponent": ?[0-9.]+,', head).group()
+    old = head.replace(key, b" " * len(key))  # as an older simulacra wrote it (same length: offsets stay)
+    assert "decay_importance_exponent" not in json.loads(old)["config"]["memory"]
+    trace.write_bytes(old + b"\n" + rest)
+    with Simulation.resume(tmp_path / "old", embedder=embedder) as sim:
+        assert sim.rt.config.memory.decay_importance_exponent == 0
+        assert sim.rt.memories["ann"].params.decay_importance_exponent == 0
+        sim.run(1)
