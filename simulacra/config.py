@@ -329,6 +329,21 @@ class Config(_Section):
         return self.model_dump(mode="json")
 
 
+#: settings added after runs were recorded, with the value that reproduces how such a run behaved
+PREDATED: dict[str, dict[str, Any]] = {"memory": {"decay_importance_exponent": 0.0}}
+
+
+def recorded_config(data: dict[str, Any]) -> dict[str, Any]:
+    """A run's config as its trace header records it (nested dicts), with every setting of :data:`PREDATED` that
+    the header lacks set to the value the run was made with (a run recorded before importance-dependent decay
+    decayed every rating alike). Resume, ``interview``, ``tune`` and ``evaluate`` read headers through it."""
+    out = dict(data)
+    for section, fields in PREDATED.items():
+        if isinstance(out.get(section), dict):
+            out[section] = {**fields, **out[section]}
+    return out
+
+
 def config_from_dict(data: dict[str, Any], source: str | Path = "<config>") -> Config:
     """Build a :class:`Config` from nested dicts.
 

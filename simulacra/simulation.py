@@ -30,7 +30,7 @@ from simulacra.checkpoint import (
     restore_layer_counters,
 )
 from simulacra.clock import GameClock, format_game_time, format_hhmm
-from simulacra.config import Config, config_from_dict
+from simulacra.config import Config, config_from_dict, recorded_config
 from simulacra.errors import CheckpointError, RaterError, StoreUnavailable
 from simulacra.killpoint import kill_point
 from simulacra.llm.base import BudgetExceeded, LLMUnreachable
@@ -197,10 +197,7 @@ class Simulation:
                                   + ". Restore the file, or pass --allow-changed to resume with it as it is now")
         for problem in changed:
             log.warning("resuming %s although its %s", run_dir, problem)
-        data = header["config"]
-        if "decay_importance_exponent" not in data.get("memory", {"decay_importance_exponent": None}):
-            # a run made before the setting existed decayed every rating alike: it resumes so (p = 0)
-            data = {**data, "memory": {**data["memory"], "decay_importance_exponent": 0.0}}
+        data = recorded_config(header["config"])
         if rater_url is not None:
             data = {**data, "rater": {**data["rater"], "url": rater_url}}
         if chroma_url is not None:

@@ -145,3 +145,13 @@ def test_a_run_made_before_the_setting_resumes_with_plain_decay(tmp_path, rater_
         assert sim.rt.config.memory.decay_importance_exponent == 0
         assert sim.rt.memories["ann"].params.decay_importance_exponent == 0
         sim.run(1)
+
+
+def test_every_reader_of_a_recorded_config_fills_a_predated_setting_with_plain_decay():
+    from simulacra.config import config_from_dict, recorded_config
+
+    now = MemoryConfig(decay_importance_exponent=3).model_dump()
+    before = {k: v for k, v in now.items() if k != "decay_importance_exponent"}
+    assert config_from_dict(recorded_config({"memory": before})).memory.decay_importance_exponent == 0
+    assert config_from_dict(recorded_config({"memory": now})).memory.decay_importance_exponent == 3
+    assert recorded_config({}) == {}
