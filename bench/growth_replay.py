@@ -6,10 +6,10 @@ confirms the choice (``docs/scale.md``, memory growth). From a trace (``trace.js
 importance, long-term ``add`` operations with their rating) and what the tick used (the results of its
 ``retrieve`` operations and the evidence of its ``reflect`` operations, :func:`simulacra.tick.used_memories`),
 then applies the forgetting rule of :meth:`simulacra.memory.stream.AgentMemory.forget_decayed` at the end of every
-tick: importance (:func:`simulacra.memory.scoring.decayed_importance`: ``v * decay ** (hours * v ** -exponent)``,
-``v = rating / 10``, hours since entering long-term or, with rehearsal, since last used) under ``floor`` is
-forgotten. ``exponent`` 0 is plain decay; above 0 the decay depends on the rating
-(``memory.decay_importance_exponent``).
+tick: importance (:func:`simulacra.memory.scoring.decayed_importance`: ``rating / 10 * decay ** (hours * (pivot /
+max(rating, pivot)) ** exponent)``, hours since entering long-term or, with rehearsal, since last used) under
+``floor`` is forgotten. ``exponent`` 0 is plain decay; above 0 the decay slows with the rating above ``pivot``
+(``memory.decay_importance_exponent``, ``memory.decay_importance_pivot``).
 
 It is an estimate: the retrievals are those of the recorded run, so a memory the replay forgets can still be asked
 for later. That is what ``lost`` counts: the share of the run's long-term retrieval results (per purpose:
@@ -18,8 +18,9 @@ and would not have found. Growth exponent and samples as :mod:`bench.memory_grow
 (:mod:`bench.kept`): at each game day's end, the share of the memories written so far that the replayed long-term
 memory holds, by category (witnessed world events, rated >= 7, rating bands) and age.
 
-Usage: ``python -m bench.growth_replay TRACE [--decay 0.99 0.95 ...] [--exponent 0 4 ...] [--rehearse both|on|off]
-[--json OUT]`` (every combination of the listed decays, exponents and rehearsal modes).
+Usage: ``python -m bench.growth_replay TRACE [--decay 0.99 0.95 ...] [--exponent 0 8 ...] [--pivot 6.5 ...]
+[--rehearse both|on|off] [--json OUT]`` (every combination of the listed decays, exponents, pivots and rehearsal
+modes).
 """
 
 from __future__ import annotations
@@ -57,12 +58,13 @@ def read_trace(path: Path) -> tuple[dict, list[dict]]:
 
 
 def replay(head: dict, ticks: list[dict], decay: float, floor: float = 0.1, rehearse: bool = True,
-           exponent: float = 0.0) -> dict:
-    """Long-term memory per agent under ``decay`` (per game hour), ``exponent`` (``decay_importance_exponent``),
-    ``floor`` and rehearsal; returns ``samples`` (``game_minute``, ``long_term`` and ``perceived`` means per agent,
-    as :class:`bench.scale.Growth` rows), ``lost`` (share of long-term retrieval results already forgotten, overall
-    and per purpose), ``forgotten`` (count), ``forgotten_at`` (``{agent: {id: game minute}}``) and ``kept``
-    (:meth:`bench.kept.Kept.result`, at each day's end)."""
+           exponent: float = 0.0, pivot: float = 6.5) -> dict:
+    """Long-term memory per agent under ``decay`` (per game hour), ``exponent`` and ``pivot``
+    (``decay_importance_exponent``, ``decay_importance_pivot``), ``floor`` and rehearsal; returns ``samples``
+    (``game_minute``, ``long_term`` and ``perceived`` means per agent, as :class:`bench.scale.Growth` rows),
+    ``lost`` (share of long-term retrieval results already forgotten, overall and per purpose), ``forgotten``
+    (count), ``forgotten_at`` (``{agent: {id: game minute}}``) and ``kept`` (:meth:`bench.kept.Kept.result`, at
+    each day's end)."""
     agents, start, step = head["agents"], head["start_minute"], head["tick_minutes"]
     lt: dict[str, dict[str, list[float]]] = {a: {} for a in agents}  # id -> [rating, decay origin]
     gone: dict[str, dict[str, float]] = {a: {} for a in agents}  # id -> game minute forgotten
@@ -102,7 +104,7 @@ def replay(head: dict, ticks: list[dict], decay: float, floor: float = 0.1, rehe
             if not lt[a]:
                 continue
             rating, since = np.array(list(lt[a].values())).T
-            imp = decayed_importance(rating, since, now, decay, exponent)  # the rule forget_decayed applies
+            imp = decayed_importance(rating, since, now, decay, exponent, pivot)  # the rule forget_decayed applies
             out = [i for i, low in zip(list(lt[a]), imp < floor) if low]
             for i in out:
                 del lt[a][i]
@@ -140,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="long_term_decay_per_hour values [%(default)s]")
     p.add_argument("--exponent", type=float, nargs="+", default=[0.0],
                    help="decay_importance_exponent values (0: plain decay) [%(default)s]")
+    p.add_argument("--pivot", type=float, nargs="+", default=[6.5], help="decay_importance_pivot values [%(default)s]")
     p.add_argument("--floor", type=float, default=0.1, help="forget_floor [%(default)s]")
     p.add_argument("--rehearse", choices=("both", "on", "off"), default="both")
     p.add_argument("--json", default=None, help="write the table here")
@@ -151,11 +154,14 @@ def main(argv: list[str] | None = None) -> int:
     table = []
     print(f"{len(ticks)} ticks, {(ticks[-1]['time'] + head['tick_minutes'] - head['start_minute']) / DAY:.2f} game "
           f"days, {len(head['agents'])} agents")
-    for rehearse, exponent, decay in itertools.product(modes, args.exponent, args.decay):
-        s = summary(head, replay(head, ticks, decay, args.floor, rehearse, exponent))
-        table.append({"decay": decay, "decay_importance_exponent": exponent, "rehearse": rehearse, **s})
-        print(f"decay {decay:<6} p {exponent:<4g} rehearse {'on ' if rehearse else 'off'}  growth exponent "
-              f"{s['exponent']:.2f}  from day 2 {s['exponent_from_day2']:.2f}  long-term per day "
+    for rehearse, exponent, pivot, decay in itertools.product(modes, args.exponent, args.pivot, args.decay):
+        if not exponent and pivot != args.pivot[0]:
+            continue  # plain decay: the pivot changes nothing
+        s = summary(head, replay(head, ticks, decay, args.floor, rehearse, exponent, pivot))
+        table.append({"decay": decay, "decay_importance_exponent": exponent, "decay_importance_pivot": pivot,
+                      "rehearse": rehearse, **s})
+        print(f"decay {decay:<6} p {exponent:<4g} pivot {pivot:<4g} rehearse {'on ' if rehearse else 'off'}  growth "
+              f"exponent {s['exponent']:.2f}  from day 2 {s['exponent_from_day2']:.2f}  long-term per day "
               f"{s['long_term_per_day']}  lost " + " ".join(f"{k} {v:.3f}" for k, v in sorted(s["lost"].items()))
               + "  kept at end " + "  ".join(f"{c} {'n/a' if v is None else f'{100 * v:.0f} %'}"
                                               for c, v in s["kept_at_end"].items()))

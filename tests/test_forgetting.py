@@ -31,18 +31,19 @@ def long_term(mem, ratings, t0=T0):
     return recs
 
 
-def closed_form(rating, hours, decay, p):
-    """The documented rule written out independently: v * decay ** (hours * v ** -p), v = rating / 10."""
-    v = rating / 10
-    return v * decay ** (hours * v**-p)
+def closed_form(rating, hours, decay, p, pivot):
+    """The documented rule written out independently: ratings above the pivot decay as if (pivot / rating) ** p
+    hours passed per game hour."""
+    scale = (pivot / rating) ** p if rating > pivot else 1.0
+    return rating / 10 * decay ** (hours * scale)
 
 
-def test_the_default_keeps_an_unused_rating_9_memory_for_days_and_forgets_a_rating_3_one_within_hours(tmp_path):
+def test_the_default_keeps_an_unused_rating_9_memory_for_a_week_and_forgets_a_rating_3_one_within_a_day(tmp_path):
     mem = make(tmp_path)  # the shipped defaults (relevance aside)
     nine, three = long_term(mem, (9, 3))
-    gone = [op["id"] for op in mem.forget_decayed(T0 + 12 * HOUR)]
+    gone = [op["id"] for op in mem.forget_decayed(T0 + 24 * HOUR)]
     assert gone == [three.id]
-    assert [op["id"] for op in mem.forget_decayed(T0 + 72 * HOUR)] == []  # three game days unused
+    assert [op["id"] for op in mem.forget_decayed(T0 + 7 * 24 * HOUR)] == []  # a week unused
     assert nine.id in mem.long_term
     # with plain decay (the rule before) the same rating-9 memory is gone within a day and a half
     plain = make(tmp_path / "plain", decay_importance_exponent=0, long_term_decay_per_hour=0.93)
@@ -50,12 +51,13 @@ def test_the_default_keeps_an_unused_rating_9_memory_for_days_and_forgets_a_rati
     assert nine_plain.id in [op["id"] for op in plain.forget_decayed(T0 + 36 * HOUR)]
 
 
-@pytest.mark.parametrize("decay, p", [(0.99, 4.0), (0.9, 2.5), (0.97, 0.0)])
-def test_retrieval_forgetting_and_most_important_use_the_same_numbers(tmp_path, decay, p):
-    mem = make(tmp_path, long_term_decay_per_hour=decay, decay_importance_exponent=p, forget_floor=0.1)
+@pytest.mark.parametrize("decay, p, pivot", [(0.93, 8.0, 6.5), (0.9, 2.5, 5.0), (0.97, 0.0, 6.5)])
+def test_retrieval_forgetting_and_most_important_use_the_same_numbers(tmp_path, decay, p, pivot):
+    mem = make(tmp_path, long_term_decay_per_hour=decay, decay_importance_exponent=p, decay_importance_pivot=pivot,
+               forget_floor=0.1)
     recs = long_term(mem, (10, 8, 6, 4))
-    now = T0 + 7 * HOUR
-    want = {r.id: closed_form(r.rating, 7, decay, p) for r in recs}
+    now = T0 + 20 * HOUR
+    want = {r.id: closed_form(r.rating, 20, decay, p, pivot) for r in recs}
     got = {m.id: m.importance for m in mem.retrieve(unit(1, 1, 1, 1), now, tiers=["long_term"], top_k=4,
                                                      threshold=-1)}
     assert got == pytest.approx(want, rel=1e-12)
@@ -65,15 +67,17 @@ def test_retrieval_forgetting_and_most_important_use_the_same_numbers(tmp_path, 
     assert {op["id"]: op["importance"] for op in ops} == {i: round(v, 6) for i, v in want.items() if v < 0.1}
     # the vectorised function equals the closed form for every rating and age, and p = 0 is plain decay
     ratings, hours = np.repeat(np.arange(1.0, 11.0), 5), np.tile([0.0, 0.5, 3.0, 30.0, 300.0], 10)
-    imp = decayed_importance(ratings, T0 - hours * HOUR, T0, decay, p)
-    np.testing.assert_allclose(imp, [closed_form(r, h, decay, p) for r, h in zip(ratings, hours)], rtol=1e-12)
+    imp = decayed_importance(ratings, T0 - hours * HOUR, T0, decay, p, pivot)
+    np.testing.assert_allclose(imp, [closed_form(r, h, decay, p, pivot) for r, h in zip(ratings, hours)],
+                               rtol=1e-12)
 
 
 def test_the_replay_forgets_when_the_stores_do(tmp_path):
     """bench.growth_replay applies forget_decayed's rule: each memory leaves at the same tick in both."""
-    decay, p = 0.95, 3.0
-    mem = make(tmp_path, long_term_decay_per_hour=decay, decay_importance_exponent=p, forget_floor=0.1)
-    recs = long_term(mem, (9, 7, 6, 3))
+    decay, p, pivot = 0.95, 3.0, 5.5
+    mem = make(tmp_path, long_term_decay_per_hour=decay, decay_importance_exponent=p, decay_importance_pivot=pivot,
+               forget_floor=0.1)
+    recs = long_term(mem, (8, 7, 6, 3))
     head = {"agents": ["ann"], "start_minute": T0, "tick_minutes": 10}
     ticks = [{"time": T0, "memory": [{"op": "add", "agent": "ann", "tier": "long_term", "id": r.id,
                                       "rating": r.rating, "kind": "reflection"} for r in recs]}]
@@ -83,7 +87,8 @@ def test_the_replay_forgets_when_the_stores_do(tmp_path):
         ticks.append({"time": now, "memory": []})
         store_gone.update({op["id"]: now for op in mem.forget_decayed(now)})
     assert len(store_gone) == 4 and len(set(store_gone.values())) == 4
-    assert replay(head, ticks, decay, 0.1, rehearse=True, exponent=p)["forgotten_at"] == {"ann": store_gone}
+    got = replay(head, ticks, decay, 0.1, rehearse=True, exponent=p, pivot=pivot)["forgotten_at"]
+    assert got == {"ann": store_gone}
 
 
 def test_seed003_keeps_plain_decay(tmp_path):
@@ -101,22 +106,28 @@ def test_seed003_keeps_plain_decay(tmp_path):
     assert MemoryConfig().decay_importance_exponent > 0  # the shipped default differs
 
 
-def test_a_negative_exponent_is_refused():
-    with pytest.raises(ValueError, match="decay_importance_exponent"):
-        ScoringParams(decay_importance_exponent=-1)
+def test_a_negative_exponent_or_a_pivot_off_the_scale_is_refused():
     from pydantic import ValidationError
 
+    with pytest.raises(ValueError, match="decay_importance_exponent"):
+        ScoringParams(decay_importance_exponent=-1)
     with pytest.raises(ValidationError, match="decay_importance_exponent"):
         MemoryConfig(decay_importance_exponent=-0.5)
+    for bad in (0, 10.5):
+        with pytest.raises(ValueError, match="decay_importance_pivot"):
+            ScoringParams(decay_importance_pivot=bad)
+        with pytest.raises(ValidationError, match="decay_importance_pivot"):
+            MemoryConfig(decay_importance_pivot=bad)
 
 
 # ----------------------------------------------------------------- a real run of the tiny town
 def test_a_short_run_with_importance_dependent_forgetting_is_deterministic(tmp_path, rater_url, embedder):
-    # consolidated every tick, decay steep enough that the low-rated long-term memories go within 12 ticks
+    # consolidated every tick, decay steep enough that memories rated 6 or less go within the 12 ticks (2 game
+    # hours: 1.5 game hours at rating 6) while those rated 7 or more stay (4 game hours at 7, 10 at 8)
     settings = [f"rater.url={rater_url}", *SETTINGS, "memory.promote_threshold=0.1",
                 "memory.consolidation_interval_minutes=10", "memory.consolidation_age_minutes=0",
-                "memory.short_term_min_entries=0", "memory.long_term_decay_per_hour=0.9",
-                "memory.decay_importance_exponent=4", "memory.forget_floor=0.1"]
+                "memory.short_term_min_entries=0", "memory.long_term_decay_per_hour=0.3",
+                "memory.decay_importance_exponent=6", "memory.decay_importance_pivot=6", "memory.forget_floor=0.1"]
     lines = []
     for name in ("a", "b"):
         with Simulation.create(DATA / "tiny.yaml", load_config(None, settings), personas_dir=DATA / "personas",
@@ -127,6 +138,9 @@ def test_a_short_run_with_importance_dependent_forgetting_is_deterministic(tmp_p
     forgot = [op for line in lines[0] if line for op in json.loads(line)["memory"]
               if op["op"] == "forget" and op["tier"] == "long_term"]
     assert forgot and all(op["importance"] < 0.1 for op in forgot)
+    rating = {op["id"]: op["rating"] for line in lines[0] if line for op in json.loads(line)["memory"]
+              if op["op"] == "add"}
+    assert {rating[op["id"]] for op in forgot} <= {1, 2, 3, 4, 5, 6}
 
 
 def test_a_run_made_before_the_setting_resumes_with_plain_decay(tmp_path, rater_url, embedder):

@@ -39,8 +39,9 @@ def test_the_shipped_default_rehearses_and_forgets_within_days():
     cfg = MemoryConfig()
     assert cfg.rehearse is True
     # an unused memory of importance 0.6 (the lowest promoted rating) falls under the floor within two days
-    # (importance-dependent decay: 0.6 decays as if 0.6 ** -p hours passed per game hour)
-    rate = math.log(cfg.long_term_decay_per_hour) * 0.6 ** -cfg.decay_importance_exponent
+    # (importance-dependent decay: a rating r above the pivot decays as if (pivot / r) ** p hours passed per hour)
+    p, pivot = cfg.decay_importance_exponent, cfg.decay_importance_pivot
+    rate = math.log(cfg.long_term_decay_per_hour) * min(1.0, pivot / 6) ** p
     hours = math.log(cfg.forget_floor / 0.6) / rate
     assert 12 < hours < 2 * 24
 

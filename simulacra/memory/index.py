@@ -119,7 +119,8 @@ class MirrorIndex:
         (:func:`~simulacra.memory.scoring.decayed_importance`), shape ``(n,)``; NaN for static memories."""
         rating, since = (self.rating, self.long_term_since) if rows is None else (self.rating[rows],
                                                                                    self.long_term_since[rows])
-        return decayed_importance(rating, since, now, params.long_term_decay_per_hour, params.decay_importance_exponent)
+        return decayed_importance(rating, since, now, params.long_term_decay_per_hour, params.decay_importance_exponent,
+                                  params.decay_importance_pivot)
 
     # ----------------------------------------------------------------- writes
     @staticmethod
@@ -415,7 +416,8 @@ class MirrorIndex:
         cached until the next write or a change of game time, weights or recency reference, so that one
         tick's retrievals compute it once."""
         key = (self._version, now, params.a_rec, params.a_imp, params.gamma, params.recency_window_minutes,
-               params.long_term_decay_per_hour, params.decay_importance_exponent, recency_from)
+               params.long_term_decay_per_hour, params.decay_importance_exponent,
+               params.decay_importance_pivot, recency_from)
         if self._cheap_key != key:
             rec = recency_of(now - self._reference(recency_from), params.gamma, params.recency_window_minutes)
             imp = self.importance(now, params)
