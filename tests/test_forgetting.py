@@ -169,3 +169,28 @@ def test_every_reader_of_a_recorded_config_fills_a_predated_setting_with_plain_d
     assert config_from_dict(recorded_config({"memory": before})).memory.decay_importance_exponent == 0
     assert config_from_dict(recorded_config({"memory": now})).memory.decay_importance_exponent == 3
     assert recorded_config({}) == {}
+
+
+def test_kept_counts_what_long_term_or_pending_short_term_memory_holds_by_category_and_age():
+    from bench.kept import Kept, kept_at
+
+    day = 24 * 60
+    k = Kept(start_minute=0)
+    add = lambda i, kind, rating: {"op": "add", "agent": "ann", "tier": "short_term", "id": i, "kind": kind,  # noqa: E731
+                                   "rating": rating}
+    k.observe([add("storm", "event", 8), add("toast", "observation", 3), add("talk", "dialogue", 7)], now=60)
+    k.observe([{"op": "move", "agent": "ann", "id": "storm"}, {"op": "move", "agent": "ann", "id": "talk"},
+               {"op": "forget", "agent": "ann", "tier": "short_term", "id": "toast"}], now=120)
+    k.observe([add("fair", "event", 7)], now=day - 10)  # not consolidated yet at the day's end: still held
+    first = k.day_end(day, {"ann": {"storm", "talk"}})
+    cats = first["categories"]
+    assert cats["world events"] == {"held": 2, "total": 2, "share": 1.0, "by_age": {"0": [2, 2]}}
+    assert cats["rating 1-5"]["share"] == 0.0 and cats["rated >= 7"]["held"] == 3
+    # a day later: the talk is forgotten, the fair consolidated; ages count whole days since the writing tick
+    k.observe([{"op": "move", "agent": "ann", "id": "fair"}], now=day + 50)
+    k.observe([{"op": "reinforce", "agent": "ann", "id": "storm2", "from_ids": [], "replaces": ["storm"]}],
+              now=day + 60)
+    second = k.day_end(2 * day, {"ann": {"storm2", "fair"}})["categories"]
+    assert second["world events rated >= 7"]["by_age"] == {"1": [2, 2]}
+    assert second["rated >= 7"]["by_age"] == {"1": [2, 3]}  # storm (folded into storm2) and fair held, talk not
+    assert kept_at(k.result(), "rated >= 7") == round(2 / 3, 4) and kept_at(k.result(), "rating 9-10") is None
