@@ -11,7 +11,11 @@ Growth exponent: the least-squares slope of log(long-term mean) against log(perc
 where both are positive (1 = linear; below 1 = sublinear); also over the samples from the end of the first game
 day on (``growth_exponent_from_day2``), which leaves out the first day's warm-up.
 
-Writes ``bench/results/memory_growth.json`` (samples, the per-day table, the exponent) and the plot
+Kept (:mod:`bench.kept`): at the end of each game day, the share of the memories written so far that the agents'
+long-term memory still holds, by category (witnessed world events, memories rated >= 7, rating bands) and by age
+in game days: what forgetting costs.
+
+Writes ``bench/results/memory_growth.json`` (samples, the per-day table, the exponent, ``kept``) and the plot
 ``docs/memory_growth.png``.
 
 Usage: ``python -m bench.memory_growth [--days 7] [--budget-minutes 15] [--keep DIR]`` or
@@ -30,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.kept import format_rows
 from bench.scale import DAY, ROOT, run_case
 
 RESULTS = ROOT / "bench" / "results" / "memory_growth.json"
@@ -189,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
               "complete": case["complete"], "load_average": [round(x, 2) for x in os.getloadavg()],
               "growth_exponent": None if exponent is None else round(exponent, 3),
               "growth_exponent_from_day2": None if later is None else round(later, 3),
-              "per_day": days, "samples": rows}
+              "per_day": days, "kept": case.get("kept", []), "samples": rows}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     title = (f"Gullhaven, {case['agents']} agents, scripted backend: {days[-1]['days_run']:.2f} game days "
@@ -201,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{d['total']:>7.1f} {d['perceived']:>10.1f}")
     print(f"growth exponent (long-term vs perceived): {'n/a' if exponent is None else f'{exponent:.2f}'}, "
           f"from day 2: {'n/a' if later is None else f'{later:.2f}'}")
+    if result["kept"]:
+        print(format_rows(result["kept"], ("world events", "world events rated >= 7", "rated >= 7")))
     print(f"written {args.out} and {args.plot}")
     return 0
 

@@ -57,10 +57,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
+from bench.kept import DAY, Kept  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 WORLD = ROOT / "worlds" / "gullhaven.yaml"
 RESULTS = ROOT / "bench" / "results" / "scale.json"
-DAY = 24 * 60
 CASES = {"25x2": (25, 2 * DAY), "100x1": (100, DAY)}
 QUICK = {"25x4h": (25, 4 * 60)}
 #: config changes a case always runs with (before ``--set``'s, which win): the 100-resident day embeds about
@@ -260,7 +261,8 @@ class Growth:
     ``rows``: one dict per sample: ``tick``, ``game_minute`` (after the tick), ``day`` (1-based, fractional),
     per tier (``static``, ``short_term``, ``long_term``, ``total``) the mean and max over agents, and
     ``perceived``: the mean over agents of the memories written so far for what they perceived (kinds
-    :data:`PERCEIVED`).
+    :data:`PERCEIVED`). ``kept``: a :class:`bench.kept.Kept` of the memories written, looked up in the agents'
+    long-term tiers at the end of each game day (:meth:`day_end`).
     """
 
     def __init__(self, sim, every_minutes: int = 60):
@@ -268,14 +270,22 @@ class Growth:
         self.every = every_minutes
         self.perceived = {pid: 0 for pid in sim.rt.agents}
         self.rows: list[dict] = []
+        self.kept = Kept(sim.world.start_minute)
 
     def __call__(self, result) -> None:
         for op in result.record["memory"]:
             if op["op"] == "add" and op.get("kind") in PERCEIVED and op["agent"] in self.perceived:
                 self.perceived[op["agent"]] += 1
+        self.kept.observe(result.record["memory"], result.record["time"])
         minute = result.record["time"] + self.sim.world.tick_minutes
         if (minute - self.sim.world.start_minute) % self.every == 0:
             self.sample(result.record["tick"], minute)
+        if (minute - self.sim.world.start_minute) % DAY == 0:
+            self.day_end(minute)
+
+    def day_end(self, minute: float) -> None:
+        """What the agents' long-term memories hold at game minute ``minute`` (:meth:`bench.kept.Kept.day_end`)."""
+        self.kept.day_end(minute, {pid: self.sim.rt.memories[pid].long_term for pid in self.sim.rt.agents})
 
     def sample(self, tick: int, minute: int) -> None:
         counts = {pid: self.sim.rt.memories[pid].counts() for pid in self.sim.rt.agents}
@@ -323,6 +333,8 @@ def run_case(agents: int, minutes: int, sample: int, db: Path | None = None, wor
             last = sim.state.tick - 1
             if last >= 0 and (not growth.rows or growth.rows[-1]["tick"] != last):
                 growth.sample(last, sim.state.now)  # the end of the run, when not on a sample already
+            if last >= 0 and (sim.state.now - sim.world.start_minute) % DAY:
+                growth.day_end(sim.state.now)  # a run that stopped within a day: what it holds at its end
             counts = {pid: sim.rt.memories[pid].counts() for pid in sim.rt.agents}
             run_dir = sim.run_dir
         finally:
@@ -353,7 +365,7 @@ def run_case(agents: int, minutes: int, sample: int, db: Path | None = None, wor
             "checkpoint_s_per_tick": round(ck_per_tick, 5),
             "checkpoint_share": round(sum(spent) / ticks_s, 5),
             "checkpoint_write_s_per_tick": round(sum(written) / max(summary["ticks"], 1), 5),
-            "growth": growth.rows,
+            "growth": growth.rows, "kept": growth.kept.result(),
         }
 
 

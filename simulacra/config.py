@@ -96,9 +96,22 @@ class MemoryConfig(_Section):
     long_term_decay_per_hour: float = Field(
         0.93, gt=0, le=1,
         description="long-term importance factor per game hour since entering long-term or the last rehearsal (the "
-        "later); with forget_floor 0.1 an unused memory is forgotten after 25 (importance 0.6) to 32 (1.0) game "
-        "hours, about one day and night; 0.93 measured on a 25-resident week with rehearsal (docs/scale.md); seed 003 "
-        "and presets/seed003.yaml: 0.99 (178 to 229 game hours)"
+        "later), of a memory rated at or under decay_importance_pivot; with forget_floor 0.1 such a memory unused is "
+        "forgotten after 15 (rating 3) to 25 (rating 6) game hours; 0.93 measured on a 25-resident week with "
+        "rehearsal (docs/scale.md); seed 003 and presets/seed003.yaml: 0.99 for every rating (178 to 229 game hours)"
+    )
+    decay_importance_exponent: float = Field(
+        8.0, ge=0, le=50,
+        description="importance-dependent decay: a long-term memory rated r above decay_importance_pivot decays by "
+        "long_term_decay_per_hour ** ((pivot / r) ** decay_importance_exponent) per game hour, so unused it lasts "
+        "(r / pivot) ** exponent times longer (defaults: 25 game hours at rating 6, 49 at 7, 151 at 8, 17 days at 9; "
+        "docs/memory.md, measured on a 25-resident week in docs/scale.md); 0 = the same decay for every rating (seed "
+        "003, presets/seed003.yaml)",
+    )
+    decay_importance_pivot: float = Field(
+        6.5, gt=0, le=10,
+        description="rating at and under which long-term memories decay by long_term_decay_per_hour alone (the "
+        "mundane); above it decay slows with the rating (decay_importance_exponent)",
     )
     forget_floor: float | None = Field(
         0.1, ge=0, le=1, description="forget long-term memories whose decayed importance falls below; null = never"
@@ -320,6 +333,21 @@ class Config(_Section):
     def to_dict(self) -> dict[str, Any]:
         """The config as plain JSON-able data (for the trace header)."""
         return self.model_dump(mode="json")
+
+
+#: settings added after runs were recorded, with the value that reproduces how such a run behaved
+PREDATED: dict[str, dict[str, Any]] = {"memory": {"decay_importance_exponent": 0.0}}
+
+
+def recorded_config(data: dict[str, Any]) -> dict[str, Any]:
+    """A run's config as its trace header records it (nested dicts), with every setting of :data:`PREDATED` that
+    the header lacks set to the value the run was made with (a run recorded before importance-dependent decay
+    decayed every rating alike). Resume, ``interview``, ``tune`` and ``evaluate`` read headers through it."""
+    out = dict(data)
+    for section, fields in PREDATED.items():
+        if isinstance(out.get(section), dict):
+            out[section] = {**fields, **out[section]}
+    return out
 
 
 def config_from_dict(data: dict[str, Any], source: str | Path = "<config>") -> Config:

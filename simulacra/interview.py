@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from simulacra.cognition.mind import AgentView
-from simulacra.config import apply_overrides, config_from_dict
+from simulacra.config import apply_overrides, config_from_dict, recorded_config
 from simulacra.errors import SimulacraError
 from simulacra.persona import Persona
 from simulacra.trace import read_trace
@@ -57,7 +57,7 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         raise SimulacraError(f"{run_dir}: tick {n} is outside the trace (0..{len(ticks) - 1})")
     now = int(ticks[n]["time"]) + int(header["tick_minutes"])
     source = f"{run_dir}/trace.jsonl header" + (f" with --set {' '.join(overrides)}" if overrides else "")
-    config = config_from_dict(apply_overrides(dict(header["config"]), list(overrides), source), source)
+    config = config_from_dict(apply_overrides(recorded_config(header["config"]), list(overrides), source), source)
     location = store_location(config.memory, run_dir)
     if not location.has_store(agent):
         raise SimulacraError(f"{run_dir}: no memory store for {agent} in {location}"

@@ -30,7 +30,7 @@ from simulacra.checkpoint import (
     restore_layer_counters,
 )
 from simulacra.clock import GameClock, format_game_time, format_hhmm
-from simulacra.config import Config, config_from_dict
+from simulacra.config import Config, config_from_dict, recorded_config
 from simulacra.errors import CheckpointError, RaterError, StoreUnavailable
 from simulacra.killpoint import kill_point
 from simulacra.llm.base import BudgetExceeded, LLMUnreachable
@@ -200,7 +200,7 @@ class Simulation:
                                   + ". Restore the file, or pass --allow-changed to resume with it as it is now")
         for problem in changed:
             log.warning("resuming %s although its %s", run_dir, problem)
-        data = header["config"]
+        data = recorded_config(header["config"])
         if rater_url is not None:
             data = {**data, "rater": {**data["rater"], "url": rater_url}}
         if chroma_url is not None:

@@ -34,7 +34,7 @@ import numpy as np
 import yaml
 
 from simulacra.clock import MINUTES_PER_DAY, format_game_time, format_hhmm, parse_hhmm
-from simulacra.config import MemoryConfig, config_from_dict, load_config
+from simulacra.config import MemoryConfig, config_from_dict, load_config, recorded_config
 from simulacra.errors import InputError, SimulacraError, read_yaml
 from simulacra.memory.records import reinforced_as_add
 from simulacra.memory.scoring import ScoringInputs, ScoringParams
@@ -438,8 +438,8 @@ def read_run(run_dir: str | Path) -> RunInfo:
     if header is None:
         raise TuneError(f"{path}: empty trace")
     start = int(header.get("start_minute", 0))
-    return RunInfo(run, config_from_dict(header["config"], path), start, float(start) if end is None else end,
-                   list(header.get("agents", [])), added)
+    config = config_from_dict(recorded_config(header["config"]), path)
+    return RunInfo(run, config, start, float(start) if end is None else end, list(header.get("agents", [])), added)
 
 
 def _match_text(texts: Sequence[str], wanted: str) -> list[int]:

@@ -33,6 +33,8 @@ def brute_force_scores(emb, rating, created, accessed, lt_since, q, now, p: Scor
             s += p.a_rec * (1.0 if age < p.recency_window_minutes else p.gamma ** (age / 60.0))
         if not math.isnan(rating[i]):
             hours = 0.0 if math.isnan(lt_since[i]) else max(now - lt_since[i], 0.0) / 60.0
+            if rating[i] > p.decay_importance_pivot:  # importance-dependent decay: slower above the pivot
+                hours *= (p.decay_importance_pivot / rating[i]) ** p.decay_importance_exponent
             s += p.a_imp * rating[i] / 10.0 * p.long_term_decay_per_hour ** hours
         out[i] = s
     return out
@@ -84,6 +86,8 @@ def stores(draw):
         gamma=draw(st.sampled_from([0.5, 0.995, 1.0])),
         recency_window_minutes=draw(st.sampled_from([0.0, 60.0])),
         long_term_decay_per_hour=draw(st.sampled_from([0.9, 0.99, 1.0])),
+        decay_importance_exponent=draw(st.sampled_from([0.0, 3.0, 8.0])),
+        decay_importance_pivot=draw(st.sampled_from([4.0, 6.5])),
     )
     q = rng.normal(size=dim) if not draw(st.booleans()) else emb[rng.integers(n)] + 0.01
     return dict(
@@ -169,9 +173,12 @@ def test_hybrid_bounded_search_equals_brute_force(s, weight, zeros):
     lexical = np.where(rng.random(len(s["emb"])) < zeros, 0.0, rng.random(len(s["emb"])))
     p = s["params"]
     hybrid = ScoringParams(p.a_rec, p.a_imp, p.a_rel, p.gamma, p.recency_window_minutes, p.long_term_decay_per_hour,
-                           relevance="hybrid", hybrid_weight=weight)
+                           relevance="hybrid", hybrid_weight=weight,
+                           decay_importance_exponent=p.decay_importance_exponent,
+                           decay_importance_pivot=p.decay_importance_pivot)
     dense_only = ScoringParams(p.a_rec, p.a_imp, p.a_rel * (1.0 - weight), p.gamma, p.recency_window_minutes,
-                               p.long_term_decay_per_hour)
+                               p.long_term_decay_per_hour, decay_importance_exponent=p.decay_importance_exponent,
+                               decay_importance_pivot=p.decay_importance_pivot)
     bf = brute_force_scores(s["emb"], s["rating"], s["created"], s["accessed"], s["lt_since"], s["q"], s["now"],
                             dense_only, s["space"], s["recency_from"]) + p.a_rel * weight * lexical
     for bound in (0, None):

@@ -38,13 +38,16 @@ def long_term_pair(mem, t0=600.0, rating=6):
 def test_the_shipped_default_rehearses_and_forgets_within_days():
     cfg = MemoryConfig()
     assert cfg.rehearse is True
-    # an unused memory of importance 0.6 (the lowest promoted rating) falls under the floor within the week
-    hours = math.log(cfg.forget_floor / 0.6) / math.log(cfg.long_term_decay_per_hour)
-    assert 12 < hours < 7 * 24
+    # an unused memory of importance 0.6 (the lowest promoted rating) falls under the floor within two days
+    # (importance-dependent decay: a rating r above the pivot decays as if (pivot / r) ** p hours passed per hour)
+    p, pivot = cfg.decay_importance_exponent, cfg.decay_importance_pivot
+    rate = math.log(cfg.long_term_decay_per_hour) * min(1.0, pivot / 6) ** p
+    hours = math.log(cfg.forget_floor / 0.6) / rate
+    assert 12 < hours < 2 * 24
 
 
 def test_marking_restarts_the_long_term_decay_clock(tmp_path):
-    mem = mk(tmp_path, long_term_decay_per_hour=0.9, forget_floor=0.1)
+    mem = mk(tmp_path, long_term_decay_per_hour=0.9, decay_importance_exponent=0, forget_floor=0.1)
     (used, unused), t0 = long_term_pair(mem)
     # 0.6 * 0.9 ** h < 0.1 from h = 17.01 game hours on
     ops = mem.mark_accessed([used.id], t0 + 10 * HOUR, "retrieved")
@@ -52,7 +55,7 @@ def test_marking_restarts_the_long_term_decay_clock(tmp_path):
                     "time": t0 + 10 * HOUR}]
     got = mem.long_term.get(used.id)
     assert got.long_term_since == t0 and got.last_accessed == t0 + 10 * HOUR and got.decay_since == t0 + 10 * HOUR
-    imp = dict(zip(mem.long_term.ids, mem.long_term.importance(t0 + 12 * HOUR, 0.9)))
+    imp = dict(zip(mem.long_term.ids, mem.long_term.importance(t0 + 12 * HOUR, mem.params)))
     assert imp[used.id] == pytest.approx(0.6 * 0.9 ** 2)
     assert imp[unused.id] == pytest.approx(0.6 * 0.9 ** 12)
     # retrieval scores the importance from the same clock
@@ -89,7 +92,7 @@ def test_a_restore_puts_back_the_marks_of_the_checkpoint(tmp_path):
     assert snap[ACCESS_KEY] == {a.id: t0 + HOUR}
     json.dumps(snap)  # goes into checkpoint.json as it is
     before = [(r.id, r.last_accessed, r.decay_since) for r in mem.long_term.records]
-    imp_before = mem.long_term.importance(t0 + 5 * HOUR, 0.9).copy()
+    imp_before = mem.long_term.importance(t0 + 5 * HOUR, mem.params).copy()
     # after the checkpoint: both marked again, one forgotten, then the run is killed
     mem.mark_accessed([a.id, b.id], t0 + 3 * HOUR)
     mem.forget_decayed(t0 + 40 * HOUR)
@@ -97,7 +100,7 @@ def test_a_restore_puts_back_the_marks_of_the_checkpoint(tmp_path):
     counts = mem.restore(snap, 0.0, None, None)
     assert counts["restored"] == 2
     assert [(r.id, r.last_accessed, r.decay_since) for r in mem.long_term.records] == before
-    np.testing.assert_array_equal(mem.long_term.importance(t0 + 5 * HOUR, 0.9), imp_before)
+    np.testing.assert_array_equal(mem.long_term.importance(t0 + 5 * HOUR, mem.params), imp_before)
     # a reopened store reads the same marks from Chroma
     again = AgentMemory("ann", tmp_path / "ann", mem.config, DIM, client=mem.client)
     assert [(r.id, r.last_accessed) for r in again.long_term.records] == [(a.id, t0 + HOUR), (b.id, None)]
@@ -130,7 +133,7 @@ def tiny_config(rater_url, *more):
     return load_config(None, [f"rater.url={rater_url}", *SETTINGS, "memory.promote_threshold=0.1",
                               "memory.consolidation_interval_minutes=10", "memory.consolidation_age_minutes=0",
                               "memory.short_term_min_entries=0", "memory.long_term_decay_per_hour=0.5",
-                              "memory.forget_floor=0.1", *more])
+                              "memory.decay_importance_exponent=0", "memory.forget_floor=0.1", *more])
 
 
 @pytest.fixture(scope="module")

@@ -116,7 +116,8 @@ def test_consolidation_waits_for_more_than_three_entries(tmp_path):
 
 
 def test_long_term_importance_decays_and_is_forgotten_under_the_floor(tmp_path):
-    mem = make(tmp_path, long_term_decay_per_hour=0.5, forget_floor=0.2, short_term_min_entries=0)
+    mem = make(tmp_path, long_term_decay_per_hour=0.5, decay_importance_exponent=0, forget_floor=0.2,
+               short_term_min_entries=0)  # plain decay: every rating loses half per hour
     mem.add([rec("ann", "strong", 0, 10), rec("ann", "weak", 0, 6)], np.stack([unit(1), unit(0, 1)]))
     mem.consolidate(now=60, force=True)
     found = {m.text: m for m in mem.retrieve(unit(1, 1), now=120, threshold=0.0, tiers=("long_term",))}
@@ -159,7 +160,8 @@ def test_a_reopened_store_sees_exactly_what_was_persisted(tmp_path):
 
 
 def test_most_important_uses_decayed_importance(tmp_path):
-    mem = make(tmp_path, long_term_decay_per_hour=0.5, short_term_min_entries=0, forget_floor=None)
+    mem = make(tmp_path, long_term_decay_per_hour=0.5, decay_importance_exponent=0, short_term_min_entries=0,
+               forget_floor=None)
     mem.add([rec("ann", "old nine", 0, 9)], unit(1)[None])
     mem.consolidate(now=60, force=True)
     mem.add([rec("ann", "new seven", 100, 7)], unit(0, 1)[None])

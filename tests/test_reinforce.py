@@ -44,7 +44,7 @@ def test_repeated_text_keeps_one_long_term_memory_with_refreshed_decay(tmp_path)
     assert r.rating == 9  # the highest of the three
     assert r.extra["first_observed"] == t0 and r.extra["repeats"] == 3
     # the decayed importance is that of a memory just promoted, not of one two days old
-    imp = dict(zip(mem.long_term.ids, mem.long_term.importance(t2 + 120, 0.99)))
+    imp = dict(zip(mem.long_term.ids, mem.long_term.importance(t2 + 120, mem.params)))
     assert imp[r.id] > 0.89
     (op,) = [op for op in ops2 if op["op"] == "reinforce"]
     assert op["id"] == r.id and op["from_ids"] == [rec("ann", ROUTINE, t2, 7).id]
@@ -55,7 +55,7 @@ def test_repeated_text_keeps_one_long_term_memory_with_refreshed_decay(tmp_path)
 
 
 def test_off_by_default_the_copies_accumulate(tmp_path):
-    mem = make(tmp_path, long_term_decay_per_hour=0.99)  # none decays away within the three days
+    mem = make(tmp_path, long_term_decay_per_hour=0.99, decay_importance_exponent=0)  # none decays away in 3 days
     for d in range(3):
         ops, _ = day_of(mem, d)
         assert not [o for o in ops if o["op"] == "reinforce"]

@@ -103,8 +103,9 @@ def test_scoring_params_have_one_builder():
     assert (p.a_rec, p.a_imp, p.gamma, p.long_term_decay_per_hour) == (0.5, m.a_imp, 0.9, 0.98)
     assert ScoringParams.from_config(m.model_dump()) == p  # the trace header's JSON form gives the same
     assert ScoringParams.from_config({"a_rel": 2}) == ScoringParams(a_rel=2.0)  # missing: seed values
-    assert ScoringParams.from_config(m, a_imp=3, gamma=None) == ScoringParams(0.5, 3.0, 1.0, 0.9, 60.0, 0.98,
-                                                                              relevance="hybrid", hybrid_weight=0.25)
+    assert ScoringParams.from_config(m, a_imp=3, gamma=None) == ScoringParams(
+        0.5, 3.0, 1.0, 0.9, 60.0, 0.98, relevance="hybrid", hybrid_weight=0.25,
+        decay_importance_exponent=m.decay_importance_exponent)
     with pytest.raises(TypeError, match="colour"):
         ScoringParams.from_config(m, colour=1)
 

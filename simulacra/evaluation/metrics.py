@@ -167,12 +167,12 @@ class Knowledge:
     """Retrieval over the stores of a finished run, as at any game minute (see :func:`diffusion`)."""
 
     def __init__(self, run: Run, embedder, sim: Similarity):
-        from simulacra.config import config_from_dict
+        from simulacra.config import config_from_dict, recorded_config
         from simulacra.memory.store import MemoryTier
         from simulacra.memory.stream import AgentMemory, open_chroma
 
         self.run, self.embedder, self.sim = run, embedder, sim
-        self.config = config_from_dict(run.header["config"], f"{run.run_dir}/trace.jsonl header")
+        self.config = config_from_dict(recorded_config(run.header["config"]), f"{run.run_dir}/trace.jsonl header")
         shared = None
         if run.header["world"].get("shared_memory") and (run.run_dir / "town").is_dir():
             shared = MemoryTier(open_chroma(run.run_dir / "town"), "shared", embedder.dim, self.config.memory.distance)

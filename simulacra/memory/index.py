@@ -114,6 +114,14 @@ class MirrorIndex:
         the last rehearsal, the later); NaN while short-term."""
         return self._cols[3, : self._n]
 
+    def importance(self, now: float, params: ScoringParams, rows: np.ndarray | None = None) -> np.ndarray:
+        """Decayed importance of the rows (all by default) at game minute ``now`` under ``params``
+        (:func:`~simulacra.memory.scoring.decayed_importance`), shape ``(n,)``; NaN for static memories."""
+        rating, since = (self.rating, self.long_term_since) if rows is None else (self.rating[rows],
+                                                                                   self.long_term_since[rows])
+        return decayed_importance(rating, since, now, params.long_term_decay_per_hour, params.decay_importance_exponent,
+                                  params.decay_importance_pivot)
+
     # ----------------------------------------------------------------- writes
     @staticmethod
     def columns_of(rating, timestamp, last_accessed, long_term_since) -> tuple[float, float, float, float]:
@@ -257,8 +265,7 @@ class MirrorIndex:
         picked = index[order]
         # the terms of the picked rows; relevance and score are the very numbers that were ranked
         recency = recency_of(now - self._reference(recency_from)[picked], params.gamma, params.recency_window_minutes)
-        importance = decayed_importance(self.rating[picked], self.long_term_since[picked], now,
-                                        params.long_term_decay_per_hour)
+        importance = self.importance(now, params, picked)
         return picked, ScoreTerms(recency=recency, importance=importance, relevance=relevance[order],
                                   score=score[order])
 
@@ -287,7 +294,7 @@ class MirrorIndex:
         ``normalize: minmax`` under other weights and ``gamma`` (recency is monotone in age)."""
         dense = None if params.relevance == "lexical" else relevance_from_distance(self.distances(query))
         rel = fuse_relevance(dense, lexical, params)
-        imp = decayed_importance(self.rating, self.long_term_since, now, params.long_term_decay_per_hour)
+        imp = self.importance(now, params)
         age = np.maximum(now - self._reference(recency_from), 0.0)
         out: list[float | None] = []
         for x in (rel, imp, age):
@@ -333,8 +340,7 @@ class MirrorIndex:
         else:
             dense_picked = dense[order]
         recency = recency_of(now - self._reference(recency_from)[picked], params.gamma, params.recency_window_minutes)
-        importance = decayed_importance(self.rating[picked], self.long_term_since[picked], now,
-                                        params.long_term_decay_per_hour)
+        importance = self.importance(now, params, picked)
         return picked, ScoreTerms(recency, importance, relevance[order], score[order], dense_picked, lex[picked])
 
     def skyband(self, query: np.ndarray, now: float, params: ScoringParams, k: int, recency_from: str = "created",
@@ -365,7 +371,7 @@ class MirrorIndex:
             rel = relevance_from_distance(self.distances(query))
         reference = self._reference(recency_from)
         age = np.maximum(now - reference, 0.0)
-        imp = decayed_importance(self.rating, self.long_term_since, now, params.long_term_decay_per_hour)
+        imp = self.importance(now, params)
         recent = np.where(np.isnan(age), -np.inf, -age)  # no timestamp: recency 0 under every gamma
         important = np.nan_to_num(imp, nan=0.0)
         keep = np.ones(n, dtype=bool)
@@ -410,10 +416,11 @@ class MirrorIndex:
         cached until the next write or a change of game time, weights or recency reference, so that one
         tick's retrievals compute it once."""
         key = (self._version, now, params.a_rec, params.a_imp, params.gamma, params.recency_window_minutes,
-               params.long_term_decay_per_hour, recency_from)
+               params.long_term_decay_per_hour, params.decay_importance_exponent,
+               params.decay_importance_pivot, recency_from)
         if self._cheap_key != key:
             rec = recency_of(now - self._reference(recency_from), params.gamma, params.recency_window_minutes)
-            imp = decayed_importance(self.rating, self.long_term_since, now, params.long_term_decay_per_hour)
+            imp = self.importance(now, params)
             cheap = recency_importance(rec, imp, params)
             self._cheap_cache, self._cheap_key = (cheap, cheap.astype(np.float32)), key
         return self._cheap_cache

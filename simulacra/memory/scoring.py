@@ -6,8 +6,12 @@ Formula (seed 003, after the Generative Agents paper, Park et al. 2023)::
     recency    = 1                              if age < recency_window (60 game minutes)
                = gamma ** (age / 60)            otherwise, age in game minutes (gamma per game hour)
     importance = rating / 10                    rating on 1..10 from the rater
-               * decay ** (hours in long-term)  long-term memories only (seed 003: "decay mechanism"), counted
-                                                from entering long-term or the last rehearsal, the later
+               * decay ** (hours * s)           long-term memories only (seed 003: "decay mechanism"), hours
+                                                counted from entering long-term or the last rehearsal, the later;
+               s = (pivot / max(rating, pivot)) ** p   p = ``decay_importance_exponent``, pivot =
+                                                ``decay_importance_pivot``: importance-dependent decay (simulacra's
+                                                own rule, :func:`decayed_importance`); p = 0 gives s = 1, seed
+                                                003's plain decay, the same for every rating
     relevance  = 1 / (1 + distance)             distance as Chroma reports it (squared L2 by default)
                = lexical                        ``memory.relevance: lexical`` (BM25, see below)
                = (1 - w) * dense + w * lexical  ``memory.relevance: hybrid``, w = ``hybrid_weight``
@@ -70,6 +74,8 @@ class ScoringParams:
     fusion: str = "weighted"
     rrf_k: float = 60.0
     normalize: str = "none"
+    decay_importance_exponent: float = 0.0
+    decay_importance_pivot: float = 6.5
 
     def __post_init__(self) -> None:
         for name, known in (("relevance", RELEVANCE_MODES), ("fusion", FUSIONS), ("normalize", NORMALIZATIONS)):
@@ -79,6 +85,10 @@ class ScoringParams:
             raise ValueError(f"hybrid_weight must be in [0, 1], got {self.hybrid_weight}")
         if self.rrf_k < 0:
             raise ValueError(f"rrf_k must be >= 0, got {self.rrf_k}")
+        if self.decay_importance_exponent < 0:
+            raise ValueError(f"decay_importance_exponent must be >= 0, got {self.decay_importance_exponent}")
+        if not 0 < self.decay_importance_pivot <= 10:
+            raise ValueError(f"decay_importance_pivot must be in (0, 10], got {self.decay_importance_pivot}")
 
     @property
     def rrf(self) -> bool:
@@ -293,22 +303,42 @@ def recency_of(age_minutes: np.ndarray, gamma: float, window_minutes: float = 60
 
 
 def decayed_importance(
-    rating: np.ndarray, long_term_since: np.ndarray, now: float, decay_per_hour: float
+    rating: np.ndarray, long_term_since: np.ndarray, now: float, decay_per_hour: float,
+    importance_exponent: float = 0.0, pivot_rating: float = 6.5,
 ) -> np.ndarray:
-    """``rating / 10``, times ``decay_per_hour ** hours`` since the memory entered long-term or was last rehearsed.
+    """Long-term importance: ``rating / 10 * decay_per_hour ** (hours * (pivot_rating / max(rating,
+    pivot_rating)) ** importance_exponent)``, ``hours`` the game hours since the memory entered long-term or was last
+    rehearsed (the later).
+
+    The one place the decay rule is written: retrieval's importance term, :meth:`AgentMemory.forget_decayed`,
+    :meth:`AgentMemory.most_important` and ``bench.growth_replay`` all call it.
+
+    With ``importance_exponent`` ``p = 0`` every memory loses the same share per hour (seed 003's plain decay, bit
+    for bit). With ``p > 0`` the decay depends on the rating (simulacra's own rule, ``docs/memory.md``; seed 003
+    and the Generative Agents paper give plain decay only): a memory rated at or under ``pivot_rating`` decays by
+    ``decay_per_hour`` per game hour, one rated ``r`` above it as if ``(pivot_rating / r) ** p`` hours passed per
+    game hour. An unused memory rated ``r`` thus falls under a floor ``f`` after ``ln(r / 10 / f) / -ln(decay_per_hour)
+    * max(1, r / pivot_rating) ** p`` game hours: the mundane keeps the base horizon, and what was rated above the
+    pivot lasts steeply longer (with the defaults 0.93, 8, 6.5 and ``f`` 0.1: 25 game hours at 6, 49 at 7, 151
+    at 8, 17 days at 9).
 
     Args:
         rating: raw rater output on 1..10 (NaN for static memories), shape ``(n,)``.
         long_term_since: game minute the decay counts from (:attr:`MemoryRecord.decay_since`: entering long-term,
             or the last rehearsal when later), NaN while in short-term.
         now: current game time in game minutes.
-        decay_per_hour: factor per game hour, in (0, 1].
+        decay_per_hour: factor per game hour (of a memory rated at or under ``pivot_rating``), in (0, 1].
+        importance_exponent: ``p >= 0`` (``memory.decay_importance_exponent``).
+        pivot_rating: in (0, 10] (``memory.decay_importance_pivot``); no effect when ``p = 0``.
     Returns:
         importance in [0, 1], NaN where ``rating`` is NaN.
     """
-    base = np.asarray(rating, dtype=np.float64) / 10.0
+    rating = np.asarray(rating, dtype=np.float64)
+    base = rating / 10.0
     since = np.asarray(long_term_since, dtype=np.float64)
     hours = np.where(np.isnan(since), 0.0, np.maximum(now - since, 0.0) / 60.0)
+    if importance_exponent:  # p = 0 skips this, so plain decay stays bit for bit seed 003's
+        hours = hours * (pivot_rating / np.maximum(rating, pivot_rating)) ** importance_exponent
     return base * np.exp(hours * math.log(decay_per_hour))
 
 
@@ -344,7 +374,8 @@ def score_memories(
     relevance = fuse_relevance(dense, lexical, params)
     recency = recency_of(now - np.asarray(reference_time, dtype=np.float64), params.gamma,
                          params.recency_window_minutes)
-    importance = decayed_importance(rating, long_term_since, now, params.long_term_decay_per_hour)
+    importance = decayed_importance(rating, long_term_since, now, params.long_term_decay_per_hour,
+                                    params.decay_importance_exponent, params.decay_importance_pivot)
     score, normalized, ranges = combine(recency, importance, relevance, params, ranges)
     lex = None if not params.lexical else np.asarray(lexical, dtype=np.float64)
     return ScoreTerms(recency, importance, relevance, score, dense if params.lexical else None, lex, normalized,

@@ -19,7 +19,7 @@ from simulacra.killpoint import kill_point
 from simulacra.memory.index import BOUND_MIN_ROWS, MirrorIndex
 from simulacra.memory.lexical import LexicalIndex
 from simulacra.memory.records import MemoryRecord, RetrievedMemory
-from simulacra.memory.scoring import ScoreTerms, ScoringInputs, ScoringParams, decayed_importance
+from simulacra.memory.scoring import ScoreTerms, ScoringInputs, ScoringParams
 
 log = logging.getLogger(__name__)
 
@@ -329,6 +329,7 @@ class MemoryTier:
         if self._unsaved:
             self.update_metadata([self._records[self._row[i]] for i in sorted(self._unsaved, key=self._row.get)])
 
-    def importance(self, now: float, decay_per_hour: float) -> np.ndarray:
-        """Decayed importance of every memory, in row order (:func:`decayed_importance`), shape ``(n,)``."""
-        return decayed_importance(self.index.rating, self.index.long_term_since, now, decay_per_hour)
+    def importance(self, now: float, params: ScoringParams) -> np.ndarray:
+        """Decayed importance of every memory at game minute ``now``, in row order (:func:`decayed_importance`
+        with ``params``' decay and exponent), shape ``(n,)``."""
+        return self.index.importance(now, params)

@@ -279,7 +279,7 @@ class AgentMemory:
         lt = self.long_term
         if floor is None or not len(lt):
             return []
-        imp = lt.importance(now, self.config.long_term_decay_per_hour)
+        imp = lt.importance(now, self.params)
         gone = [(r, float(i)) for r, i in zip(lt.records, imp) if not math.isnan(i) and i < floor]
         self._delete(lt, [r for r, _ in gone])
         return [
@@ -507,7 +507,7 @@ class AgentMemory:
         items: list[tuple[MemoryRecord, float]] = []
         for name in tiers:
             tier = self.tier(name)
-            for r, imp in zip(tier.records, tier.importance(now, self.config.long_term_decay_per_hour)):
+            for r, imp in zip(tier.records, tier.importance(now, self.params)):
                 if r.rating is None or (since is not None and (r.timestamp or 0) < since):
                     continue
                 if kinds is not None and r.kind not in kinds:
