@@ -35,7 +35,6 @@ from simulacra.memory.scoring import (
     ScoringInputs,
     ScoringParams,
     TermRanges,
-    decayed_importance,
     fuse_relevance,
     recency_importance,
     recency_of,
@@ -117,10 +116,9 @@ class MirrorIndex:
     def importance(self, now: float, params: ScoringParams, rows: np.ndarray | None = None) -> np.ndarray:
         """Decayed importance of the rows (all by default) at game minute ``now`` under ``params``
         (:func:`~simulacra.memory.scoring.decayed_importance`), shape ``(n,)``; NaN for static memories."""
-        rating, since = (self.rating, self.long_term_since) if rows is None else (self.rating[rows],
-                                                                                   self.long_term_since[rows])
-        return decayed_importance(rating, since, now, params.long_term_decay_per_hour, params.decay_importance_exponent,
-                                  params.decay_importance_pivot)
+        if rows is None:
+            return params.importance(self.rating, self.long_term_since, now)
+        return params.importance(self.rating[rows], self.long_term_since[rows], now)
 
     # ----------------------------------------------------------------- writes
     @staticmethod

@@ -90,6 +90,11 @@ class ScoringParams:
         if not 0 < self.decay_importance_pivot <= 10:
             raise ValueError(f"decay_importance_pivot must be in (0, 10], got {self.decay_importance_pivot}")
 
+    def importance(self, rating: np.ndarray, long_term_since: np.ndarray, now: float) -> np.ndarray:
+        """:func:`decayed_importance` under these params' decay, exponent and pivot."""
+        return decayed_importance(rating, long_term_since, now, self.long_term_decay_per_hour,
+                                  self.decay_importance_exponent, self.decay_importance_pivot)
+
     @property
     def rrf(self) -> bool:
         """Whether the relevance is a reciprocal-rank fusion (hybrid with ``fusion: rrf``)."""
@@ -374,8 +379,7 @@ def score_memories(
     relevance = fuse_relevance(dense, lexical, params)
     recency = recency_of(now - np.asarray(reference_time, dtype=np.float64), params.gamma,
                          params.recency_window_minutes)
-    importance = decayed_importance(rating, long_term_since, now, params.long_term_decay_per_hour,
-                                    params.decay_importance_exponent, params.decay_importance_pivot)
+    importance = params.importance(rating, long_term_since, now)
     score, normalized, ranges = combine(recency, importance, relevance, params, ranges)
     lex = None if not params.lexical else np.asarray(lexical, dtype=np.float64)
     return ScoreTerms(recency, importance, relevance, score, dense if params.lexical else None, lex, normalized,

@@ -319,11 +319,6 @@ class MemoryTier:
         self._set_rows(records)
         self._unsaved.update(r.id for r in records)
 
-    @property
-    def unsaved(self) -> int:
-        """How many records' metadata Chroma holds older than the mirror (:meth:`update_local`)."""
-        return len(self._unsaved)
-
     def save_local(self) -> None:
         """Write to Chroma, in one update call, the metadata :meth:`update_local` changed since the last save."""
         if self._unsaved:
