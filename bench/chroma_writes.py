@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> dict:
                     [f"memory number {i}" for i in n], [meta(i, 0) for i in n])
 
         def changed(t: int):
-            pick = sorted(rng.choice(args.rows, args.changed, replace=False))
+            pick = sorted(int(x) for x in rng.choice(args.rows, args.changed, replace=False))
             return [ids[i] for i in pick], emb[pick], [docs[i] for i in pick], [meta(i, t) for i in pick]
 
         def meta_upsert(t):

@@ -112,9 +112,13 @@ def test_a_tier_queues_its_chroma_writes_and_flushes_them_coalesced(tmp_path):
     assert dict(zip(got["ids"], got["metadatas"])) == {"a": a.to_metadata(), "d": {**d.to_metadata(), "rating": 9,
                                                                                    "importance_score": 0.9}}
     assert tier.flush() == 0 and tier.pending == 0
+    log.clear()
+    tier.update_metadata([replace(d, last_accessed=7.0)])  # metadata alone: an update, no embedding sent again
+    assert tier.flush() == 1 and log == [("st", "update")]
+    assert client.get_collection("short_term").get(ids=["d"])["metadatas"][0]["last_accessed"] == 7.0
     # reopened from Chroma: the same tier
     again = MemoryTier(open_chroma(tmp_path / "a"), "short_term", 8)
-    assert sorted(again.ids) == ["a", "d"] and again.get("d").rating == 9 and again.get("a").last_accessed is None
+    assert sorted(again.ids) == ["a", "d"] and again.get("d") == tier.get("d") and again.get("a").last_accessed is None
 
 
 def test_a_tick_writes_each_tier_at_most_once_and_chroma_ends_as_the_mirror(tmp_path, rater_url, embedder):
@@ -144,11 +148,14 @@ def test_a_tick_writes_each_tier_at_most_once_and_chroma_ends_as_the_mirror(tmp_
                 and o["tier"] == "short_term"} == {True, False}]
     ops = Counter(o["op"] for t in ticks for o in t["memory"])
     assert both and ops["rehearse"] and ops["move"] and ops["forget"] and ops["reflect"]
-    assert all(n <= 1 for c in per_tick for n in c.values()), [c for c in per_tick if max(c.values(), default=0) > 1]
-    assert not any(method in ("update", "add") for c in per_tick for _, method in c)
+    # per tier and tick: one write (an upsert, or a metadata update when only access marks changed), one delete
+    calls = [Counter((label, "delete" if method == "delete" else "write") for (label, method), n in c.items()
+                     for _ in range(n)) for c in per_tick]
+    assert all(n <= 1 for c in calls for n in c.values()), [c for c in calls if max(c.values(), default=0) > 1]
+    assert not any(method == "add" for c in per_tick for _, method in c)
     written = Counter((label.split("/")[1], method) for c in per_tick for label, method in c)
-    assert {("short_term", "upsert"), ("long_term", "upsert"), ("trash", "upsert"), ("short_term", "delete"),
-            ("trash", "delete")} <= set(written)
+    assert {("short_term", "upsert"), ("long_term", "upsert"), ("long_term", "update"), ("trash", "upsert"),
+            ("short_term", "delete"), ("trash", "delete")} <= set(written)
     assert chroma_dump(tmp_path / "w") == want
 
 

@@ -78,7 +78,8 @@ class MemoryTier:
         self.index = MirrorIndex(dim, space, bound_min_rows)
         self.lexical = LexicalIndex()  # BM25 over the texts, row-aligned; built only when lexical relevance is asked
         self._stored: set[str] = set()  # ids Chroma holds (read at open, then as flushed)
-        self._dirty: dict[str, None] = {}  # ids written or changed in the mirror since the last flush, in order
+        self._dirty: dict[str, None] = {}  # ids written (record and embedding) since the last flush, in order
+        self._touched: dict[str, None] = {}  # ids whose metadata alone changed since the last flush
         self._removed: dict[str, None] = {}  # ids deleted from the mirror since the last flush
         self._load()
 
@@ -305,8 +306,7 @@ class MemoryTier:
     def update_metadata(self, records: Sequence[MemoryRecord]) -> None:
         """Rewrite the metadata of existing records (unknown ids are ignored), e.g. after marking access; an optional
         field set to ``None`` (an access mark a restore takes back) is removed from the stored metadata. Chroma
-        receives it at the next :meth:`flush`, in the one upsert with the tier's new records (at once unless
-        :attr:`write_behind`)."""
+        receives it at the next :meth:`flush` (at once unless :attr:`write_behind`)."""
         records = [r for r in records if r.id in self._row]
         if not records:
             return
@@ -314,7 +314,7 @@ class MemoryTier:
             row = self._row[rec.id]
             self._records[row] = rec
             self.index.set_row(row, None, _row_columns(rec))
-        self._dirty.update(dict.fromkeys(r.id for r in records))
+        self._touched.update(dict.fromkeys(r.id for r in records))
         self._written()
 
     # ----------------------------------------------------------------- Chroma
@@ -325,7 +325,7 @@ class MemoryTier:
     @property
     def pending(self) -> int:
         """Ids whose Chroma side waits for :meth:`flush` (written, changed or deleted since the last one)."""
-        return len(self._dirty.keys() | self._removed.keys())
+        return len(self._dirty.keys() | self._touched.keys() | self._removed.keys())
 
     @property
     def pending_deletes(self) -> bool:
@@ -333,19 +333,27 @@ class MemoryTier:
         return any(i in self._stored and i not in self._row for i in self._removed)
 
     def flush_upserts(self) -> int:
-        """Write to Chroma, in one ``upsert``, the final record and mirror embedding of every id written or changed
-        since the last flush and still in the tier (in the order first written); returns the calls made (0 or 1).
+        """Write to Chroma in one call what changed since the last flush among the memories still in the tier; returns
+        the calls made (0 or 1).
 
-        The metadata is given with its unset optional fields as ``None`` (:meth:`MemoryRecord.to_metadata`
-        ``clear_unset``): Chroma merges an upserted id's metadata into what it holds, so a cleared access mark
-        must be removed explicitly. Idempotent: a retried or repeated call changes nothing twice.
+        When a memory was written (new, or overwritten), one ``upsert`` of the final record and mirror embedding of
+        every memory written or changed (in the order first written; metadata-only changes ride along); when only
+        metadata changed (access marks), one ``update`` of those memories' metadata. Why: on chromadb 1.5 (embedded,
+        WAL) a metadata ``update`` of 5 memories takes about half the time of an upsert of the same 5 with their
+        embeddings, while 5 new plus 5 changed memories cost about the same in one upsert as in an upsert and an
+        update (``python -m bench.chroma_writes``, ``docs/scale.md``). The metadata is given with its unset optional
+        fields as ``None`` (:meth:`MemoryRecord.to_metadata` ``clear_unset``): Chroma merges an upserted or updated
+        id's metadata into what it holds, so a cleared access mark must be removed explicitly. Idempotent: a
+        retried or repeated call changes nothing twice.
 
         Raises:
             StoreUnavailable: with a server's ``retry``, the server did not answer within its retry window (the
                 queue is kept).
         """
-        ids = [i for i in self._dirty if i in self._row]
+        touched = [i for i in self._touched if i in self._row and i not in self._dirty]
+        ids = [i for i in self._dirty if i in self._row] + [i for i in touched if i not in self._stored]
         if ids:
+            ids += [i for i in touched if i in self._stored]
             rows = [self._row[i] for i in ids]
             recs = [self._records[r] for r in rows]
             emb = self.index.embeddings[rows]
@@ -354,8 +362,13 @@ class MemoryTier:
                        "writing to")
             self._stored.update(ids)
             kill_point("chroma")
+        elif touched:
+            metas = [self._records[self._row[i]].to_metadata(clear_unset=True) for i in touched]
+            self._call(lambda: self.collection.update(ids=touched, metadatas=metas), "updating")
+            kill_point("chroma")
         self._dirty.clear()
-        return 1 if ids else 0
+        self._touched.clear()
+        return 1 if ids or touched else 0
 
     def flush_deletes(self) -> int:
         """Delete from Chroma, in one ``delete``, every id it holds that has left the tier since the last flush;
