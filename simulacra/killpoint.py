@@ -7,12 +7,14 @@ the moment tick ``T`` reaches phase ``P``: no clean-up, no flush, exactly like a
 
 Phases (where :func:`kill_point` is called):
     ``tick``: the tick starts; ``remember1``, ``remember2``: after the first owner's write of the tick's
-    first (percepts) and second (plans, speech) memory batch; ``chroma``: a Chroma upsert has returned and the
-    in-process mirror is not yet updated; ``forget``: forgotten memories are in the trash and not yet deleted
-    from their tier; ``reflect``: after the first agent's insights were written; ``rehearse``: after the first
-    access marks of the tick were written (memories changed in place); ``consolidate``: after the first agent's
-    consolidation; ``trace``: half of the tick's trace line is written and flushed;
-    ``checkpoint``: the new checkpoint's temporary file is written, not yet renamed.
+    first (percepts) and second (plans, speech) memory batch; ``reflect``: after the first agent's insights were
+    written; ``rehearse``: after the first access marks of the tick were written (memories changed in place);
+    ``consolidate``: after the first agent's consolidation (these four write the stores' in-process mirrors; the
+    tick's Chroma writes come in ``persist``); ``chroma``: a tier's Chroma upsert (or metadata update) has
+    returned, its delete not yet made; ``forget``: an agent's upserts are in Chroma (memories leaving a tier are
+    in its trash) and its deletes not yet made; ``persist``: after the first agent's flush to Chroma (the others
+    not yet flushed); ``trace``: half of the tick's trace line is written and flushed; ``checkpoint``: the new
+    checkpoint's temporary file is written, not yet renamed.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from collections import Counter
 from collections.abc import Callable
 
 ENV = "SIMULACRA_KILL_AT"
-PHASES = ("tick", "remember1", "remember2", "chroma", "forget", "reflect", "rehearse", "consolidate", "trace",
-          "checkpoint", "marks")
+PHASES = ("tick", "remember1", "remember2", "chroma", "forget", "reflect", "rehearse", "consolidate", "persist",
+          "trace", "checkpoint", "marks")
 
 
 class InjectedFault(RuntimeError):

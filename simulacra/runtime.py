@@ -116,6 +116,21 @@ class Runtime:
         wait(futures)
         return [f.result() for f in futures]
 
+    def flush(self, each: Callable[[], None] | None = None) -> int:
+        """Write every store's queued writes to Chroma: the shared tier, then each agent's
+        (:meth:`AgentMemory.flush`, upserts before deletes), in agent order, calling ``each()`` after each agent
+        (a kill point). Returns the Chroma calls made.
+
+        Raises:
+            StoreUnavailable: a Chroma server did not answer within its retry window.
+        """
+        calls = 0 if self.shared is None else self.shared.flush()
+        for pid in self.agents:
+            calls += self.memories[pid].flush()
+            if each is not None:
+                each()
+        return calls
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
@@ -254,27 +269,30 @@ def store_location(config: MemoryConfig, run_dir: str | Path) -> EmbeddedChroma 
     return EmbeddedChroma(run_dir)
 
 
-def open_shared(location, config: MemoryConfig, dim: int) -> MemoryTier:
-    """The town's shared tier at ``location`` (:func:`store_location`)."""
-    return MemoryTier(location.client("town"), "shared", dim, config.distance, **location.tier_args("town", "shared"))
+def open_shared(location, config: MemoryConfig, dim: int, write_behind: bool = False) -> MemoryTier:
+    """The town's shared tier at ``location`` (:func:`store_location`); ``write_behind`` as :class:`MemoryTier`."""
+    return MemoryTier(location.client("town"), "shared", dim, config.distance, write_behind=write_behind,
+                      **location.tier_args("town", "shared"))
 
 
 def open_stores(world: World, config: Config, run_dir: Path, embedder, ids: Sequence[str], location=None):
     """Each agent's :class:`AgentMemory` (static memory embedded once) and the town's shared tier (or ``None``),
-    at ``location`` (default :func:`store_location` of the config)."""
+    at ``location`` (default :func:`store_location` of the config), in write-behind mode (:meth:`Runtime.flush`
+    writes them to Chroma); the static memories are flushed before this returns."""
     location = location or store_location(config.memory, run_dir)
     dim = embedder.dim
     shared = None
     if world.shared_memory:
-        shared = open_shared(location, config.memory, dim)
+        shared = open_shared(location, config.memory, dim, write_behind=True)
     statics = {pid: static_records(pid, world.personas[pid], world) for pid in ids}
     unique = sorted({r.text for recs in statics.values() for r in recs})
     vectors = dict(zip(unique, embedder.embed(unique)))
     memories = {}
     for pid in ids:
-        mem = AgentMemory(pid, run_dir / pid, config.memory, dim, shared=shared, location=location)
+        mem = AgentMemory(pid, run_dir / pid, config.memory, dim, shared=shared, location=location, write_behind=True)
         recs = statics[pid]
         mem.set_static(recs, np.stack([vectors[r.text] for r in recs]))
+        mem.flush()
         memories[pid] = mem
     return memories, shared
 

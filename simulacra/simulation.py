@@ -47,6 +47,7 @@ from simulacra.tick import (
     decide_stage,
     notice,
     perceive_stage,
+    persist_stage,
     reflect_stage,
     rehearse_stage,
     remember_stage,
@@ -83,6 +84,7 @@ class Simulation:
         self.history_usage: Counter = Counter()
         self.target_ticks: int | None = None
         self._writer: CheckpointWriter | None = None  # made at the first checkpoint
+        self._mid_tick = False  # a step started and did not end (an exception left the stores holding part of it)
         if checkpoint is not None:
             self._restore(checkpoint)
             return
@@ -116,6 +118,7 @@ class Simulation:
                                                      a.last_reflection, a.last_consolidation))
         if rt.shared is not None:
             restored["dropped"] += roll_back(rt.shared, ck.get("shared") or [])
+        rt.flush()  # the stores in Chroma as the checkpoint has them before the first tick writes
         self.trace = TraceWriter(rt.run_dir / "trace.jsonl", resume_at=int(ck["trace_bytes"]))
         self._checkpointed = self.ticks_done
         log.info("resumed %s after tick %d: %d memories restored, %d written after the checkpoint dropped",
@@ -284,6 +287,7 @@ class Simulation:
         rt, state = self.rt, self.state
         now, tick = state.now, state.tick
         kill_point("tick", tick)
+        self._mid_tick = True
         clock = format_hhmm(now)
         notable: list[str] = []
 
@@ -315,6 +319,7 @@ class Simulation:
         used_ops = seen.ops + retrieval.ops + decided.ops + conversed.ops + said.ops + reflected.ops
         rehearsed = rehearse_stage(rt, used_ops, now)
         consolidated = consolidate_stage(rt, now)
+        persist_stage(rt)
 
         # fold the writes into the state
         state.object_states = {**objects, **applied.object_changes}
@@ -380,6 +385,7 @@ class Simulation:
         if asleep:
             record["asleep"] = sorted(asleep)
         self.trace.write(record)
+        self._mid_tick = False
         state.tick += 1
         self.ticks_done += 1
         if self.ticks_done % rt.config.simulation.checkpoint_every == 0:
@@ -415,7 +421,13 @@ class Simulation:
         if self.stopped is None and (self._checkpointed != self.ticks_done or self._writer is None
                                      or not self._writer.last_whole):
             self.checkpoint(whole=True)  # a run ends whole: checkpoint.json alone, the trash emptied
+        if self.stopped is None:
+            self.flush()  # the trash a whole checkpoint emptied: Chroma ends as the stores' mirrors
         return self.summary()
+
+    def flush(self) -> None:
+        """Write the stores' queued changes to Chroma (:meth:`Runtime.flush`; a tick does it in its persist stage)."""
+        self.rt.flush()
 
     def summary(self) -> dict[str, Any]:
         """Per agent: memory counts per tier, its three most important long-term memories (decayed
@@ -489,16 +501,20 @@ class Simulation:
         return {"model": self.llm.name, **report(), "replayed": replay.replayed if replay is not None else 0}
 
     def close(self) -> None:
-        """Close the trace and release every part of the run. Safe to call twice. When the last tick run is
-        checkpointed, the access marks not yet in the stores are written first (:meth:`AgentMemory.save_marks`);
-        after a failed tick or a stop (:attr:`stopped`), or when the store is unavailable, they are not: the
-        checkpoint has the marks to resume with."""
-        if self.ticks_done == self._checkpointed and self.stopped is None and not self.trace.closed:
+        """Write what the stores still queue to Chroma (the access marks not yet saved, :meth:`AgentMemory.save_marks`,
+        and the trash a last whole checkpoint emptied; not after a part failed, :attr:`stopped`, nor after a tick
+        that did not end), close the trace and release every part of the run. Safe to call twice.
+
+        A flush that fails here is logged, not raised: the last checkpoint is where a resume takes up the run (it
+        keeps the marks too), and the stores already hold everything it lists."""
+        if self.stopped is None and not self._mid_tick and not self.trace.closed:
             try:
                 for mem in self.rt.memories.values():
                     mem.save_marks()
-            except StoreUnavailable as err:
-                log.warning("access marks not written to the stores (the checkpoint keeps them): %s", err)
+                self.rt.flush()
+            except Exception as err:  # noqa: BLE001 - the checkpoint's stores are complete; tear-down goes on
+                log.warning("closing %s: the stores' last writes were not made (%s: %s); resume takes up the run at "
+                            "its last checkpoint", self.run_dir, type(err).__name__, err)
         self.trace.close()
         self.rt.close()
 

@@ -2,7 +2,10 @@
 trace records (nothing is appended to lists passed in). :meth:`simulacra.simulation.Simulation.step` runs them::
 
     world events -> perceive -> remember -> retrieve -> decide -> apply -> converse -> remember
-                 -> reflect -> consolidate -> trace
+                 -> reflect -> rehearse -> consolidate -> persist -> trace
+
+The memory stages write the stores' in-process mirrors (every later read sees the writes at once); the persist
+stage writes the tick's changes to Chroma, at most one upsert and one delete per tier.
 
 Every agent decides from the same pre-tick state; the world applies all actions at once; independent model
 calls of a stage go out together (:meth:`Runtime.map`) and their answers are used in agent order, so neither
@@ -757,3 +760,15 @@ def consolidate_stage(rt: Runtime, now: int) -> list[dict[str, Any]]:
         ops += rt.memories[pid].consolidate(now)
         kill_point("consolidate")
     return ops
+
+
+def persist_stage(rt: Runtime) -> int:
+    """Write the tick's memory changes to Chroma (:meth:`Runtime.flush`): per tier at most one upsert and one
+    delete, each agent's upserts before its deletes; the ``persist`` kill point follows each agent's flush. Returns
+    the Chroma calls made.
+
+    Raises:
+        StoreUnavailable: a Chroma server did not answer within its retry window (the run stops at its last
+            complete tick).
+    """
+    return rt.flush(each=lambda: kill_point("persist"))

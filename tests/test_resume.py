@@ -76,7 +76,7 @@ def reachable(ticks):
     for t in ticks:
         n, ops = t["tick"], t["memory"]
         adds = [o for o in ops if o["op"] == "add"]
-        out += [(n, "tick"), (n, "trace"), (n, "checkpoint"), (n, "consolidate")]
+        out += [(n, "tick"), (n, "trace"), (n, "checkpoint"), (n, "consolidate"), (n, "persist")]
         if any(o["kind"] in PERCEPT_KINDS for o in adds):
             out.append((n, "remember1"))
         if any(o["kind"] not in PERCEPT_KINDS | {"reflection"} for o in adds):
@@ -107,10 +107,10 @@ def test_sigkill_at_random_moments_then_resume_ends_byte_identical(tmp_path, rat
     points = reachable(ref_ticks)
     phases = {p for _, p in points}
     # the run must exercise what the kills are meant to hit
-    assert {"remember1", "remember2", "chroma", "forget", "reflect", "rehearse", "trace"} <= phases
+    assert {"remember1", "remember2", "chroma", "forget", "reflect", "rehearse", "persist", "trace"} <= phases
     rng = random.Random(20261124)
     kills = [rng.choice([x for x in points if x[1] == phase])
-             for phase in ("remember1", "remember2", "chroma", "forget", "reflect", "rehearse", "trace")]
+             for phase in ("remember1", "remember2", "chroma", "forget", "reflect", "rehearse", "persist", "trace")]
     kills += rng.sample(points, 3)
     kills.sort()
     run_dir = tmp_path / "k"

@@ -2,9 +2,12 @@
 
 Chroma is the durable store (seed 003: "all powered by chromadb"); the mirror
 (:class:`~simulacra.memory.index.MirrorIndex`) holds the same embeddings and raw metadata as contiguous
-arrays so that scoring is exact and vectorised. Every write goes to Chroma first, in one call per
-collection, then to the mirror; on open the mirror is rebuilt from Chroma, so a restarted run sees
-exactly what was persisted.
+arrays so that scoring is exact and vectorised. Every write changes the mirror at once (reads and scoring see
+it immediately) and is applied to Chroma by :meth:`MemoryTier.flush`: at the end of the write itself by default,
+or, in write-behind mode (``write_behind=True``, a running simulation's stores), when the owner flushes (once per
+tick, :func:`simulacra.tick.persist_stage`), coalesced into at most one upsert and one delete call however
+many writes the tick made. On open the mirror is rebuilt from Chroma, so a restarted run sees exactly what was
+persisted.
 """
 
 from __future__ import annotations
@@ -47,14 +50,17 @@ class MemoryTier:
             :func:`~simulacra.memory.chroma.collection_name`); metadata: the collection's metadata when it is created.
         retry: how every Chroma call is made: ``retry(fn, what)`` returns ``fn()`` (a server's retrying
             :meth:`~simulacra.memory.chroma.ChromaServer.call`); ``None`` calls directly.
+        write_behind: queue the Chroma side of every write until :meth:`flush` (``False``: each write flushes
+            before it returns).
     Raises:
         ValueError: the collection exists with another distance space.
         StoreUnavailable: with a server's ``retry``, the server did not answer within its retry window.
     """
 
     def __init__(self, client, tier: str, dim: int, space: str = "l2", bound_min_rows: int | None = BOUND_MIN_ROWS,
-                 *, name: str | None = None, metadata: dict | None = None, retry=None):
+                 *, name: str | None = None, metadata: dict | None = None, retry=None, write_behind: bool = False):
         self.tier = tier
+        self.write_behind = write_behind
         self.dim = dim
         self.space = space
         self.name = name or tier
@@ -69,9 +75,13 @@ class MemoryTier:
             )
         self._records: list[MemoryRecord] = []
         self._row: dict[str, int] = {}
-        self._unsaved: set[str] = set()  # ids whose metadata the mirror holds newer than Chroma (update_local)
         self.index = MirrorIndex(dim, space, bound_min_rows)
         self.lexical = LexicalIndex()  # BM25 over the texts, row-aligned; built only when lexical relevance is asked
+        self._stored: set[str] = set()  # ids Chroma holds (read at open, then as flushed)
+        self._dirty: dict[str, None] = {}  # ids written (record and embedding) since the last flush, in order
+        self._touched: dict[str, None] = {}  # ids whose metadata alone changed since the last flush
+        self._removed: dict[str, None] = {}  # ids deleted from the mirror since the last flush
+        self._unsaved: dict[str, None] = {}  # ids whose metadata changed by update_local, not yet queued (save_local)
         self._load()
 
     def _call(self, fn, what: str):
@@ -89,6 +99,7 @@ class MemoryTier:
             for id_, doc, meta in zip(got["ids"], got["documents"], got["metadatas"]):
                 records.append(MemoryRecord.from_metadata(id_, doc or "", meta or {}))
             vectors.append(np.asarray(got["embeddings"], dtype=np.float32).reshape(-1, self.dim))
+        self._stored = {r.id for r in records}
         if not records:
             return
         order = sorted(range(len(records)), key=lambda i: (records[i].tick, records[i].id))
@@ -228,13 +239,15 @@ class MemoryTier:
 
     # ----------------------------------------------------------------- writes
     def upsert(self, records: Sequence[MemoryRecord], embeddings: np.ndarray) -> None:
-        """Write ``records`` (one Chroma call); an existing id is overwritten, never duplicated.
+        """Write ``records``; an existing id is overwritten, never duplicated. The mirror changes at once; Chroma at
+        the next :meth:`flush` (at once unless :attr:`write_behind`).
 
         Args:
             records: memories to write; ids must be unique within the call.
             embeddings: float32 ``(len(records), dim)``.
         Raises:
             ValueError: on duplicate ids in one call or a shape mismatch.
+            StoreUnavailable: flushing at once, a server that did not answer within its retry window.
         """
         if not records:
             return
@@ -242,11 +255,6 @@ class MemoryTier:
         if len(set(ids)) != len(ids):
             raise ValueError(f"duplicate ids in one write to {self.tier}")
         emb = np.asarray(embeddings, dtype=np.float32).reshape(len(records), self.dim)
-        docs, metas = [r.text for r in records], [r.to_metadata() for r in records]
-        self._call(lambda: self.collection.upsert(ids=ids, embeddings=emb, documents=docs, metadatas=metas),
-                   "writing to")
-        kill_point("chroma")
-        self._unsaved.difference_update(ids)
         new = []
         for j, rec in enumerate(records):
             row = self._row.get(rec.id)
@@ -258,20 +266,23 @@ class MemoryTier:
                 self.lexical.set_row(row, rec.text)
         if new:
             self._append([records[j] for j in new], emb[new])
+        self._dirty.update(dict.fromkeys(ids))
+        self._written()
 
     def delete(self, ids: Sequence[str]) -> None:
-        """Delete ``ids`` (one Chroma call); unknown ids are ignored."""
+        """Delete ``ids`` (unknown ids are ignored): from the mirror at once, from Chroma at the next :meth:`flush`
+        (at once unless :attr:`write_behind`)."""
         present = [i for i in dict.fromkeys(ids) if i in self._row]
         if not present:
             return
-        self._call(lambda: self.collection.delete(ids=present), "deleting from")
-        self._unsaved.difference_update(present)
         keep = np.ones(len(self._records), dtype=bool)
         keep[[self._row[i] for i in present]] = False
         self._records = [r for r, k in zip(self._records, keep) if k]
         self._row = {r.id: i for i, r in enumerate(self._records)}
         self.index.keep(keep)
         self.lexical.keep(keep)
+        self._removed.update(dict.fromkeys(present))
+        self._written()
 
     def reorder(self, ids: Sequence[str]) -> None:
         """Put the rows in the order of ``ids`` (exactly the tier's ids), as a checkpoint recorded them: ties in
@@ -294,15 +305,15 @@ class MemoryTier:
         self._append(records, emb)
 
     def update_metadata(self, records: Sequence[MemoryRecord]) -> None:
-        """Rewrite the metadata of existing records (one Chroma call), e.g. after marking access; an optional field
-        set to ``None`` (an access mark a restore takes back) is removed from the stored metadata."""
+        """Rewrite the metadata of existing records (unknown ids are ignored), e.g. after marking access; an optional
+        field set to ``None`` (an access mark a restore takes back) is removed from the stored metadata. Chroma
+        receives it at the next :meth:`flush` (at once unless :attr:`write_behind`)."""
         records = [r for r in records if r.id in self._row]
         if not records:
             return
-        ids, metas = [r.id for r in records], [r.to_metadata(clear_unset=True) for r in records]
-        self._call(lambda: self.collection.update(ids=ids, metadatas=metas), "updating")
-        self._unsaved.difference_update(ids)
         self._set_rows(records)
+        self._touched.update(dict.fromkeys(r.id for r in records))
+        self._written()
 
     def _set_rows(self, records: Sequence[MemoryRecord]) -> None:
         for rec in records:
@@ -312,17 +323,98 @@ class MemoryTier:
 
     def update_local(self, records: Sequence[MemoryRecord]) -> None:
         """Rewrite the metadata of existing records in the mirror only (retrieval sees it at once); Chroma gets it
-        at the next :meth:`save_local`, or with the record's next upsert. For state a checkpoint also holds (the
-        access marks of :meth:`~simulacra.memory.stream.AgentMemory.mark_accessed`): a Chroma call per tick
-        and tier for them cost about a fifth of a tick (docs/scale.md). Unknown ids are skipped."""
+        after the next :meth:`save_local` (then :meth:`flush`), or with the record's next upsert. For state a
+        checkpoint also holds (the access marks of :meth:`~simulacra.memory.stream.AgentMemory.mark_accessed`): a
+        Chroma call per tick and tier for them cost about a fifth of a tick (docs/scale.md). Unknown ids are
+        skipped."""
         records = [r for r in records if r.id in self._row]
         self._set_rows(records)
-        self._unsaved.update(r.id for r in records)
+        self._unsaved.update(dict.fromkeys(r.id for r in records))
 
     def save_local(self) -> None:
-        """Write to Chroma, in one update call, the metadata :meth:`update_local` changed since the last save."""
-        if self._unsaved:
-            self.update_metadata([self._records[self._row[i]] for i in sorted(self._unsaved, key=self._row.get)])
+        """Queue for Chroma the metadata :meth:`update_local` changed since the last save (written by the next
+        :meth:`flush`, at once unless :attr:`write_behind`)."""
+        ids = [i for i in self._unsaved if i in self._row]
+        self._unsaved.clear()
+        if ids:
+            self._touched.update(dict.fromkeys(ids))
+            self._written()
+
+    # ----------------------------------------------------------------- Chroma
+    def _written(self) -> None:
+        if not self.write_behind:
+            self.flush()
+
+    @property
+    def pending(self) -> int:
+        """Ids whose Chroma side waits for :meth:`flush` (written, changed or deleted since the last one)."""
+        return len(self._dirty.keys() | self._touched.keys() | self._removed.keys())
+
+    @property
+    def pending_deletes(self) -> bool:
+        """Whether :meth:`flush_deletes` has an id to delete from Chroma."""
+        return any(i in self._stored and i not in self._row for i in self._removed)
+
+    def flush_upserts(self) -> int:
+        """Write to Chroma in one call what changed since the last flush among the memories still in the tier; returns
+        the calls made (0 or 1).
+
+        When a memory was written (new, or overwritten), one ``upsert`` of the final record and mirror embedding of
+        every memory written or changed (in the order first written; metadata-only changes ride along); when only
+        metadata changed (access marks), one ``update`` of those memories' metadata. Why: on chromadb 1.5 (embedded,
+        WAL) a metadata ``update`` of 5 memories takes about half the time of an upsert of the same 5 with their
+        embeddings, while 5 new plus 5 changed memories cost about the same in one upsert as in an upsert and an
+        update (``python -m bench.chroma_writes``, ``docs/scale.md``). The metadata is given with its unset optional
+        fields as ``None`` (:meth:`MemoryRecord.to_metadata` ``clear_unset``): Chroma merges an upserted or updated
+        id's metadata into what it holds, so a cleared access mark must be removed explicitly. Idempotent: a
+        retried or repeated call changes nothing twice.
+
+        Raises:
+            StoreUnavailable: with a server's ``retry``, the server did not answer within its retry window (the
+                queue is kept).
+        """
+        touched = [i for i in self._touched if i in self._row and i not in self._dirty]
+        ids = [i for i in self._dirty if i in self._row] + [i for i in touched if i not in self._stored]
+        if ids:
+            ids += [i for i in touched if i in self._stored]
+            rows = [self._row[i] for i in ids]
+            recs = [self._records[r] for r in rows]
+            emb = self.index.embeddings[rows]
+            docs, metas = [r.text for r in recs], [r.to_metadata(clear_unset=True) for r in recs]
+            self._call(lambda: self.collection.upsert(ids=ids, embeddings=emb, documents=docs, metadatas=metas),
+                       "writing to")
+            self._stored.update(ids)
+            kill_point("chroma")
+        elif touched:
+            metas = [self._records[self._row[i]].to_metadata(clear_unset=True) for i in touched]
+            self._call(lambda: self.collection.update(ids=touched, metadatas=metas), "updating")
+            kill_point("chroma")
+        self._dirty.clear()
+        self._touched.clear()
+        return 1 if ids or touched else 0
+
+    def flush_deletes(self) -> int:
+        """Delete from Chroma, in one ``delete``, every id it holds that has left the tier since the last flush;
+        returns the calls made (0 or 1).
+
+        Raises:
+            StoreUnavailable: as :meth:`flush_upserts`.
+        """
+        gone = [i for i in self._removed if i in self._stored and i not in self._row]
+        if gone:
+            self._call(lambda: self.collection.delete(ids=gone), "deleting from")
+            self._stored.difference_update(gone)
+        self._removed.clear()
+        return 1 if gone else 0
+
+    def flush(self) -> int:
+        """Apply the queued writes to Chroma: :meth:`flush_upserts`, then :meth:`flush_deletes`; afterwards Chroma
+        holds exactly the mirror's ids, texts, metadata and embeddings. Returns the calls made (0 to 2).
+
+        Raises:
+            StoreUnavailable: as :meth:`flush_upserts`.
+        """
+        return self.flush_upserts() + self.flush_deletes()
 
     def importance(self, now: float, params: ScoringParams) -> np.ndarray:
         """Decayed importance of every memory at game minute ``now``, in row order (:func:`decayed_importance`

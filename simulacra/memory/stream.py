@@ -52,6 +52,8 @@ class AgentMemory:
         location: where the run's collections live (:class:`~simulacra.memory.chroma.EmbeddedChroma` or
             :class:`~simulacra.memory.chroma.ChromaServer`); when given, it supplies the client, the collection
             names and the retries, and ``path`` and ``client`` are not used.
+        write_behind: the tiers queue their Chroma writes until :meth:`flush` (a running simulation flushes once
+            per tick); ``False``: every write reaches Chroma before it returns.
 
     Attributes:
         importance_since_reflection: sum of the ratings (1..10) of memories added since the last
@@ -59,7 +61,7 @@ class AgentMemory:
     """
 
     def __init__(self, agent: str, path: str | Path | None, config: MemoryConfig, dim: int, client=None,
-                 shared: MemoryTier | None = None, location=None):
+                 shared: MemoryTier | None = None, location=None, write_behind: bool = False):
         self.agent = agent
         self.path = None if path is None else Path(path)
         self.config = config
@@ -70,7 +72,7 @@ class AgentMemory:
 
         def tier(name: str) -> MemoryTier:
             args = {} if location is None else location.tier_args(agent, name)
-            return MemoryTier(self.client, name, dim, config.distance, **args)
+            return MemoryTier(self.client, name, dim, config.distance, write_behind=write_behind, **args)
 
         self.tiers: dict[str, MemoryTier] = {name: tier(name) for name in TIERS}
         # memories deleted since the last checkpoint, kept until the next one so that a resume can restore them
@@ -295,17 +297,38 @@ class AgentMemory:
             return
         ids = [r.id for r in records]
         self.trash.upsert(list(records), tier.embeddings_of(ids))
-        kill_point("forget")
         tier.delete(ids)
 
     def save_marks(self) -> None:
-        """Write the access marks :meth:`mark_accessed` set since the last save to Chroma (one update per tier)."""
+        """Queue for Chroma the access marks :meth:`mark_accessed` set since the last save (written by the next
+        :meth:`flush`, in one metadata update per tier, or in the tier's upsert when it has one)."""
         for name in ("short_term", "long_term"):
             self.tiers[name].save_local()
 
     def empty_trash(self) -> None:
         """Drop the copies of deleted memories (a checkpoint no longer needs them)."""
         self.trash.delete(self.trash.ids)
+
+    #: the order :meth:`flush` writes the tiers in: the trash first, so that a memory leaving a tier is in the trash
+    #: (or, moved by consolidation, in long-term) in Chroma before any tier's delete
+    FLUSH_ORDER = ("trash", "long_term", "short_term", "static")
+
+    def flush(self) -> int:
+        """Apply every tier's queued writes to Chroma (:meth:`MemoryTier.flush`): all the agent's upserts, in
+        :attr:`FLUSH_ORDER`, before any delete, so that at every moment (a kill included) each memory a checkpoint
+        lists is still somewhere in the agent's store for :meth:`restore`. Between the upserts and the deletes is the
+        ``forget`` kill point (when something is to be deleted). The shared tier is flushed by its owner
+        (:meth:`simulacra.runtime.Runtime.flush`). Returns the Chroma calls made (at most 2 per tier).
+
+        Raises:
+            StoreUnavailable: a Chroma server did not answer within its retry window (the unwritten rest stays
+                queued).
+        """
+        tiers = [self.trash if name == "trash" else self.tiers[name] for name in self.FLUSH_ORDER]
+        calls = sum(t.flush_upserts() for t in tiers)
+        if any(t.pending_deletes for t in tiers):
+            kill_point("forget")
+        return calls + sum(t.flush_deletes() for t in tiers[1:] + tiers[:1])
 
     def snapshot(self) -> dict[str, Any]:
         """What a checkpoint records: per tier, its memory ids in row order, and under ``"last_accessed"`` the access
