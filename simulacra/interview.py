@@ -5,6 +5,11 @@ the question with the run's own retrieval rule at the end of the run (or at the 
 formed later are left out; memories forgotten before the end of the run are gone from the stores and cannot be
 used), and asks the run's mind (or another one, ``--llm local`` / ``--set llm.model=...``) to answer, listing the
 memories the answer rests on. Works with every backend: the scripted mind answers with what it retrieved.
+
+A scenario run made under an ablation (``simulacra evaluate --variant no-memory``, ``no-planning``) is interviewed
+through the same ablation, recorded in its trace header: the agent's memory and mind are wrapped as in the run
+(:func:`simulacra.evaluation.variants.ablate_memory`, :func:`~simulacra.evaluation.variants.ablate_mind`), so a
+no-memory agent retrieves its static facts only and answers from them.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from simulacra.trace import read_trace
 
 
 def interview(run: str | Path, agent: str, question: str, tick: int | None = None,
-              overrides: Sequence[str] = (), embedder=None, mind=None) -> dict[str, Any]:
+              overrides: Sequence[str] = (), embedder=None, mind=None, ablated: bool = True) -> dict[str, Any]:
     """Ask ``agent`` of ``run`` a question.
 
     Args:
@@ -30,15 +35,19 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         tick: answer as at the end of this tick (0-based; default: the run's last tick).
         overrides: ``section.field=value`` changes to the run's config (e.g. ``llm.provider=local``).
         embedder, mind: parts to use instead of building them from the config (tests).
+        ablated: put the run's recorded ablations (trace header ``scenario.variant.ablate``) into the agent's
+            memory and the mind, as during the run; ``False``: the agent's whole stores and the bare mind.
 
     Returns:
         ``{"agent", "name", "question", "time", "clock" ("day 2 (Sunday, rest day) 09:00"), "answer", "source",
-        "used": [memory dicts], "retrieved": [memory dicts]}``; each memory dict has id, text, tier, kind, recency,
-        importance, relevance, score.
+        "used": [memory dicts], "retrieved": [memory dicts], "ablations": [the ablations applied]}``; each memory
+        dict has id, text, tier, kind, recency, importance, relevance, score.
     Raises:
-        SimulacraError: unknown agent, a tick outside the trace, an empty question, or a run without stores.
+        SimulacraError: unknown agent, a tick outside the trace, an empty question, a run without stores, or an
+        unknown ablation in the trace header.
     """
     from simulacra.clock import format_game_time, weekday_of
+    from simulacra.evaluation.variants import ablate_memory, ablate_mind, recorded_ablations
     from simulacra.memory.stream import AgentMemory
     from simulacra.runtime import build_language_model, build_mind, open_shared, store_location
 
@@ -56,6 +65,7 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     if not 0 <= n < len(ticks):
         raise SimulacraError(f"{run_dir}: tick {n} is outside the trace (0..{len(ticks) - 1})")
     now = int(ticks[n]["time"]) + int(header["tick_minutes"])
+    ablate = recorded_ablations(header, f"{run_dir}/trace.jsonl header") if ablated else frozenset()
     source = f"{run_dir}/trace.jsonl header" + (f" with --set {' '.join(overrides)}" if overrides else "")
     config = config_from_dict(apply_overrides(recorded_config(header["config"]), list(overrides), source), source)
     location = store_location(config.memory, run_dir)
@@ -76,12 +86,14 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     shared = None
     if header["world"].get("shared_memory") and location.has_store("town", "shared"):
         shared = open_shared(location, config.memory, embedder.dim)
-    memory = AgentMemory(agent, run_dir / agent, config.memory, embedder.dim, shared=shared, location=location)
+    memory = ablate_memory(AgentMemory(agent, run_dir / agent, config.memory, embedder.dim, shared=shared,
+                                       location=location), ablate)
     closers: list = []
     try:
         if mind is None:
             llm = build_language_model(config, run_dir, closers)
             mind = build_mind(config, llm, int(header["tick_minutes"]))
+        mind = ablate_mind(mind, ablate)
         k = max(config.memory.top_k, config.cognition.memories_in_prompt)
         qv = embedder.embed([question])[0]
         found = [m for m in memory.retrieve(qv, now, top_k=4 * k, query_text=question)
@@ -99,14 +111,15 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         "clock": format_game_time(now, start_weekday, rest_days),
         "tick": n, "answer": d.value.text, "source": d.source, "mind": mind.name,
         "used": [by_id[i].to_dict() for i in d.value.memory_ids if i in by_id],
-        "retrieved": [m.to_dict() for m in found],
+        "retrieved": [m.to_dict() for m in found], "ablations": sorted(ablate),
     }
 
 
 def format_interview(r: dict[str, Any]) -> str:
     """Human-readable form of :func:`interview`."""
     out = [f"{r['name']} ({r['agent']}), {r['clock']}, asked: {r['question']}", f"  {r['answer']}",
-           f"  ({r['mind']}, {r['source']})"]
+           f"  ({r['mind']}, {r['source']}"
+           + (f"; ablated: {', '.join(r['ablations'])}, as in the run)" if r.get("ablations") else ")")]
     if r["used"]:
         out.append("memories the answer rests on:")
         out += [f"  {m['score']:.3f}  {m['tier']:<10} {m['text']}" for m in r["used"]]

@@ -530,6 +530,99 @@ measure: [history, cost]
     assert "## Conversation history" in report and "| history=window | window |" in report
 
 
+def test_a_no_memory_agent_is_interviewed_through_its_ablation(short_party, embedder):
+    """The no-memory host stored its party intention but cannot recall it during the run; interviewed, it retrieves
+    static facts only (the run's StaticOnlyMemory), while the full host, and the same store read without the
+    ablation, bring the intention back. Knowing (the store) counts the host; the interview confirms nobody, and the
+    host's answer is unrecalled, not made up."""
+    from simulacra.interview import interview
+
+    sc, base, first, _ = short_party
+    runs, q, intention = base / "a" / "runs", sc.fact("party").question, sc.fact("party").memory_text
+    mind = ScriptedMind()
+    ablated = interview(runs / "no-memory-seed0", "greta_lund", q, embedder=embedder, mind=mind)
+    bare = interview(runs / "no-memory-seed0", "greta_lund", q, embedder=embedder, mind=mind, ablated=False)
+    full = interview(runs / "full-seed0", "greta_lund", q, embedder=embedder, mind=mind)
+    assert (ablated["ablations"], bare["ablations"], full["ablations"]) == (["memory"], [], [])
+    assert ablated["retrieved"] and {m["tier"] for m in ablated["retrieved"]} == {"static"}
+    assert intention in [m["text"] for m in bare["retrieved"]] and intention in [m["text"] for m in full["retrieved"]]
+    assert intention not in ablated["answer"] and intention in full["answer"]
+
+    m = json.loads((runs / "no-memory-seed0" / "metrics.json").read_text())
+    assert m["interview_ablations"] == ["memory"] and m["knows"].startswith("store")
+    h = m["hallucination"]
+    assert h["confirmed"]["party"] == [] and h["made_up"] == [] and h["claims"] == 0
+    assert [(x["agent"], x["fact"]) for x in h["unrecalled"]] == [("greta_lund", "party")]
+    assert m["diffusion"]["party"]["end"] == pytest.approx(1 / 5)  # in the host's store ...
+    assert m["diffusion"]["party"]["confirmed_end"] == 0  # ... but not recalled when asked
+    mf = json.loads((runs / "full-seed0" / "metrics.json").read_text())
+    assert "greta_lund" in mf["hallucination"]["confirmed"]["party"] and mf["interview_ablations"] == []
+    assert first["knows"] == m["knows"]
+    assert "not made up), all seeds: full 0, no-planning 0, no-memory 1." in (base / "a" / "report.md").read_text()
+
+
+def test_a_no_planning_agent_is_interviewed_as_without_the_ablation(short_party, embedder):
+    """Planning plays no part in an interview: under no-planning the mind is wrapped as in the run, and the answer
+    and the memories retrieved are those of the bare mind on the same stores."""
+    from simulacra.interview import interview
+
+    sc, base, _, _ = short_party
+    run = base / "a" / "runs" / "no-planning-seed0"
+    m = json.loads((run / "metrics.json").read_text())
+    guest = m["coordination"]["invited"][0]
+    args = (run, guest, sc.fact("party").question)
+    a = interview(*args, embedder=embedder, mind=ScriptedMind())
+    b = interview(*args, embedder=embedder, mind=ScriptedMind(), ablated=False)
+    assert a["ablations"] == ["planning"] and a["mind"] == "scripted+no-planning" and b["mind"] == "scripted"
+    assert a["retrieved"] and (a["answer"], a["retrieved"]) == (b["answer"], b["retrieved"])
+    assert sc.fact("party").text in a["answer"] and guest in m["hallucination"]["confirmed"]["party"]
+
+
+def test_a_model_interviewing_a_no_memory_agent_sees_static_facts_only(short_party, embedder, openai_double):
+    """With a model, the no-memory host's interview prompt holds none of its lived memories, the full host's holds
+    its intention. Made-up answers are judged against what the agent stored (the trace), not what the ablation let
+    it recall: a model that claims the party for everyone is right for the no-memory host (it stored the party) and
+    makes it up for the others."""
+    from simulacra.cognition.llm_mind import LLMMind
+    from simulacra.config import Config
+    from simulacra.evaluation.metrics import Similarity, interview_all
+    from simulacra.llm.openai_model import OpenAIChatModel
+
+    sc, base, _, _ = short_party
+    runs, party = base / "a" / "runs", sc.fact("party")
+    sim = Similarity(embedder)
+
+    def honest(body, default):  # answers with the party only when a memory in the prompt states it
+        memories = body["messages"][-1]["content"].split("An interviewer asks you:")[0]
+        return {"answer": party.text if "cider-tasting" in memories else "I do not remember that.", "memories": []}
+
+    def mind():  # a new one for each script: a mind answers an identical prompt from its cache
+        return LLMMind(OpenAIChatModel("double-model", base_url=openai_double.url), Config())
+
+    judged = {}
+    for name in ("no-memory", "full"):
+        openai_double.requests.clear()
+        openai_double.script([], then=SchemaAnswers(hooks={"interview": honest}))
+        run = Run.load(runs / f"{name}-seed0")
+        answers = interview_all(run, sc, embedder, mind())
+        heard = {f.id: heard_times(run, f, sim) for f in sc.facts}
+        judged[name] = hallucination(answers, sc, heard, sim)
+        (host,) = [prompt_text(b) for b in openai_double.requests if b["messages"][0]["content"].startswith(
+            "You are Greta Lund,") and party.question in prompt_text(b)]
+        assert (party.memory_text in host) == (name == "full"), name
+    assert judged["no-memory"]["confirmed"]["party"] == [] and judged["no-memory"]["made_up"] == []
+    assert [x["agent"] for x in judged["no-memory"]["unrecalled"]] == ["greta_lund"]
+    assert "greta_lund" in judged["full"]["confirmed"]["party"]
+
+    openai_double.script([], then=SchemaAnswers(hooks={"interview": lambda b, d: {"answer": party.text,
+                                                                                     "memories": []}}))
+    run = Run.load(runs / "no-memory-seed0")
+    h = hallucination([a for a in interview_all(run, sc, embedder, mind()) if a["fact"] == "party"], sc,
+                      {f.id: heard_times(run, f, sim) for f in sc.facts}, sim)
+    assert h["confirmed"]["party"] == ["greta_lund"]
+    assert sorted(x["agent"] for x in h["made_up"]) == sorted(a for a in sc.agents if a != "greta_lund")
+
+
 PARTY = "Greta Lund is throwing a party at The Wren and Kettle on day 1 from 08:00 to 09:00, and everyone is invited."
 MILL = "Bram Ostrowski is selling the Old Watermill to a company from the city."
 

@@ -7,7 +7,8 @@ Generative Agents paper's end-to-end evaluation (Park et al., arXiv 2304.03442, 
   its news topic, or one whose text (a sentence of it) is at least :data:`SIMILARITY` cosine-similar to the
   fact's text or one of its probes (paraphrases). The threshold was set on Fernhollow runs (``docs/evaluation.md``):
   the memories retelling a fact score 0.75-0.95 against it, unrelated memories of the same people and places
-  0.3-0.65.
+  0.3-0.65. Knowing is read from the agent's whole store for every variant (:data:`KNOWS`): an ablated agent
+  (``no-memory``) knows what it stored even though it cannot recall it.
 * **Heard** (:func:`heard_times`): when each agent first held the fact, from the trace alone: a holder at the
   start; told it in a conversation (a line with the fact as topic, or, for a language-model mind, a line or summary
   similar to it); everyone, once a notice about it is on the town's board (shared memory). *Told*: the same
@@ -20,7 +21,9 @@ Generative Agents paper's end-to-end evaluation (Park et al., arXiv 2304.03442, 
   reason from the trace.
 * **Hallucination** (:func:`hallucination`): interview answers (every agent asked every fact's question, control
   facts included) claiming a fact (a sentence of the answer at least :data:`SIMILARITY` similar to it) that the
-  agent did not hold by then according to the trace.
+  agent did not hold by then according to the trace. Interviews go through the run's ablations
+  (:func:`simulacra.interview.interview`): a no-memory agent answers from its static facts; an answer that does not
+  claim a fact the agent had heard is *unrecalled*, not made up.
 * **Cost** (:func:`cost`): language-model calls and tokens, per agent-game-hour, from the run summary.
 * **History** (:func:`history`): tokens per conversation, and whether facts told in the first half of a
   conversation of at least :data:`LONG_CONVERSATION` lines survive to its end under the run's conversation-history
@@ -54,6 +57,10 @@ _SENTENCES = re.compile(r"(?<=[.!?;:])\s+|\"")
 
 #: the cost figures per agent-game-hour that a run's metrics carry at the top level (:func:`cost`)
 COST_PER_AGENT_HOUR = ("llm_calls_per_agent_hour", "tokens_per_agent_hour", "cost_usd_per_agent_hour")
+
+#: what "knows" (diffusion ``start``, ``end``, ``curve``) is read from, for every variant (metrics.json ``knows``)
+KNOWS = ("store: retrieval for the fact's question over the agent's whole memory store (every tier), the "
+         "variant's ablations not applied")
 
 #: categories of the no-show reasons (:func:`coordination`)
 NO_SHOW = ("never heard", "heard after it ended", "notice only", "did not recall it", "plan conflict", "declined",
@@ -284,8 +291,10 @@ def coordination(run: Run, sc: Scenario, heard: dict[str, int]) -> dict[str, Any
 
 # --------------------------------------------------------------------------- interviews and hallucination
 def interview_all(run: Run, sc: Scenario, embedder, mind=None) -> list[dict[str, Any]]:
-    """Every agent asked every fact's question at the end of the run (:func:`simulacra.interview.interview`);
-    ``mind``: the mind that answers (default: a scripted mind, or the run's model when given)."""
+    """Every agent asked every fact's question at the end of the run (:func:`simulacra.interview.interview`,
+    through the run's ablations, as the agent was during the run); ``mind``: the mind that answers (default: a
+    scripted mind, or the run's model when given). Each answer: agent, fact, question, answer, source, time,
+    ablations."""
     from simulacra.interview import interview
 
     if mind is None:
@@ -297,7 +306,7 @@ def interview_all(run: Run, sc: Scenario, embedder, mind=None) -> list[dict[str,
         for a in run.agents:
             r = interview(run.run_dir, a, f.question, embedder=embedder, mind=mind)
             out.append({"agent": a, "fact": f.id, "question": f.question, "answer": r["answer"],
-                        "source": r["source"], "time": r["time"]})
+                        "source": r["source"], "time": r["time"], "ablations": r["ablations"]})
     return out
 
 
@@ -307,21 +316,26 @@ def hallucination(answers: Sequence[dict[str, Any]], sc: Scenario, heard: dict[s
     least the similarity threshold to the fact; a claim is *made up* when the trace says the agent had not heard
     the fact by the interview's time (``heard``: fact id -> :func:`heard_times`). Returns ``rate`` (made up /
     answers), ``claims``, ``made_up`` (list of ``{agent, fact, answer}``), ``confirmed`` (fact id -> agents whose
-    answer claims a fact they hold), ``answers``."""
-    made_up, confirmed, claims = [], {f.id: [] for f in sc.facts}, 0
+    answer claims a fact they hold), ``unrecalled`` (list of ``{agent, fact, answer}``: the agent had heard the fact
+    but the answer does not claim it; forgotten, not retrieved, or, under ``no-memory``, out of reach: not made up),
+    ``answers``."""
+    made_up, unrecalled, confirmed, claims = [], [], {f.id: [] for f in sc.facts}, 0
     for ans in answers:
         f = sc.fact(ans["fact"])
+        when = heard[f.id].get(ans["agent"])
+        held = when is not None and when < ans["time"]
         if not sim.holds(ans["answer"], f):
+            if held:
+                unrecalled.append({"agent": ans["agent"], "fact": f.id, "answer": ans["answer"]})
             continue
         claims += 1
-        when = heard[f.id].get(ans["agent"])
-        if when is None or when >= ans["time"]:
+        if not held:
             made_up.append({"agent": ans["agent"], "fact": f.id, "answer": ans["answer"]})
         else:
             confirmed[f.id].append(ans["agent"])
     n = len(answers)
     return {"answers": n, "claims": claims, "made_up": made_up, "rate": len(made_up) / n if n else 0.0,
-            "confirmed": confirmed}
+            "confirmed": confirmed, "unrecalled": unrecalled}
 
 
 # --------------------------------------------------------------------------- cost and history
@@ -449,12 +463,13 @@ def evaluate_run(run_dir: str | Path, sc: Scenario, embedder, mind=None, intervi
     """Every metric the scenario asks for (``measure``) on one finished run; JSON-able. ``mind`` answers the
     interviews (default scripted); ``interviews=False`` skips them (no hallucination metric, and no
     ``diffusion.<fact>.confirmed_end``: the share 0..1 of agents whose end-of-run answer claims the fact and who
-    had heard it by then, :func:`hallucination`'s ``confirmed``)."""
+    had heard it by then, :func:`hallucination`'s ``confirmed``). The interviews go through the run's recorded
+    ablations (``interview_ablations``); knowing is read from the whole store (``knows``: :data:`KNOWS`)."""
     run = Run.load(run_dir)
     sim = Similarity(embedder, threshold)
     want = set(sc.measure)
     out: dict[str, Any] = {"run_dir": str(run.run_dir), "agents": len(run.agents), "ticks": len(run.ticks),
-                           "mind": run.header.get("mind")}
+                           "mind": run.header.get("mind"), "knows": KNOWS}
     heard = {f.id: heard_times(run, f, sim) for f in sc.facts}
     step = sc.curve_every_minutes
     minutes = list(range(run.start, run.end, step)) + [run.end]
@@ -481,6 +496,7 @@ def evaluate_run(run_dir: str | Path, sc: Scenario, embedder, mind=None, intervi
         answers = interview_all(run, sc, embedder, mind)
         h = hallucination(answers, sc, heard, sim)
         out["hallucination"] = h
+        out["interview_ablations"] = sorted({x for a in answers for x in a["ablations"]})
         out["hallucination_rate"] = h["rate"]
         for fid, d in out.get("diffusion", {}).items():  # knowing, confirmed by the agent's own interview answer
             d["confirmed_end"] = len(set(h["confirmed"][fid])) / len(run.agents)

@@ -29,7 +29,7 @@ from typing import Any
 from simulacra.clock import format_game_time
 from simulacra.config import load_config
 from simulacra.errors import SimulacraError
-from simulacra.evaluation.metrics import COST_PER_AGENT_HOUR, SIMILARITY, evaluate_run
+from simulacra.evaluation.metrics import COST_PER_AGENT_HOUR, KNOWS, SIMILARITY, evaluate_run
 from simulacra.evaluation.scenario import Scenario
 from simulacra.evaluation.setup import run_scenario
 from simulacra.evaluation.variants import Variant
@@ -142,7 +142,7 @@ def evaluate(sc: Scenario, variants: Sequence[Variant], seeds: Sequence[int], ou
         e = base.embedding
         embedder = CachedEmbedder(SentenceTransformerEmbedder(e.model, e.device, e.batch_size, e.exact), e.cache_size)
     result: dict[str, Any] = {"scenario": sc.name, "scenario_file": sc.source, "seeds": list(seeds),
-                              "similarity_threshold": threshold, "variants": {}}
+                              "similarity_threshold": threshold, "knows": KNOWS, "variants": {}}
     details: dict[str, dict[int, dict[str, Any]]] = {}
     for v in variants:
         rows: dict[int, dict[str, Any]] = {}
@@ -397,9 +397,12 @@ def report_markdown(result: dict[str, Any], details: dict[str, dict[int, dict]],
               f"{', '.join(result['variants'])}. Numbers are the mean ± sample standard deviation over seeds.", "",
               "Protocol (details in docs/evaluation.md): an agent *knows* a fact when retrieval for the fact's "
               f"question returns a memory holding it (its news topic, or cosine ≥ {result['similarity_threshold']} "
-              "to the fact or a paraphrase); *heard* = held it according to the trace (told in person, or a notice "
-              "on the town's board), *told* = told in person; *confirmed* = heard it and claims it when interviewed "
-              "at the end; *invited* = told of the party in person before it ended, "
+              "to the fact or a paraphrase), over the agent's whole memory store for every variant (an ablated "
+              "agent knows what it stored even when it cannot recall it); *heard* = held it according to the trace "
+              "(told in person, or a notice on the town's board), *told* = told in person; *confirmed* = heard it "
+              "and claims it when interviewed at the end (interviews go through the variant's ablations: a "
+              "no-memory agent answers from its static facts); *invited* = told of the party in person before it "
+              "ended, "
               "*attended* = at its place during its window (host excluded); *made up* = interview answers claiming "
               "a fact the agent had not heard according to the trace, over all answers (every agent asked every "
               "fact's question).", ""]
@@ -448,7 +451,10 @@ def report_markdown(result: dict[str, Any], details: dict[str, dict[int, dict]],
             lines.append("None.")
         for name, seed, x in made_up[:10]:
             lines.append(f"- {name}, seed {seed}, {x['agent']} on {x['fact']}: {x['answer'][:200]!r}")
-        lines.append("")
+        unrecalled = {name: sum(len((m.get("hallucination") or {}).get("unrecalled", [])) for m in runs.values())
+                      for name, runs in details.items()}
+        lines += ["", "Answers that do not claim a fact the agent had heard (*unrecalled*, not made up), all seeds: "
+                  + ", ".join(f"{name} {n}" for name, n in unrecalled.items()) + ".", ""]
     lines += history_section(details)
     lines += ["## Per seed", "", "| variant | seed | " + " | ".join(f"{f.id} end" for f in sc.facts)
               + " | density end | invited | attended | made up |", "|" + "---|" * (len(sc.facts) + 6)]

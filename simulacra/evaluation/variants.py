@@ -115,12 +115,51 @@ class StaticOnlyMemory:
         return []
 
 
-def apply_ablations(rt, v: Variant) -> None:
-    """Put ``v``'s ablations into the run's parts (``rt``: a :class:`~simulacra.runtime.Runtime`)."""
-    unknown = set(v.ablate) - {"planning", "memory"}
+#: the faculties a variant can ablate
+ABLATIONS = ("planning", "memory")
+
+
+def check_ablations(ablate, what: str) -> frozenset[str]:
+    """``ablate`` as a frozenset of known ablations (:data:`ABLATIONS`).
+
+    Raises:
+        SimulacraError: an unknown one, naming ``what`` (the variant, or the trace header that recorded it).
+    """
+    got = frozenset(ablate)
+    unknown = got - set(ABLATIONS)
     if unknown:
-        raise SimulacraError(f"variant {v.name}: unknown ablation(s) {sorted(unknown)}")
-    if "planning" in v.ablate:
-        rt.mind = NoPlanningMind(rt.mind)
-    if "memory" in v.ablate:
-        rt.memories = {pid: StaticOnlyMemory(m) for pid, m in rt.memories.items()}
+        raise SimulacraError(f"{what}: unknown ablation(s) {sorted(unknown)} (known: {', '.join(ABLATIONS)})")
+    return got
+
+
+def recorded_ablations(header: dict[str, Any], what: str = "trace header") -> frozenset[str]:
+    """The ablations a run was made under, from its trace ``header`` (``scenario.variant.ablate``, written by
+    :func:`simulacra.evaluation.setup.start_run`); empty for a run that is not a scenario run.
+
+    Raises:
+        SimulacraError: an unknown ablation in the header (named by ``what``).
+    """
+    v = (header.get("scenario") or {}).get("variant") or {}
+    return check_ablations(v.get("ablate") or (), f"{what}: scenario.variant.ablate")
+
+
+def ablate_mind(mind, ablate: frozenset[str]):
+    """``mind`` as the ablation ``ablate`` has it: wrapped in :class:`NoPlanningMind` under ``planning``."""
+    return NoPlanningMind(mind) if "planning" in ablate else mind
+
+
+def ablate_memory(memory, ablate: frozenset[str]):
+    """An agent's ``memory`` as the ablation ``ablate`` has it: wrapped in :class:`StaticOnlyMemory` under
+    ``memory``. The one place that decides what an ablated agent can recall, during the run and in interviews."""
+    return StaticOnlyMemory(memory) if "memory" in ablate else memory
+
+
+def apply_ablations(rt, v: Variant) -> None:
+    """Put ``v``'s ablations into the run's parts (``rt``: a :class:`~simulacra.runtime.Runtime`).
+
+    Raises:
+        SimulacraError: an unknown ablation.
+    """
+    ablate = check_ablations(v.ablate, f"variant {v.name}")
+    rt.mind = ablate_mind(rt.mind, ablate)
+    rt.memories = {pid: ablate_memory(m, ablate) for pid, m in rt.memories.items()}
