@@ -71,7 +71,7 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     location = store_location(config.memory, run_dir)
     if not location.has_store(agent):
         raise SimulacraError(f"{run_dir}: no memory store for {agent} in {location}"
-                             + ("" if location.remote else f" (expected the folder {run_dir / agent})"))
+                             + ("" if location.remote else " (the run folder holds no memory of this agent)"))
     personas = {pid: Persona.model_validate(p) for pid, p in header["personas"].items()}
     for pid, p in personas.items():
         p.id = pid

@@ -19,7 +19,7 @@ from simulacra.disk import check_run_folder, make_run_folder, remove_run_folder
 from simulacra.errors import CheckpointError, RunExistsError, SimulacraError
 from simulacra.memory.chroma import ChromaServer, EmbeddedChroma
 from simulacra.memory.records import MemoryRecord, memory_id
-from simulacra.memory.store import MemoryTier
+from simulacra.memory.store import MemoryTier, flush_tiers
 from simulacra.memory.stream import AgentMemory
 from simulacra.persona import Persona
 from simulacra.world.model import World, load_world
@@ -116,20 +116,23 @@ class Runtime:
         wait(futures)
         return [f.result() for f in futures]
 
-    def flush(self, each: Callable[[], None] | None = None) -> int:
-        """Write every store's queued writes to Chroma: the shared tier, then each agent's
-        (:meth:`AgentMemory.flush`, upserts before deletes), in agent order, calling ``each()`` after each agent
-        (a kill point). Returns the Chroma calls made.
+    def flush(self, deletes: bool = True, each: Callable[[], None] | None = None) -> int:
+        """Write every store's queued changes to Chroma together (:func:`~simulacra.memory.store.flush_tiers`: per
+        collection one upsert or metadata update, then with ``deletes`` one delete; in an embedded run's town store
+        every agent's short-term memory is one collection, so a tick's writes are a handful of calls), calling
+        ``each()`` after each collection's writes (a kill point). Returns the Chroma calls made.
+
+        A running simulation flushes without deletes in each tick's persist stage and with them only after a
+        checkpoint (:meth:`simulacra.simulation.Simulation.step`): a memory leaves Chroma once no checkpoint a resume
+        could start from lists it.
 
         Raises:
             StoreUnavailable: a Chroma server did not answer within its retry window.
         """
-        calls = 0 if self.shared is None else self.shared.flush()
-        for pid in self.agents:
-            calls += self.memories[pid].flush()
-            if each is not None:
-                each()
-        return calls
+        tiers = [t for pid in self.agents for t in self.memories[pid].all_tiers]
+        if self.shared is not None:
+            tiers.insert(0, self.shared)
+        return flush_tiers(tiers, deletes=deletes, each=each)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -278,7 +281,7 @@ def open_shared(location, config: MemoryConfig, dim: int, write_behind: bool = F
 def open_stores(world: World, config: Config, run_dir: Path, embedder, ids: Sequence[str], location=None):
     """Each agent's :class:`AgentMemory` (static memory embedded once) and the town's shared tier (or ``None``),
     at ``location`` (default :func:`store_location` of the config), in write-behind mode (:meth:`Runtime.flush`
-    writes them to Chroma); the static memories are flushed before this returns."""
+    writes them to Chroma); the static memories of every agent are written before this returns (one call per collection)."""
     location = location or store_location(config.memory, run_dir)
     dim = embedder.dim
     shared = None
@@ -292,8 +295,8 @@ def open_stores(world: World, config: Config, run_dir: Path, embedder, ids: Sequ
         mem = AgentMemory(pid, run_dir / pid, config.memory, dim, shared=shared, location=location, write_behind=True)
         recs = statics[pid]
         mem.set_static(recs, np.stack([vectors[r.text] for r in recs]))
-        mem.flush()
         memories[pid] = mem
+    flush_tiers(([shared] if shared is not None else []) + [t for m in memories.values() for t in m.all_tiers])
     return memories, shared
 
 

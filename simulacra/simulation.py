@@ -126,9 +126,10 @@ class Simulation:
 
     def checkpoint(self, whole: bool = False) -> None:
         """Checkpoint the ticks done so far (:mod:`simulacra.checkpoint`: whole when ``whole``, else mostly as a
-        journal line); after a whole one, write the access marks set since the last whole one to the stores
-        (:meth:`AgentMemory.save_marks`; until then the checkpoints hold them) and empty the stores' trash
-        (memories deleted since the previous whole checkpoint: a journal line may still need them)."""
+        journal line); after a whole one, queue for the stores the access marks set since the last whole one
+        (:meth:`AgentMemory.save_marks`; until then the checkpoints hold them) and empty the trash of a store made
+        before deletes were deferred. The Chroma writes themselves follow the checkpoint (:meth:`step`), and are not
+        part of its cost."""
         rt = self.rt
         self.trace.sync()
         if self._writer is None:
@@ -390,6 +391,9 @@ class Simulation:
         self.ticks_done += 1
         if self.ticks_done % rt.config.simulation.checkpoint_every == 0:
             self.checkpoint()
+            # the memories deleted since the previous checkpoint (forgotten, moved, replaced) leave Chroma now that
+            # no checkpoint a resume could start from lists them; with the access marks a whole checkpoint queued
+            rt.flush()
         return TickResult(record, notable)
 
     # ----------------------------------------------------------------- runs
@@ -403,7 +407,7 @@ class Simulation:
         propagates; in every case the last checkpoint (:meth:`checkpoint`, at the latest after the last complete tick
         when ``simulation.checkpoint_every`` is 1) is where :meth:`resume` takes up the run, undoing what the unfinished
         tick wrote. The last tick run is always checkpointed, whole (``checkpoint.json``
-        alone, the trash emptied); ``target_ticks`` (ticks done + ``ticks``) is recorded for
+        alone), and the stores then flushed with their deletes; ``target_ticks`` (ticks done + ``ticks``) is recorded for
         ``simulacra run --resume``.
         """
         self.target_ticks = self.ticks_done + ticks
@@ -420,9 +424,9 @@ class Simulation:
         # after a failed tick the stores hold part of it: the last checkpoint stays the one to resume from
         if self.stopped is None and (self._checkpointed != self.ticks_done or self._writer is None
                                      or not self._writer.last_whole):
-            self.checkpoint(whole=True)  # a run ends whole: checkpoint.json alone, the trash emptied
+            self.checkpoint(whole=True)  # a run ends whole: checkpoint.json alone
         if self.stopped is None:
-            self.flush()  # the trash a whole checkpoint emptied: Chroma ends as the stores' mirrors
+            self.flush()  # what the last checkpoint made safe to delete: Chroma ends as the stores' mirrors
         return self.summary()
 
     def flush(self) -> None:
@@ -502,8 +506,8 @@ class Simulation:
 
     def close(self) -> None:
         """Write what the stores still queue to Chroma (the access marks not yet saved, :meth:`AgentMemory.save_marks`,
-        and the trash a last whole checkpoint emptied; not after a part failed, :attr:`stopped`, nor after a tick
-        that did not end), close the trace and release every part of the run. Safe to call twice.
+        and the deletes of a checkpointed last tick; not after a part failed, :attr:`stopped`, nor after a tick that
+        did not end), close the trace and release every part of the run. Safe to call twice.
 
         A flush that fails here is logged, not raised: the last checkpoint is where a resume takes up the run (it
         keeps the marks too), and the stores already hold everything it lists."""
@@ -511,7 +515,9 @@ class Simulation:
             try:
                 for mem in self.rt.memories.values():
                     mem.save_marks()
-                self.rt.flush()
+                # deletes only when the last tick run is checkpointed: until a checkpoint no longer lists a memory,
+                # a resume may need it
+                self.rt.flush(deletes=self._checkpointed == self.ticks_done)
             except Exception as err:  # noqa: BLE001 - the checkpoint's stores are complete; tear-down goes on
                 log.warning("closing %s: the stores' last writes were not made (%s: %s); resume takes up the run at "
                             "its last checkpoint", self.run_dir, type(err).__name__, err)

@@ -5,7 +5,8 @@ trace records (nothing is appended to lists passed in). :meth:`simulacra.simulat
                  -> reflect -> rehearse -> consolidate -> persist -> trace
 
 The memory stages write the stores' in-process mirrors (every later read sees the writes at once); the persist
-stage writes the tick's changes to Chroma, at most one upsert and one delete per tier.
+stage writes the tick's new and changed memories to Chroma, one call per collection; deletes follow the tick's
+checkpoint.
 
 Every agent decides from the same pre-tick state; the world applies all actions at once; independent model
 calls of a stage go out together (:meth:`Runtime.map`) and their answers are used in agent order, so neither
@@ -763,12 +764,13 @@ def consolidate_stage(rt: Runtime, now: int) -> list[dict[str, Any]]:
 
 
 def persist_stage(rt: Runtime) -> int:
-    """Write the tick's memory changes to Chroma (:meth:`Runtime.flush`): per tier at most one upsert and one
-    delete, each agent's upserts before its deletes; the ``persist`` kill point follows each agent's flush. Returns
+    """Write the tick's memory changes to Chroma (:meth:`Runtime.flush` without deletes): per collection one upsert
+    (or one metadata update), every agent's changes to a tier together in an embedded run; the ``persist`` kill point
+    follows each collection's write. The tick's deletes wait for its checkpoint (:meth:`Simulation.step`). Returns
     the Chroma calls made.
 
     Raises:
         StoreUnavailable: a Chroma server did not answer within its retry window (the run stops at its last
             complete tick).
     """
-    return rt.flush(each=lambda: kill_point("persist"))
+    return rt.flush(deletes=False, each=lambda: kill_point("persist"))

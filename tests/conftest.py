@@ -50,3 +50,30 @@ def unit(*xs: float, dim: int = 8) -> np.ndarray:
     v = np.zeros(dim, dtype=np.float32)
     v[: len(xs)] = xs
     return v / np.linalg.norm(v)
+
+
+def read_stores(run_dir, owners, tiers=("static", "short_term", "long_term")) -> dict:
+    """``owner -> tier -> {id: (document, metadata, embedding bytes)}`` read straight from a run's embedded town
+    store (``<run_dir>/chroma``: one collection per tier, records tagged ``owner``; the tag is left out of the
+    metadata returned), as a fresh process sees it; a tier without a collection reads as empty."""
+    import chromadb
+    from chromadb.config import Settings
+
+    from simulacra.runtime import forget_chroma_clients
+
+    client = chromadb.PersistentClient(path=str(Path(run_dir) / "chroma"), settings=Settings(anonymized_telemetry=False))
+    names = {c.name for c in client.list_collections()}
+    out = {}
+    for owner in owners:
+        out[owner] = {}
+        for tier in tiers:
+            if tier not in names:
+                out[owner][tier] = {}
+                continue
+            got = client.get_collection(tier).get(where={"owner": owner},
+                                                  include=["documents", "metadatas", "embeddings"])
+            out[owner][tier] = {i: (d, {k: v for k, v in m.items() if k != "owner"},
+                                    np.asarray(e, dtype=np.float32).tobytes())
+                                for i, d, m, e in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"])}
+    forget_chroma_clients()
+    return out

@@ -67,11 +67,11 @@ def contents(collection):
 
 def embedded_stores(run_dir, shared=True):
     """owner -> tier -> {id: (text, metadata, embedding bytes)}, read straight from the run folder's stores."""
-    from simulacra.memory.chroma import open_chroma
+    from tests.conftest import read_stores
 
-    out = {a: {t: contents(open_chroma(run_dir / a).get_collection(t)) for t in (*TIERS, "trash")} for a in AGENTS}
+    out = read_stores(run_dir, AGENTS, TIERS)
     if shared:
-        out["town"] = {"shared": contents(open_chroma(run_dir / "town").get_collection("shared"))}
+        out.update(read_stores(run_dir, ["town"], ("shared",)))
     return out
 
 
@@ -82,8 +82,7 @@ def server_stores(url, run, shared=True):
 
     host, port = url.removeprefix("http://").split(":")
     client = chromadb.HttpClient(host=host, port=int(port), settings=Settings(anonymized_telemetry=False))
-    out = {a: {t: contents(client.get_collection(collection_name(run, a, t))) for t in (*TIERS, "trash")}
-           for a in AGENTS}
+    out = {a: {t: contents(client.get_collection(collection_name(run, a, t))) for t in TIERS} for a in AGENTS}
     if shared:
         out["town"] = {"shared": contents(client.get_collection(collection_name(run, "town", "shared")))}
     return out
@@ -144,7 +143,7 @@ def test_a_town_on_the_server_matches_the_embedded_run(tmp_path, world, embedder
 
 def test_a_crashed_run_resumes_against_the_server(tmp_path, world, embedder, rater_url, chroma, embedded, monkeypatch):
     ticks = [json.loads(x) for x in tick_lines(embedded) if x]
-    # a tick whose consolidation forgets memories: the crash comes after they left their tier for the trash
+    # a tick whose consolidation forgets memories: the crash comes after its checkpoint, before its deletes
     crash = min(t["tick"] for t in ticks if t["tick"] >= 3 and any(o["op"] == "forget" for o in t["memory"]))
     url = f"memory.chroma_url={chroma.base}"
     monkeypatch.setenv(killpoint.ENV, f"tick={crash}:phase=forget:mode=raise")
@@ -155,7 +154,7 @@ def test_a_crashed_run_resumes_against_the_server(tmp_path, world, embedder, rat
     server = ChromaServer(chroma.base, "res")
     assert server.run_collections()  # the half-written tick is on the server
     with Simulation.resume(tmp_path / "res", embedder=embedder) as sim:
-        assert sim.ticks_done == crash and sim.rt.location.remote
+        assert sim.ticks_done == crash + 1 and sim.rt.location.remote
         summary = sim.run(TICKS - sim.ticks_done)
     assert summary["ticks"] == TICKS and not summary["stopped"]
     assert tick_lines(tmp_path / "res") == tick_lines(embedded)

@@ -85,7 +85,7 @@ def test_marking_is_explicit_selective_and_idempotent(tmp_path):
 
 
 def test_a_restore_puts_back_the_marks_of_the_checkpoint(tmp_path):
-    mem = mk(tmp_path, long_term_decay_per_hour=0.9)
+    mem = mk(tmp_path, write_behind=True, long_term_decay_per_hour=0.9)
     (a, b), t0 = long_term_pair(mem)
     mem.mark_accessed([a.id], t0 + HOUR)
     snap = mem.snapshot()
@@ -102,6 +102,8 @@ def test_a_restore_puts_back_the_marks_of_the_checkpoint(tmp_path):
     assert [(r.id, r.last_accessed, r.decay_since) for r in mem.long_term.records] == before
     np.testing.assert_array_equal(mem.long_term.importance(t0 + 5 * HOUR, mem.params), imp_before)
     # a reopened store reads the same marks from Chroma
+    mem.save_marks()
+    mem.flush()
     again = AgentMemory("ann", tmp_path / "ann", mem.config, DIM, client=mem.client)
     assert [(r.id, r.last_accessed) for r in again.long_term.records] == [(a.id, t0 + HOUR), (b.id, None)]
 

@@ -18,8 +18,11 @@ def rec(agent, text, ts, rating, kind="observation"):
                         tick=int(ts // 10))
 
 
-def make(tmp_path, **cfg):
-    return AgentMemory("ann", tmp_path / "ann", MemoryConfig(**{"relevance": "dense", **cfg}), DIM)
+def make(tmp_path, write_behind=False, **cfg):
+    """Ann's memory; ``write_behind`` as a running simulation's stores (Chroma written at :meth:`AgentMemory.flush`,
+    deletes kept restorable until a flush with deletes)."""
+    return AgentMemory("ann", tmp_path / "ann", MemoryConfig(**{"relevance": "dense", **cfg}), DIM,
+                       write_behind=write_behind)
 
 
 def test_ids_are_deterministic_and_distinct():

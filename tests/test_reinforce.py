@@ -30,7 +30,7 @@ def routine(mem):
 
 
 def test_repeated_text_keeps_one_long_term_memory_with_refreshed_decay(tmp_path):
-    mem = make(tmp_path, reinforce_repeats=True)
+    mem = make(tmp_path, write_behind=True, reinforce_repeats=True)
     ops0, t0 = day_of(mem, 0, rating=6)
     assert [op["op"] for op in ops0 if op["text"] == ROUTINE] == ["move"]
     first = routine(mem)[0]
@@ -50,8 +50,11 @@ def test_repeated_text_keeps_one_long_term_memory_with_refreshed_decay(tmp_path)
     assert op["id"] == r.id and op["from_ids"] == [rec("ann", ROUTINE, t2, 7).id]
     assert op["replaces"] == [reinforced_id("ann", [first.id, rec("ann", ROUTINE, t1, 9).id])]
     assert not [o for o in ops2 if o["op"] in ("move", "forget") and o["text"] == ROUTINE]
-    # the replaced long-term memory waits in the trash until the next checkpoint
-    assert op["replaces"][0] in mem.trash and op["replaces"][0] not in mem.long_term
+    # the replaced long-term memory waits for the next checkpoint to leave Chroma; a restore can bring it back
+    replaced = op["replaces"][0]
+    assert replaced not in mem.long_term and mem.long_term.removed(replaced)[0].id == replaced
+    mem.flush()
+    assert mem.long_term.removed(replaced) is None and not mem.long_term.queued_deletes()
 
 
 def test_off_by_default_the_copies_accumulate(tmp_path):
@@ -82,12 +85,12 @@ def test_unimportant_repeats_are_forgotten_not_reinforced(tmp_path):
 
 
 def test_restore_to_a_snapshot_before_a_reinforce_is_exact(tmp_path):
-    mem = make(tmp_path, reinforce_repeats=True)
+    mem = make(tmp_path, write_behind=True, reinforce_repeats=True)
     day_of(mem, 0, rating=6)
     t = 1440 + 360
     mem.add([rec("ann", ROUTINE, t, 9)] + [rec("ann", f"x{i}", t + i, 2) for i in range(3)],
             np.stack([unit(1)] + [unit(0, 1, i) for i in range(3)]))
-    mem.empty_trash()  # a whole checkpoint here
+    mem.flush()  # a checkpoint here
     snap = mem.snapshot()
     before = {n: [(r.id, r.rating, r.timestamp, r.long_term_since, r.extra) for r in mem.tier(n).records]
               for n in mem.tiers}

@@ -24,19 +24,19 @@ from tests.test_resume import PERCEPT_KINDS, SETTINGS, TICKS, cli, new_run_args,
 
 WRITES = ("upsert", "delete", "update", "add")
 
-#: prints {"<owner>/<collection>": {id: [document, metadata, embedding]}} of every store under a run folder
+#: prints {"<owner>/<collection>": {id: [document, metadata without its owner, embedding]}} of a run's town store
 DUMP = """
 import json, sys
 from pathlib import Path
 import chromadb
 from chromadb.config import Settings
 out = {}
-for d in sorted(p for p in Path(sys.argv[1]).iterdir() if (p / "chroma.sqlite3").is_file()):
-    client = chromadb.PersistentClient(path=str(d), settings=Settings(anonymized_telemetry=False))
-    for col in client.list_collections():
-        got = client.get_collection(col.name).get(include=["documents", "metadatas", "embeddings"])
-        out[f"{d.name}/{col.name}"] = {i: [doc, meta, [float(x) for x in emb]] for i, doc, meta, emb in
-                                       zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"])}
+client = chromadb.PersistentClient(path=str(Path(sys.argv[1]) / "chroma"), settings=Settings(anonymized_telemetry=False))
+for col in client.list_collections():
+    got = client.get_collection(col.name).get(include=["documents", "metadatas", "embeddings"])
+    for i, doc, meta, emb in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"]):
+        owner = meta.pop("owner")
+        out.setdefault(f"{owner}/{col.name}", {})[i] = [doc, meta, [float(x) for x in emb]]
 print(json.dumps(out))
 """
 
@@ -60,10 +60,11 @@ class Counting:
 
 
 def tiers(sim):
-    """``"<agent>/<tier>"`` -> :class:`MemoryTier` of every store of the run (the trash included)."""
+    """``"<agent>/<tier>"`` -> :class:`MemoryTier` of every store of the run."""
     out = {}
     for pid, mem in sim.memories.items():
-        out.update({f"{pid}/{name}": t for name, t in mem.tiers.items()}, **{f"{pid}/trash": mem.trash})
+        assert mem.trash is None  # a run made now keeps no copies of deleted memories
+        out.update({f"{pid}/{name}": t for name, t in mem.tiers.items()})
     if sim.shared is not None:
         out["town/shared"] = sim.shared
     return out
@@ -72,7 +73,7 @@ def tiers(sim):
 def mirror(sim):
     """What the mirrors hold, in :func:`chroma_dump`'s shape (embeddings as float32 bytes)."""
     return {label: {r.id: (r.text, r.to_metadata(), t.embeddings_of([r.id])[0].tobytes()) for r in t.records}
-            for label, t in tiers(sim).items()}
+            for label, t in tiers(sim).items() if len(t)}
 
 
 def chroma_dump(run_dir):
@@ -137,25 +138,28 @@ def test_a_tick_writes_each_tier_at_most_once_and_chroma_ends_as_the_mirror(tmp_
     with sim:
         summary = sim.run(TICKS, on_tick)
         assert summary["ticks"] == TICKS and not summary["stopped"]
-        per_tick.append(Counter(log))  # the end of the run: the trash its last whole checkpoint emptied
+        per_tick.append(Counter(log))  # the end of the run: the marks its last whole checkpoint queued
         assert all(t.pending == 0 for t in tiers(sim).values())
         want = mirror(sim)
     ticks = [json.loads(x) for x in tick_lines(tmp_path / "w") if x]
     # the run makes the writes the old store sent one call each: both remember batches into one agent's
-    # short-term tier in one tick, rehearsal marks, consolidation moving and forgetting (trash, deletes), reflection
+    # short-term tier in one tick, rehearsal marks, consolidation moving and forgetting (deletes), reflection
     both = [t["tick"] for t in ticks for pid in ("ann", "ben", "cal")
             if {o["kind"] in PERCEPT_KINDS for o in t["memory"] if o["op"] == "add" and o["agent"] == pid
                 and o["tier"] == "short_term"} == {True, False}]
     ops = Counter(o["op"] for t in ticks for o in t["memory"])
     assert both and ops["rehearse"] and ops["move"] and ops["forget"] and ops["reflect"]
-    # per tier and tick: one write (an upsert, or a metadata update when only access marks changed), one delete
-    calls = [Counter((label, "delete" if method == "delete" else "write") for (label, method), n in c.items()
-                     for _ in range(n)) for c in per_tick]
+    # per tier and tick, for the whole town (every agent's tier is one collection): one write (an upsert, or a
+    # metadata update when only access marks changed), one delete
+    calls = [Counter((label.split("/")[1], "delete" if method == "delete" else "write")
+                     for (label, method), n in c.items() for _ in range(n)) for c in per_tick]
     assert all(n <= 1 for c in calls for n in c.values()), [c for c in calls if max(c.values(), default=0) > 1]
     assert not any(method == "add" for c in per_tick for _, method in c)
     written = Counter((label.split("/")[1], method) for c in per_tick for label, method in c)
-    assert {("short_term", "upsert"), ("long_term", "upsert"), ("long_term", "update"), ("trash", "upsert"),
-            ("short_term", "delete"), ("trash", "delete")} <= set(written)
+    assert {("short_term", "upsert"), ("long_term", "upsert"), ("long_term", "update"),
+            ("short_term", "delete")} <= set(written)
+    # the first agent's tiers carry the town's writes: the call counts do not grow with the agents
+    assert sum(sum(c.values()) for c in per_tick) <= 4 * len(per_tick)
     assert chroma_dump(tmp_path / "w") == want
 
 
@@ -163,11 +167,11 @@ def test_chroma_holds_the_mirror_after_sigkills_and_a_resume(tmp_path, rater_url
     from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
 
     run_dir = tmp_path / "k"
-    # killed between an agent's upserts and its deletes, then after the first agent's flush of a later tick
+    # killed after tick 6's checkpoint, before its deletes, then after the first collection's write of a later tick
     # (ticks 6 and 9 consolidate: memories move to long-term and are forgotten)
     r = cli(tmp_path, rater_url, *new_run_args("k"), kill_at="tick=6:phase=forget")
     assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]
-    assert read_checkpoint(run_dir)["ticks_done"] == 6
+    assert read_checkpoint(run_dir)["ticks_done"] == 7
     r = cli(tmp_path, rater_url, "--resume", str(run_dir), kill_at="tick=9:phase=persist")
     assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]
     assert read_checkpoint(run_dir)["ticks_done"] == 9
@@ -175,10 +179,57 @@ def test_chroma_holds_the_mirror_after_sigkills_and_a_resume(tmp_path, rater_url
     with Simulation.resume(run_dir, embedder=embedder) as sim:
         restored = mirror(sim)
         assert sum(len(t) for label, t in restored.items() if label.endswith("/short_term")) > 0
-        assert not any(restored[label] for label in restored if label.endswith("/trash"))
         assert chroma_dump(run_dir) == restored  # the roll-back is in Chroma before the first tick
         sim.run(TICKS - sim.ticks_done)
         want = mirror(sim)
     assert chroma_dump(run_dir) == want
     assert sum(len(t) for label, t in want.items() if label.endswith("/long_term")) > 0
 
+
+
+def test_a_run_in_the_per_agent_layout_resumes_with_its_trash_to_the_identical_end(tmp_path, rater_url, embedder,
+                                                                                     monkeypatch):
+    """A run made before the town store (one Chroma folder per agent, deleted memories copied to a trash) and killed
+    with a memory in its trash: the resume finds the layout, brings the memory back from the trash, empties it, and
+    ends with the trace and the memories of a run made in the town layout."""
+    import chromadb
+    from chromadb.config import Settings
+
+    import simulacra.runtime as runtime
+    from simulacra.memory.chroma import EmbeddedChroma
+    from simulacra.runtime import forget_chroma_clients
+    from tests.conftest import read_stores
+
+    config = load_config(None, [f"rater.url={rater_url}", *SETTINGS])
+    with Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
+                           run_name="ref", embedder=embedder) as sim:
+        sim.run(TICKS)
+    made = runtime.store_location
+    monkeypatch.setattr(runtime, "store_location", lambda cfg, run_dir: EmbeddedChroma(run_dir, layout="owners"))
+    with Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
+                           run_name="old", embedder=embedder) as sim:
+        sim.run(6)
+    monkeypatch.setattr(runtime, "store_location", made)
+    run_dir = tmp_path / "old"
+    assert not (run_dir / "chroma").exists() and (run_dir / "ann" / "chroma.sqlite3").is_file()
+    # what the old code left when killed between deleting a memory and the next checkpoint: the memory in the trash
+    forget_chroma_clients()
+    client = chromadb.PersistentClient(path=str(run_dir / "ann"), settings=Settings(anonymized_telemetry=False))
+    lt = client.get_collection("long_term")
+    got = lt.get(include=["documents", "metadatas", "embeddings"], limit=1)
+    assert got["ids"], "the first 6 ticks promote memories to long-term"
+    client.get_or_create_collection("trash", embedding_function=None, configuration={"hnsw": {"space": "l2"}}).upsert(
+        ids=got["ids"], documents=got["documents"], metadatas=got["metadatas"], embeddings=got["embeddings"])
+    lt.delete(ids=got["ids"])
+    forget_chroma_clients()
+    with Simulation.resume(run_dir, embedder=embedder) as sim:
+        assert sim.rt.location.layout == "owners" and sim.memories["ann"].trash is not None
+        assert got["ids"][0] in sim.memories["ann"].long_term  # back from the trash
+        sim.run(TICKS - sim.ticks_done)
+        assert len(sim.memories["ann"].trash) == 0
+        old = {pid: {n: {r.id: r for r in t.records} for n, t in mem.tiers.items()} for pid, mem in sim.memories.items()}
+    assert tick_lines(run_dir) == tick_lines(tmp_path / "ref")
+    assert not (run_dir / "chroma").exists()  # written on in its own layout
+    ref = read_stores(tmp_path / "ref", ("ann", "ben", "cal"))
+    assert {pid: {n: set(t) for n, t in tiers.items()} for pid, tiers in old.items()} == \
+        {pid: {n: set(t) for n, t in tiers.items()} for pid, tiers in ref.items()}

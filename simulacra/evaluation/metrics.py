@@ -175,16 +175,17 @@ class Knowledge:
 
     def __init__(self, run: Run, embedder, sim: Similarity):
         from simulacra.config import config_from_dict, recorded_config
-        from simulacra.memory.store import MemoryTier
-        from simulacra.memory.stream import AgentMemory, open_chroma
+        from simulacra.memory.stream import AgentMemory
+        from simulacra.runtime import open_shared, store_location
 
         self.run, self.embedder, self.sim = run, embedder, sim
         self.config = config_from_dict(recorded_config(run.header["config"]), f"{run.run_dir}/trace.jsonl header")
+        location = store_location(self.config.memory, run.run_dir)  # the run's own stores, embedded or on a server
         shared = None
-        if run.header["world"].get("shared_memory") and (run.run_dir / "town").is_dir():
-            shared = MemoryTier(open_chroma(run.run_dir / "town"), "shared", embedder.dim, self.config.memory.distance)
-        self.memories = {a: AgentMemory(a, run.run_dir / a, self.config.memory, embedder.dim, shared=shared)
-                         for a in run.agents}
+        if run.header["world"].get("shared_memory") and location.has_store("town", "shared"):
+            shared = open_shared(location, self.config.memory, embedder.dim)
+        self.memories = {a: AgentMemory(a, run.run_dir / a, self.config.memory, embedder.dim, shared=shared,
+                                        location=location) for a in run.agents}
         self._q: dict[str, np.ndarray] = {}
 
     def retrieve(self, agent: str, question: str, minute: int):

@@ -1,9 +1,10 @@
 """Where a run's Chroma collections live: embedded folders (the default) or a Chroma server.
 
-Embedded (:class:`EmbeddedChroma`): one ``chromadb.PersistentClient`` per owner under the run folder,
-``database/<run>/<agent>/`` (and ``database/<run>/town/`` for the shared tier); a collection is named after its
-tier (``static``, ``short_term``, ``long_term``, ``trash``, ``shared``). A new store's SQLite file is made in
-write-ahead-log mode (:func:`use_wal`: one fsync per write instead of four).
+Embedded (:class:`EmbeddedChroma`): one ``chromadb.PersistentClient`` for the run at ``database/<run>/chroma/``,
+one collection per tier (``static``, ``short_term``, ``long_term``, ``shared``) shared by the owners, each record
+tagged with its owner (runs made before session 7: one client per owner under ``database/<run>/<agent>/`` and
+``database/<run>/town/``, still read and resumed). A new store's SQLite file is made in write-ahead-log mode
+(:func:`use_wal`: one fsync per write instead of four).
 
 Server (:class:`ChromaServer`, ``memory.chroma_url: http://host:port``): one ``chromadb.HttpClient`` for the
 whole run and one collection per owner and tier, named by :func:`collection_name` from the run folder's name, the
@@ -42,6 +43,10 @@ T = TypeVar("T")
 MAX_NAME = 63
 #: the SQLite file of an embedded Chroma store, in its folder
 SQLITE_FILE = "chroma.sqlite3"
+#: folder of a run's embedded town store (every owner's collections), in the run folder
+TOWN_STORE = "chroma"
+#: metadata key of a record's owner in a collection several owners share (agent id or ``town``)
+OWNER_KEY = "owner"
 #: metadata key naming the run a collection belongs to
 RUN_KEY = "simulacra_run"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
@@ -112,31 +117,73 @@ def collection_name(run: str, owner: str, tier: str) -> str:
 
 
 class EmbeddedChroma:
-    """Collections in ``PersistentClient`` folders under ``run_dir`` (one folder per owner); no retries."""
+    """A run's collections in embedded Chroma under ``run_dir``; no retries.
+
+    Layout of a run made since session 7 (``town``): one ``PersistentClient`` at ``<run_dir>/chroma/``
+    (:data:`TOWN_STORE`) holding one collection per tier (``static``, ``short_term``, ``long_term``, ``shared``)
+    shared by every owner; each record's metadata names its owner (``owner``, an agent id or ``town``), and a
+    :class:`~simulacra.memory.store.MemoryTier` is one owner's part. A tick's writes of all agents to one tier are
+    then one Chroma call (:func:`~simulacra.memory.store.flush_tiers`), and a run holds one client (one SQLite
+    file, one set of caches) instead of one per agent.
+
+    Layout of an older run (``owners``): one ``PersistentClient`` per owner under ``<run_dir>/<owner>/``, its
+    collections named after the tiers (and a ``trash``); such a run is read, resumed and written in its own layout.
+
+    Args:
+        run_dir: the run folder.
+        layout: ``"town"`` or ``"owners"``; default: what the folder holds (``town`` for a new run).
+    Raises:
+        ValueError: another ``layout``.
+    """
 
     remote = False
 
-    def __init__(self, run_dir: str | Path):
+    def __init__(self, run_dir: str | Path, layout: str | None = None):
         self.run_dir = Path(run_dir)
+        if layout is None:
+            layout = "town" if (self.run_dir / TOWN_STORE / SQLITE_FILE).is_file() or not self._owner_stores() \
+                else "owners"
+        if layout not in ("town", "owners"):
+            raise ValueError(f"layout {layout!r}: expected 'town' or 'owners'")
+        self.layout = layout
+
+    def _owner_stores(self) -> bool:
+        try:
+            return any((p / SQLITE_FILE).is_file() for p in self.run_dir.iterdir() if p.is_dir())
+        except FileNotFoundError:
+            return False
 
     def __str__(self) -> str:
         return str(self.run_dir)
 
     def client(self, owner: str):
-        """The client of ``owner``'s folder ``<run_dir>/<owner>``."""
-        return open_chroma(self.run_dir / owner)
+        """The client holding ``owner``'s collections: the run's one client (``<run_dir>/chroma``), or in an older
+        run the client of ``<run_dir>/<owner>``."""
+        return open_chroma(self.run_dir / (TOWN_STORE if self.layout == "town" else owner))
 
     def tier_args(self, owner: str, tier: str) -> dict[str, Any]:
-        """Keyword arguments of :class:`~simulacra.memory.store.MemoryTier` for ``owner``'s ``tier``: none (the
-        collection is named after the tier)."""
-        return {}
+        """Keyword arguments of :class:`~simulacra.memory.store.MemoryTier` for ``owner``'s ``tier``: its ``owner``
+        in the shared collection named after the tier (none in an older run: the collection is the owner's)."""
+        return {"owner": owner} if self.layout == "town" else {}
 
     def claim(self, resume: bool, overwrite: bool) -> None:
         """Nothing to do: the run folder, made or reopened by the caller, holds the stores."""
 
     def has_store(self, owner: str, tier: str = "static") -> bool:
-        """Whether ``owner`` has a store in the run folder (``tier`` is not checked: one store holds every tier)."""
-        return (self.run_dir / owner / SQLITE_FILE).is_file()
+        """Whether the run folder holds ``owner``'s ``tier`` (at least one record of it; in an older run, whether
+        the owner's folder has a store, or for ``trash`` that collection)."""
+        if self.layout == "owners":
+            folder = self.run_dir / owner
+            if not (folder / SQLITE_FILE).is_file():
+                return False
+            return tier != "trash" or "trash" in {c.name for c in open_chroma(folder).list_collections()}
+        if tier == "trash" or not (self.run_dir / TOWN_STORE / SQLITE_FILE).is_file():
+            return False
+        client = open_chroma(self.run_dir / TOWN_STORE)
+        if tier not in {c.name for c in client.list_collections()}:
+            return False
+        got = client.get_collection(tier).get(where={OWNER_KEY: owner}, limit=1, include=[])
+        return bool(got["ids"])
 
 
 class ChromaServer:

@@ -15,10 +15,13 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from simulacra.killpoint import kill_point
+from simulacra.memory.chroma import OWNER_KEY
 from simulacra.memory.index import BOUND_MIN_ROWS, MirrorIndex
 from simulacra.memory.lexical import LexicalIndex
 from simulacra.memory.records import MemoryRecord, RetrievedMemory
@@ -52,14 +55,20 @@ class MemoryTier:
             :meth:`~simulacra.memory.chroma.ChromaServer.call`); ``None`` calls directly.
         write_behind: queue the Chroma side of every write until :meth:`flush` (``False``: each write flushes
             before it returns).
+        owner: the collection is shared by several owners (a run's embedded town store,
+            :class:`~simulacra.memory.chroma.EmbeddedChroma`): this tier is the records whose metadata ``owner``
+            (:data:`OWNER_KEY`) is ``owner``; every record written carries it. ``None``: the collection is the tier's
+            alone.
     Raises:
         ValueError: the collection exists with another distance space.
         StoreUnavailable: with a server's ``retry``, the server did not answer within its retry window.
     """
 
     def __init__(self, client, tier: str, dim: int, space: str = "l2", bound_min_rows: int | None = BOUND_MIN_ROWS,
-                 *, name: str | None = None, metadata: dict | None = None, retry=None, write_behind: bool = False):
+                 *, name: str | None = None, metadata: dict | None = None, retry=None, write_behind: bool = False,
+                 owner: str | None = None):
         self.tier = tier
+        self.owner = owner
         self.write_behind = write_behind
         self.dim = dim
         self.space = space
@@ -80,7 +89,8 @@ class MemoryTier:
         self._stored: set[str] = set()  # ids Chroma holds (read at open, then as flushed)
         self._dirty: dict[str, None] = {}  # ids written (record and embedding) since the last flush, in order
         self._touched: dict[str, None] = {}  # ids whose metadata alone changed since the last flush
-        self._removed: dict[str, None] = {}  # ids deleted from the mirror since the last flush
+        # ids deleted from the mirror since the last flush with deletes, with their record and embedding (removed)
+        self._removed: dict[str, tuple[MemoryRecord, np.ndarray]] = {}
         self._unsaved: dict[str, None] = {}  # ids whose metadata changed by update_local, not yet queued (save_local)
         self._load()
 
@@ -89,16 +99,20 @@ class MemoryTier:
         return fn() if self._retry is None else self._retry(fn, f"{what} collection {self.name}")
 
     def _load(self) -> None:
-        total = self._call(self.collection.count, "counting")
+        where = None if self.owner is None else {OWNER_KEY: self.owner}
         records: list[MemoryRecord] = []
         vectors: list[np.ndarray] = []
-        for offset in range(0, total, _PAGE):
+        offset = 0
+        while True:
             got = self._call(lambda offset=offset: self.collection.get(
-                include=["embeddings", "documents", "metadatas"], limit=_PAGE, offset=offset
+                where=where, include=["embeddings", "documents", "metadatas"], limit=_PAGE, offset=offset
             ), "reading")
             for id_, doc, meta in zip(got["ids"], got["documents"], got["metadatas"]):
                 records.append(MemoryRecord.from_metadata(id_, doc or "", meta or {}))
             vectors.append(np.asarray(got["embeddings"], dtype=np.float32).reshape(-1, self.dim))
+            if len(got["ids"]) < _PAGE:
+                break
+            offset += _PAGE
         self._stored = {r.id for r in records}
         if not records:
             return
@@ -275,13 +289,14 @@ class MemoryTier:
         present = [i for i in dict.fromkeys(ids) if i in self._row]
         if not present:
             return
+        for i in present:  # kept until the delete reaches Chroma (removed)
+            self._removed[i] = (self._records[self._row[i]], self.index.embeddings[self._row[i]].copy())
         keep = np.ones(len(self._records), dtype=bool)
         keep[[self._row[i] for i in present]] = False
         self._records = [r for r, k in zip(self._records, keep) if k]
         self._row = {r.id: i for i, r in enumerate(self._records)}
         self.index.keep(keep)
         self.lexical.keep(keep)
-        self._removed.update(dict.fromkeys(present))
         self._written()
 
     def reorder(self, ids: Sequence[str]) -> None:
@@ -352,71 +367,157 @@ class MemoryTier:
 
     @property
     def pending_deletes(self) -> bool:
-        """Whether :meth:`flush_deletes` has an id to delete from Chroma."""
+        """Whether a flush with deletes has an id to delete from Chroma."""
         return any(i in self._stored and i not in self._row for i in self._removed)
 
-    def flush_upserts(self) -> int:
-        """Write to Chroma in one call what changed since the last flush among the memories still in the tier; returns
-        the calls made (0 or 1).
+    def _metadata(self, rec: MemoryRecord) -> dict:
+        meta = rec.to_metadata(clear_unset=True)
+        if self.owner is not None:
+            meta[OWNER_KEY] = self.owner
+        return meta
 
-        When a memory was written (new, or overwritten), one ``upsert`` of the final record and mirror embedding of
-        every memory written or changed (in the order first written; metadata-only changes ride along); when only
-        metadata changed (access marks), one ``update`` of those memories' metadata. Why: on chromadb 1.5 (embedded,
-        WAL) a metadata ``update`` of 5 memories takes about half the time of an upsert of the same 5 with their
-        embeddings, while 5 new plus 5 changed memories cost about the same in one upsert as in an upsert and an
-        update (``python -m bench.chroma_writes``, ``docs/scale.md``). The metadata is given with its unset optional
-        fields as ``None`` (:meth:`MemoryRecord.to_metadata` ``clear_unset``): Chroma merges an upserted or updated
-        id's metadata into what it holds, so a cleared access mark must be removed explicitly. Idempotent: a
-        retried or repeated call changes nothing twice.
+    def queued(self) -> tuple[_Upsert | None, _Update | None]:
+        """What :meth:`flush` would write now, without writing it: the upsert (every memory written or changed,
+        final record and mirror embedding, in the order first written; metadata-only changes ride along when there is
+        an upsert) or else the metadata update (only access marks changed), each ``None`` when empty.
 
-        Raises:
-            StoreUnavailable: with a server's ``retry``, the server did not answer within its retry window (the
-                queue is kept).
-        """
+        Why a metadata-only change is an ``update``: on chromadb 1.5 (embedded, WAL) an update of 5 memories' metadata
+        takes about half the time of an upsert of the same 5 with their embeddings (``python -m bench.chroma_writes``,
+        ``docs/scale.md``). The metadata is given with its unset optional fields as ``None``
+        (:meth:`MemoryRecord.to_metadata` ``clear_unset``): Chroma merges an upserted or updated id's metadata into
+        what it holds, so a cleared access mark must be removed explicitly."""
         touched = [i for i in self._touched if i in self._row and i not in self._dirty]
         ids = [i for i in self._dirty if i in self._row] + [i for i in touched if i not in self._stored]
         if ids:
             ids += [i for i in touched if i in self._stored]
             rows = [self._row[i] for i in ids]
             recs = [self._records[r] for r in rows]
-            emb = self.index.embeddings[rows]
-            docs, metas = [r.text for r in recs], [r.to_metadata(clear_unset=True) for r in recs]
-            self._call(lambda: self.collection.upsert(ids=ids, embeddings=emb, documents=docs, metadatas=metas),
-                       "writing to")
-            self._stored.update(ids)
-            kill_point("chroma")
-        elif touched:
-            metas = [self._records[self._row[i]].to_metadata(clear_unset=True) for i in touched]
-            self._call(lambda: self.collection.update(ids=touched, metadatas=metas), "updating")
-            kill_point("chroma")
+            return _Upsert(ids, self.index.embeddings[rows], [r.text for r in recs],
+                           [self._metadata(r) for r in recs]), None
+        if touched:
+            return None, _Update(touched, [self._metadata(self._records[self._row[i]]) for i in touched])
+        return None, None
+
+    def _upserted(self) -> None:
+        """The writes of :meth:`queued` are in Chroma."""
+        self._stored.update(i for i in self._dirty if i in self._row)
+        self._stored.update(i for i in self._touched if i in self._row)
+        for i in self._dirty:
+            self._unsaved.pop(i, None)  # the upsert carried the record's current marks
         self._dirty.clear()
         self._touched.clear()
-        return 1 if ids or touched else 0
 
-    def flush_deletes(self) -> int:
-        """Delete from Chroma, in one ``delete``, every id it holds that has left the tier since the last flush;
-        returns the calls made (0 or 1).
+    def removed(self, memory_id: str) -> tuple[MemoryRecord, np.ndarray] | None:
+        """The record and embedding of a memory deleted from the tier whose delete has not reached Chroma yet (a
+        running simulation flushes deletes after a checkpoint), so that a restore to the last checkpoint can put it
+        back; ``None`` otherwise (never deleted, deleted for good, or back in the tier)."""
+        return None if memory_id in self._row else self._removed.get(memory_id)
 
-        Raises:
-            StoreUnavailable: as :meth:`flush_upserts`.
-        """
-        gone = [i for i in self._removed if i in self._stored and i not in self._row]
-        if gone:
-            self._call(lambda: self.collection.delete(ids=gone), "deleting from")
-            self._stored.difference_update(gone)
+    def queued_deletes(self) -> list[str]:
+        """The ids a flush with deletes would delete from Chroma: held there, no longer in the tier."""
+        return [i for i in self._removed if i in self._stored and i not in self._row]
+
+    def _deleted(self) -> None:
+        self._stored.difference_update(i for i in self._removed if i not in self._row)
         self._removed.clear()
-        return 1 if gone else 0
 
-    def flush(self) -> int:
-        """Apply the queued writes to Chroma: :meth:`flush_upserts`, then :meth:`flush_deletes`; afterwards Chroma
-        holds exactly the mirror's ids, texts, metadata and embeddings. Returns the calls made (0 to 2).
+    def flush(self, deletes: bool = True) -> int:
+        """Apply this tier's queued writes to Chroma (:func:`flush_tiers` of this tier alone); returns the calls made.
 
         Raises:
-            StoreUnavailable: as :meth:`flush_upserts`.
+            StoreUnavailable: with a server's ``retry``, the server did not answer within its retry window (the
+                queue is kept).
         """
-        return self.flush_upserts() + self.flush_deletes()
+        return flush_tiers([self], deletes=deletes)
 
     def importance(self, now: float, params: ScoringParams) -> np.ndarray:
         """Decayed importance of every memory at game minute ``now``, in row order (:func:`decayed_importance`
         with ``params``' decay and exponent), shape ``(n,)``."""
         return self.index.importance(now, params)
+
+
+
+@dataclass
+class _Upsert:
+    ids: list[str]
+    embeddings: np.ndarray
+    documents: list[str]
+    metadatas: list[dict]
+
+
+@dataclass
+class _Update:
+    ids: list[str]
+    metadatas: list[dict]
+
+
+def flush_tiers(tiers: Sequence[MemoryTier], deletes: bool = True, each=None) -> int:
+    """Write the queued changes of ``tiers`` to Chroma with as few calls as the collections allow: per collection
+    (tiers sharing one, e.g. every agent's short-term memory in a run's embedded town store, are written together)
+    one ``upsert``, or one metadata ``update`` when only access marks changed, in the order of ``tiers``; then, with
+    ``deletes``, one ``delete`` per collection. Returns the calls made.
+
+    Why grouped: an embedded Chroma write costs about 2.4 ms per call plus 0.5-0.8 ms per record (chromadb 1.5,
+    ``docs/scale.md``), and a tick writes a few memories for each of many agents, so one call per collection instead
+    of one per agent and tier is most of the store's time saved. Every write is idempotent (upsert, update and delete
+    by id), so a call retried after a lost answer, or made again after a kill, changes nothing twice.
+
+    Kill points: ``chroma`` after each upsert or update call, ``each()`` (if given) after each collection's writes,
+    ``forget`` before the first delete call.
+
+    Raises:
+        StoreUnavailable: a tier's retrying call gave up (the writes not made stay queued in their tiers).
+    """
+    groups: dict[str, list[MemoryTier]] = {}
+    for t in tiers:
+        groups.setdefault(str(t.collection.id), []).append(t)
+    calls = 0
+    for members in groups.values():
+        first = members[0]
+        ups, upd = [], []
+        for t in members:
+            u, m = t.queued()
+            if u is not None:
+                ups.append((t, u))
+            elif m is not None:
+                upd.append((t, m))
+        if ups:
+            # a metadata-only change of a tier sharing the collection rides along in the upsert (same cost per record)
+            for t, m in upd:
+                rows = [t._row[i] for i in m.ids]
+                ups.append((t, _Upsert(m.ids, t.index.embeddings[rows], [t._records[r].text for r in rows],
+                                       m.metadatas)))
+            upd = []
+            ids = [i for _, u in ups for i in u.ids]
+            emb = np.concatenate([u.embeddings for _, u in ups])
+            docs = [d for _, u in ups for d in u.documents]
+            metas = [x for _, u in ups for x in u.metadatas]
+            first._call(partial(first.collection.upsert, ids=ids, embeddings=emb, documents=docs, metadatas=metas),
+                        "writing to")
+            calls += 1
+            kill_point("chroma")
+        elif upd:
+            ids = [i for _, m in upd for i in m.ids]
+            metas = [x for _, m in upd for x in m.metadatas]
+            first._call(partial(first.collection.update, ids=ids, metadatas=metas), "updating")
+            calls += 1
+            kill_point("chroma")
+        for t in members:
+            t._upserted()
+        if (ups or upd) and each is not None:
+            each()
+    if not deletes:
+        return calls
+    killed = False
+    for members in groups.values():
+        first = members[0]
+        gone = [i for t in members for i in t.queued_deletes()]
+        if gone:
+            if not killed:
+                kill_point("forget")
+                killed = True
+            first._call(partial(first.collection.delete, ids=gone), "deleting from")
+            calls += 1
+        for t in members:
+            t._deleted()
+    return calls

@@ -26,12 +26,11 @@ import numpy as np
 
 from simulacra.config import MemoryConfig
 from simulacra.errors import CheckpointError
-from simulacra.killpoint import kill_point
 from simulacra.memory.chroma import open_chroma
 from simulacra.memory.records import TIERS, MemoryRecord, RetrievedMemory
 from simulacra.memory.scoring import ScoringParams
 from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
-from simulacra.memory.store import MemoryTier
+from simulacra.memory.store import MemoryTier, flush_tiers
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +74,11 @@ class AgentMemory:
             return MemoryTier(self.client, name, dim, config.distance, write_behind=write_behind, **args)
 
         self.tiers: dict[str, MemoryTier] = {name: tier(name) for name in TIERS}
-        # memories deleted since the last checkpoint, kept until the next one so that a resume can restore them
-        self.trash = tier("trash")
+        # a store made before deletes were deferred (session 7) may hold copies of deleted memories that a resume of
+        # it needs: read, never written, emptied after the first checkpoint
+        has_trash = (location.has_store(agent, "trash") if location is not None
+                     else "trash" in {getattr(c, "name", c) for c in self.client.list_collections()})
+        self.trash: MemoryTier | None = tier("trash") if has_trash else None
         self.shared = shared
         self.last_consolidation: float | None = None
         self.importance_since_reflection = 0.0
@@ -291,13 +293,12 @@ class AgentMemory:
         ]
 
     def _delete(self, tier: MemoryTier, records: Sequence[MemoryRecord]) -> None:
-        """Delete ``records`` from ``tier``, keeping a copy in :attr:`trash` until :meth:`empty_trash` (after the
-        next checkpoint), so that rolling back to a checkpoint can bring them back."""
-        if not records:
-            return
-        ids = [r.id for r in records]
-        self.trash.upsert(list(records), tier.embeddings_of(ids))
-        tier.delete(ids)
+        """Delete ``records`` from ``tier``: from the mirror at once; from Chroma when the stores are next flushed
+        with deletes, which a running simulation does only after a checkpoint that no longer lists them
+        (:meth:`simulacra.simulation.Simulation.step`), so that until then a resume finds them where the previous
+        checkpoint has them."""
+        if records:
+            tier.delete([r.id for r in records])
 
     def save_marks(self) -> None:
         """Queue for Chroma the access marks :meth:`mark_accessed` set since the last save (written by the next
@@ -306,29 +307,28 @@ class AgentMemory:
             self.tiers[name].save_local()
 
     def empty_trash(self) -> None:
-        """Drop the copies of deleted memories (a checkpoint no longer needs them)."""
-        self.trash.delete(self.trash.ids)
+        """Drop the copies of deleted memories that a store made before deletes were deferred holds (a checkpoint
+        no longer needs them); nothing without such a store."""
+        if self.trash is not None and len(self.trash):
+            self.trash.delete(self.trash.ids)
 
-    #: the order :meth:`flush` writes the tiers in: the trash first, so that a memory leaving a tier is in the trash
-    #: (or, moved by consolidation, in long-term) in Chroma before any tier's delete
-    FLUSH_ORDER = ("trash", "long_term", "short_term", "static")
+    @property
+    def all_tiers(self) -> list[MemoryTier]:
+        """The agent's own tiers in the order they are flushed (long-term first: a moved memory is written there
+        before it leaves short-term), the legacy trash last; the shared tier is not included."""
+        order = [self.tiers[n] for n in ("long_term", "short_term", "static")]
+        return order + ([self.trash] if self.trash is not None else [])
 
-    def flush(self) -> int:
-        """Apply every tier's queued writes to Chroma (:meth:`MemoryTier.flush`): all the agent's upserts, in
-        :attr:`FLUSH_ORDER`, before any delete, so that at every moment (a kill included) each memory a checkpoint
-        lists is still somewhere in the agent's store for :meth:`restore`. Between the upserts and the deletes is the
-        ``forget`` kill point (when something is to be deleted). The shared tier is flushed by its owner
-        (:meth:`simulacra.runtime.Runtime.flush`). Returns the Chroma calls made (at most 2 per tier).
+    def flush(self, deletes: bool = True) -> int:
+        """Apply every tier's queued writes to Chroma (:func:`~simulacra.memory.store.flush_tiers`: per tier one upsert
+        or metadata update, then, with ``deletes``, one delete). A running simulation flushes every store together
+        (:meth:`simulacra.runtime.Runtime.flush`). Returns the Chroma calls made.
 
         Raises:
             StoreUnavailable: a Chroma server did not answer within its retry window (the unwritten rest stays
                 queued).
         """
-        tiers = [self.trash if name == "trash" else self.tiers[name] for name in self.FLUSH_ORDER]
-        calls = sum(t.flush_upserts() for t in tiers)
-        if any(t.pending_deletes for t in tiers):
-            kill_point("forget")
-        return calls + sum(t.flush_deletes() for t in tiers[1:] + tiers[:1])
+        return flush_tiers(self.all_tiers, deletes=deletes)
 
     def snapshot(self) -> dict[str, Any]:
         """What a checkpoint records: per tier, its memory ids in row order, and under ``"last_accessed"`` the access
@@ -359,7 +359,7 @@ class AgentMemory:
             raise CheckpointError(f"checkpoint of {self.agent}: unknown tiers {sorted(unknown)}")
         counts = {"restored": 0, "dropped": 0}
         for name, want in tiers.items():
-            others = [self.trash] + [t for n, t in self.tiers.items() if n != name]
+            others = ([self.trash] if self.trash is not None else []) + [t for n, t in self.tiers.items() if n != name]
             counts["restored"] += restore_missing(self.tiers[name], want, others, self.agent, name == "short_term")
         for name, want in tiers.items():
             counts["dropped"] += roll_back(self.tiers[name], want)
@@ -549,9 +549,10 @@ def reinforced_id(agent: str, ids: Sequence[str]) -> str:
 
 def restore_missing(tier: MemoryTier, want: Sequence[str], sources: Sequence[MemoryTier], owner: str,
                     short_term: bool = False) -> int:
-    """Write back into ``tier`` the ids of ``want`` it lacks, copied (record and embedding) from the first of
-    ``sources`` that holds each (``long_term_since`` cleared when ``short_term``: a short-term memory has none,
-    whichever tier the copy was last deleted from); returns how many.
+    """Write back into ``tier`` the ids of ``want`` it lacks: the tier's own copy of a memory deleted since the last
+    flush with deletes (:meth:`MemoryTier.removed`), else a copy (record and embedding) from the first of ``sources``
+    that holds it (``long_term_since`` cleared when ``short_term``: a short-term memory has none, whichever tier the
+    copy was last deleted from); returns how many.
 
     Raises:
         CheckpointError: an id is in none of the sources.
@@ -561,13 +562,16 @@ def restore_missing(tier: MemoryTier, want: Sequence[str], sources: Sequence[Mem
         return 0
     recs, embs = [], []
     for i in missing:
-        src = next((s for s in sources if i in s), None)
-        if src is None:
+        copy = tier.removed(i)  # deleted from this tier since the checkpoint, not yet from Chroma
+        if copy is None:
+            src = next((s for s in sources if i in s), None)
+            copy = None if src is None else (src.get(i), src.embeddings_of([i])[0])
+        if copy is None:
             raise CheckpointError(f"memory {i} of {owner}'s {tier.tier} tier is in the checkpoint but no longer in the "
                                   f"store; the run folder was changed outside simulacra and cannot be resumed")
-        rec = src.get(i)
+        rec, emb = copy
         recs.append(replace(rec, long_term_since=None) if short_term else rec)
-        embs.append(src.embeddings_of([i])[0])
+        embs.append(emb)
     tier.upsert(recs, np.stack(embs))
     return len(recs)
 
