@@ -281,7 +281,8 @@ def open_shared(location, config: MemoryConfig, dim: int, write_behind: bool = F
 def open_stores(world: World, config: Config, run_dir: Path, embedder, ids: Sequence[str], location=None):
     """Each agent's :class:`AgentMemory` (static memory embedded once) and the town's shared tier (or ``None``),
     at ``location`` (default :func:`store_location` of the config), in write-behind mode (:meth:`Runtime.flush`
-    writes them to Chroma); the static memories of every agent are written before this returns (one call per collection)."""
+    writes them to Chroma); the static memories of every agent are written before this returns (one call per
+    collection)."""
     location = location or store_location(config.memory, run_dir)
     dim = embedder.dim
     shared = None

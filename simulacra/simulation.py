@@ -406,9 +406,9 @@ class Simulation:
         ends at the last complete tick and the summary's ``stopped`` says why and how to resume. Any other exception
         propagates; in every case the last checkpoint (:meth:`checkpoint`, at the latest after the last complete tick
         when ``simulation.checkpoint_every`` is 1) is where :meth:`resume` takes up the run, undoing what the unfinished
-        tick wrote. The last tick run is always checkpointed, whole (``checkpoint.json``
-        alone), and the stores then flushed with their deletes; ``target_ticks`` (ticks done + ``ticks``) is recorded for
-        ``simulacra run --resume``.
+        tick wrote. The last tick run is always checkpointed, whole (``checkpoint.json`` alone), and the stores then
+        flushed with their deletes; ``target_ticks`` (ticks done + ``ticks``) is recorded for ``simulacra run
+        --resume``.
         """
         self.target_ticks = self.ticks_done + ticks
         for _ in range(ticks):

@@ -61,7 +61,8 @@ def read_stores(run_dir, owners, tiers=("static", "short_term", "long_term")) ->
 
     from simulacra.runtime import forget_chroma_clients
 
-    client = chromadb.PersistentClient(path=str(Path(run_dir) / "chroma"), settings=Settings(anonymized_telemetry=False))
+    client = chromadb.PersistentClient(path=str(Path(run_dir) / "chroma"),
+                                       settings=Settings(anonymized_telemetry=False))
     names = {c.name for c in client.list_collections()}
     out = {}
     for owner in owners:
@@ -74,6 +75,7 @@ def read_stores(run_dir, owners, tiers=("static", "short_term", "long_term")) ->
                                                   include=["documents", "metadatas", "embeddings"])
             out[owner][tier] = {i: (d, {k: v for k, v in m.items() if k != "owner"},
                                     np.asarray(e, dtype=np.float32).tobytes())
-                                for i, d, m, e in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"])}
+                                for i, d, m, e in zip(got["ids"], got["documents"], got["metadatas"],
+                                                      got["embeddings"])}
     forget_chroma_clients()
     return out

@@ -31,7 +31,8 @@ from pathlib import Path
 import chromadb
 from chromadb.config import Settings
 out = {}
-client = chromadb.PersistentClient(path=str(Path(sys.argv[1]) / "chroma"), settings=Settings(anonymized_telemetry=False))
+client = chromadb.PersistentClient(path=str(Path(sys.argv[1]) / "chroma"),
+                                   settings=Settings(anonymized_telemetry=False))
 for col in client.list_collections():
     got = client.get_collection(col.name).get(include=["documents", "metadatas", "embeddings"])
     for i, doc, meta, emb in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"]):
@@ -227,7 +228,8 @@ def test_a_run_in_the_per_agent_layout_resumes_with_its_trash_to_the_identical_e
         assert got["ids"][0] in sim.memories["ann"].long_term  # back from the trash
         sim.run(TICKS - sim.ticks_done)
         assert len(sim.memories["ann"].trash) == 0
-        old = {pid: {n: {r.id: r for r in t.records} for n, t in mem.tiers.items()} for pid, mem in sim.memories.items()}
+        old = {pid: {n: {r.id: r for r in t.records} for n, t in mem.tiers.items()}
+               for pid, mem in sim.memories.items()}
     assert tick_lines(run_dir) == tick_lines(tmp_path / "ref")
     assert not (run_dir / "chroma").exists()  # written on in its own layout
     ref = read_stores(tmp_path / "ref", ("ann", "ben", "cal"))
