@@ -235,3 +235,24 @@ def test_a_run_in_the_per_agent_layout_resumes_with_its_trash_to_the_identical_e
     ref = read_stores(tmp_path / "ref", ("ann", "ben", "cal"))
     assert {pid: {n: set(t) for n, t in tiers.items()} for pid, tiers in old.items()} == \
         {pid: {n: set(t) for n, t in tiers.items()} for pid, tiers in ref.items()}
+
+
+def test_a_write_larger_than_chroma_takes_is_split(tmp_path):
+    """Chroma refuses a call of more records than its batch size (5,461 embedded: a 100-agent town's static
+    memories are more): the flush splits it, and every record arrives."""
+    from simulacra.memory.store import flush_tiers
+
+    client = open_chroma(tmp_path / "a")
+    tiers = [MemoryTier(client, "short_term", 8, write_behind=True, owner=o) for o in ("ann", "ben")]
+    log: list = []
+    for t in tiers:
+        t.max_batch = 2
+        t.collection = Counting(t.collection, t.owner, log)
+    for k, t in enumerate(tiers):
+        t.upsert([MemoryRecord(id=f"{t.owner}{i}", text=f"m{i}", kind="observation", rating=5, timestamp=0.0, tick=0)
+                  for i in range(2 + k)], np.stack([unit(1, i) for i in range(2 + k)]))
+    assert flush_tiers(tiers) == 3 and log == [("ann", "upsert")] * 3  # 5 records, 2 per call, on one collection
+    tiers[1].delete(["ben0", "ben1", "ben2"])
+    assert flush_tiers(tiers) == 2
+    again = [MemoryTier(open_chroma(tmp_path / "a"), "short_term", 8, owner=o) for o in ("ann", "ben")]
+    assert sorted(again[0].ids) == ["ann0", "ann1"] and again[1].ids == []

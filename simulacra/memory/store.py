@@ -93,6 +93,8 @@ class MemoryTier:
         self._removed: dict[str, tuple[MemoryRecord, np.ndarray]] = {}
         self._unsaved: dict[str, None] = {}  # ids whose metadata changed by update_local, not yet queued (save_local)
         self._load()
+        # records one Chroma call takes at most (chromadb 1.5 embedded: 5,461); flush_tiers splits larger writes
+        self.max_batch = int(self._call(client.get_max_batch_size, "asking the batch size of"))
 
     def _call(self, fn, what: str):
         """``fn()`` through the retrying call when there is one (``what`` names the operation for its message)."""
@@ -455,7 +457,8 @@ def flush_tiers(tiers: Sequence[MemoryTier], deletes: bool = True, each=None) ->
     """Write the queued changes of ``tiers`` to Chroma with as few calls as the collections allow: per collection
     (tiers sharing one, e.g. every agent's short-term memory in a run's embedded town store, are written together)
     one ``upsert``, or one metadata ``update`` when only access marks changed, in the order of ``tiers``; then, with
-    ``deletes``, one ``delete`` per collection. Returns the calls made.
+    ``deletes``, one ``delete`` per collection; a write of more records than Chroma takes in one call
+    (:attr:`MemoryTier.max_batch`) is split. Returns the calls made.
 
     Why grouped: an embedded Chroma write costs about 2.4 ms per call plus 0.5-0.8 ms per record (chromadb 1.5,
     ``docs/scale.md``), and a tick writes a few memories for each of many agents, so one call per collection instead
@@ -492,16 +495,20 @@ def flush_tiers(tiers: Sequence[MemoryTier], deletes: bool = True, each=None) ->
             emb = np.concatenate([u.embeddings for _, u in ups])
             docs = [d for _, u in ups for d in u.documents]
             metas = [x for _, u in ups for x in u.metadatas]
-            first._call(partial(first.collection.upsert, ids=ids, embeddings=emb, documents=docs, metadatas=metas),
-                        "writing to")
-            calls += 1
-            kill_point("chroma")
+            for a in range(0, len(ids), first.max_batch):
+                b = a + first.max_batch
+                first._call(partial(first.collection.upsert, ids=ids[a:b], embeddings=emb[a:b], documents=docs[a:b],
+                                    metadatas=metas[a:b]), "writing to")
+                calls += 1
+                kill_point("chroma")
         elif upd:
             ids = [i for _, m in upd for i in m.ids]
             metas = [x for _, m in upd for x in m.metadatas]
-            first._call(partial(first.collection.update, ids=ids, metadatas=metas), "updating")
-            calls += 1
-            kill_point("chroma")
+            for a in range(0, len(ids), first.max_batch):
+                b = a + first.max_batch
+                first._call(partial(first.collection.update, ids=ids[a:b], metadatas=metas[a:b]), "updating")
+                calls += 1
+                kill_point("chroma")
         for t in members:
             t._upserted()
         if (ups or upd) and each is not None:
@@ -516,8 +523,9 @@ def flush_tiers(tiers: Sequence[MemoryTier], deletes: bool = True, each=None) ->
             if not killed:
                 kill_point("forget")
                 killed = True
-            first._call(partial(first.collection.delete, ids=gone), "deleting from")
-            calls += 1
+            for a in range(0, len(gone), first.max_batch):
+                first._call(partial(first.collection.delete, ids=gone[a:a + first.max_batch]), "deleting from")
+                calls += 1
         for t in members:
             t._deleted()
     return calls
