@@ -11,10 +11,11 @@ Phases (where :func:`kill_point` is called):
     written; ``rehearse``: after the first access marks of the tick were written (memories changed in place);
     ``consolidate``: after the first agent's consolidation (these four write the stores' in-process mirrors; the
     tick's Chroma writes come in ``persist``); ``chroma``: a tier's Chroma upsert (or metadata update) has
-    returned, its delete not yet made; ``forget``: an agent's upserts are in Chroma (memories leaving a tier are
-    in its trash) and its deletes not yet made; ``persist``: after the first agent's flush to Chroma (the others
-    not yet flushed); ``trace``: half of the tick's trace line is written and flushed; ``checkpoint``: the new
-    checkpoint's temporary file is written, not yet renamed.
+    returned; ``forget``: the tick's checkpoint is written, the memories it deleted not yet deleted from Chroma
+    (reached after ``checkpoint``, with the tick's number); ``persist``: after the first collection's write of the
+    tick (the others not yet written); ``trace``: half of the tick's trace line is written and flushed;
+    ``checkpoint``: the new checkpoint's temporary file is written, not yet renamed; ``marks``: after a whole
+    checkpoint, the first agent's access marks are queued for Chroma.
 """
 
 from __future__ import annotations

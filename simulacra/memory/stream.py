@@ -39,7 +39,7 @@ ACCESS_KEY = "last_accessed"
 
 
 class AgentMemory:
-    """The three memory tiers of one agent, stored in ``path`` (``database/<run>/<agent>/``).
+    """The three memory tiers of one agent: its part of the run's store (``location``), or the store in ``path``.
 
     Args:
         agent: the agent's id (persona file stem).
@@ -233,9 +233,9 @@ class AgentMemory:
         ``timestamp`` and ``tick`` (recency counts from the latest observation, as a new copy's would),
         ``long_term_since = now`` (decay restarts), ``extra["first_observed"]`` (earliest game minute) and
         ``extra["repeats"]`` (observations folded in, counting the first). Its id is new
-        (:func:`reinforced_id`), and the replaced long-term memory is deleted through the trash: every id keeps
-        one content, so a resume restores exactly by ids (:meth:`restore`). The new memory is written before
-        anything is deleted. The short-term memories of the group leave short-term in :meth:`consolidate`.
+        (:func:`reinforced_id`), and the replaced long-term memory is deleted (from Chroma after the checkpoint):
+        every id keeps one content, so a resume restores exactly by ids (:meth:`restore`). The new memory is written
+        before anything is deleted. The short-term memories of the group leave short-term in :meth:`consolidate`.
 
         Op: ``{"op": "reinforce", "agent", "id" (new long-term id), "tier": "long_term", "replaces" (long-term
         ids deleted, [] or one), "from_ids" (short-term ids folded in), "text", "kind", "rating", "importance"
@@ -344,7 +344,8 @@ class AgentMemory:
         """Roll the tiers back to ``snapshot`` (:meth:`snapshot` at a checkpoint) and set the reflection and
         consolidation accumulators; returns how many memories were ``restored`` and ``dropped``.
 
-        A memory the checkpoint has and a tier lost is brought back from :attr:`trash` or from another tier
+        A memory the checkpoint has and a tier lost is brought back from the tier's copy of it (deleted, not yet from
+        Chroma: :meth:`MemoryTier.removed`), from :attr:`trash` (a store made before session 7) or from another tier
         (consolidation writes long-term before deleting short-term), with its stored embedding; one written
         after the checkpoint is deleted; rows are put back in the checkpoint's order; every short-term and
         long-term memory gets back the access mark the checkpoint recorded (none when it recorded none; a
