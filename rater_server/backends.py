@@ -178,11 +178,24 @@ class EmbeddingRater:
         self._fitted = None
         self._cache = RatingCache(cache_size)
         self._lock = threading.Lock()
+        self._fit_lock = threading.Lock()
         self.counts = {"reflections": 0, "insights": 0}
+
+    def fit(self) -> None:
+        """Fit now (embedding every example: about 10 s on 2 idle cores with exact embedding, a minute under load)
+        instead of at the first rating; a rater started in-process is fitted before the run's first tick
+        (:func:`simulacra.rater.connect_rater`). Idempotent and thread-safe: a request that comes while another
+        fits waits for that fit instead of starting its own (a client retrying a first rating that timed out used
+        to start one fit per retry, and none finished)."""
+        self._fit()
 
     def _fit(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, np.ndarray, np.ndarray]:
         """Embed the examples, fit the ridge, and the quantile map from 5-fold out-of-fold predictions."""
-        if self._fitted is None:
+        if self._fitted is not None:
+            return self._fitted
+        with self._fit_lock:
+            if self._fitted is not None:
+                return self._fitted
             x = self.embedder.embed([t for t, _ in self.examples]).astype(np.float32)
             y = self._ratings
             folds = np.arange(len(y)) % 5

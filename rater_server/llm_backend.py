@@ -331,6 +331,11 @@ class LLMRater:
         usage["seconds"] = round(usage["seconds"], 3)
         return self._cache.answer(keys, fresh), dict(usage)
 
+    def fit(self) -> None:
+        """Fit the offline fallback now (:meth:`rater_server.backends.EmbeddingRater.fit`), when it can be."""
+        if callable(getattr(self.fallback, "fit", None)):
+            self.fallback.fit()
+
     def rate(self, memories: Sequence[str], agent: str | None = None, context: str | None = None) -> list[Rating]:
         """Ratings of ``memories`` (same order); distinct uncached memories are asked in batches of at most
         ``batch_size`` (one by one when a ``context`` is given). ``agent`` and ``context`` go into the prompt

@@ -521,8 +521,10 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
             by its pid.
 
     Before a rater is started in-process, its backend's start-up check runs when it has one
-    (``backend.ensure_checked()``: :class:`rater_server.llm_backend.LLMRater` with a quality check). The
-    client reads the rater's ``limits`` and ``quality`` from ``/health`` (:meth:`RaterClient.refresh_limits`)
+    (``backend.ensure_checked()``: :class:`rater_server.llm_backend.LLMRater` with a quality check), and the
+    backend is fitted (``backend.fit()``: the offline rater embeds its labelled examples, about 10 s idle and a
+    minute under load, which as the first rating of a tick could outlast the client's timeout).
+    The client reads the rater's ``limits`` and ``quality`` from ``/health`` (:meth:`RaterClient.refresh_limits`)
     and logs the quality.
 
     When the port turns out to be taken as the rater is started (another run started one there after this one
@@ -561,8 +563,10 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
     secret = client._token
     if callable(getattr(backend, "ensure_checked", None)):
         backend.ensure_checked()
-    app = create_app(backend if backend is not None else EmbeddingRater(embedder, k=neighbours), token=secret,
-                     belongs_to=f"{owner} (pid {os.getpid()})")
+    chosen = backend if backend is not None else EmbeddingRater(embedder, k=neighbours)
+    if callable(getattr(chosen, "fit", None)):
+        chosen.fit()  # during set-up: a first rating that fits under the client's timeout can stop a run (load)
+    app = create_app(chosen, token=secret, belongs_to=f"{owner} (pid {os.getpid()})")
     try:
         server = LocalRaterServer(app, host, port)
     except OSError as err:

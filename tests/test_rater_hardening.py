@@ -532,3 +532,44 @@ def test_cli_refuses_bad_settings(served, monkeypatch, capsys, args, env, needle
     assert needle in err and not served
     if env is not None:
         assert env not in err
+
+
+def test_a_first_rating_fits_once_however_many_requests_wait_for_it(embedder):
+    """Two first ratings at once (a client retrying one that timed out) wait for one fit, not one fit each; and a
+    rater started in-process is fitted before it serves anything."""
+    import threading
+
+    from rater_server.backends import EmbeddingRater
+    from simulacra.rater import connect_rater
+
+    class Counting:
+        def __init__(self, inner):
+            self.inner, self.name, self.calls = inner, inner.name, []
+
+        @property
+        def dim(self):
+            return self.inner.dim
+
+        def embed(self, texts):
+            self.calls.append(len(texts))
+            return self.inner.embed(texts)
+
+    examples = [(f"memory number {i} about the harvest", 1 + i % 10) for i in range(40)]
+    counting = Counting(embedder)
+    backend = EmbeddingRater(counting, examples=examples, k=3)
+    threads = [threading.Thread(target=backend.rate, args=([f"first memory {i}"],)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert counting.calls.count(len(examples)) == 1  # the examples were embedded once
+
+    counting = Counting(embedder)
+    backend = EmbeddingRater(counting, examples=examples, k=3)
+    client, server = connect_rater("http://127.0.0.1:0/rate", 10.0, True, counting, 3, backend=backend)
+    try:
+        assert counting.calls == [len(examples)]  # fitted during set-up, before any rating
+        client.rate_many(["a memory"])
+        assert counting.calls == [len(examples), 1]
+    finally:
+        server.close()
