@@ -103,6 +103,13 @@ def test_seeds_and_variants_are_parsed_with_clear_errors():
     with pytest.raises(SimulacraError, match="did you mean 'no-planning'"):
         variant("no-planing")
     assert {"full", "no-reflection", "no-planning", "no-memory", "history=swin"} <= set(VARIANTS)
+    both = variant("no-planning+no-reflection+history=window")  # parts combined: ablations and overrides
+    assert both.name == "no-planning+no-reflection+history=window"
+    assert both.ablate == {"planning"} and both.overrides == ("reflection.enabled=false", "cognition.history=window")
+    with pytest.raises(SimulacraError, match="did you mean 'no-planning'"):
+        variant("no-planing+history=window")
+    with pytest.raises(SimulacraError, match="twice"):
+        variant("history=swin+history=swin")
 
 
 # --------------------------------------------------------------------------- invitations

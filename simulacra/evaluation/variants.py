@@ -53,13 +53,21 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in [
 
 
 def variant(name: str) -> Variant:
-    """The variant called ``name``.
+    """The variant called ``name``; ``a+b`` combines variants (overrides in order, ablations together), e.g.
+    ``no-planning+history=window``.
 
     Raises:
-        SimulacraError: no such variant (the closest name and the known ones are given).
+        SimulacraError: no such variant (the closest name and the known ones are given), or a part named twice.
     """
     if name in VARIANTS:
         return VARIANTS[name]
+    if "+" in name:
+        names = [n.strip() for n in name.split("+")]
+        if len(set(names)) != len(names):
+            raise SimulacraError(f"--variant: '{name}' names a variant twice")
+        parts = [variant(n) for n in names]
+        return Variant("+".join(names), "; ".join(p.description for p in parts),
+                       tuple(o for p in parts for o in p.overrides), frozenset().union(*(p.ablate for p in parts)))
     close = difflib.get_close_matches(name, list(VARIANTS), n=1, cutoff=0.6)
     hint = f"; did you mean '{close[0]}'?" if close else ""
     raise SimulacraError(f"--variant: unknown variant '{name}'{hint} (variants: {', '.join(VARIANTS)})")
