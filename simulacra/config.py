@@ -203,6 +203,10 @@ class SimulationConfig(_Section):
     acquaintance_bonus: float = Field(0.3, ge=0, le=1, description="added chance when they know each other")
     conversation_cooldown_minutes: int = Field(120, ge=0, description="game minutes before a pair talks again")
     conversation_turns: int = Field(4, ge=2, description="most utterances in one conversation")
+    min_conversation_lines: int = Field(
+        2, ge=2, description="lines said before a speaker may end a conversation held line by line (a line that "
+        "ends it earlier is said and the conversation goes on); above conversation_turns it means "
+        "conversation_turns; 2 = a speaker may end it from the reply to the opening line on")
     news_min_rating: int = Field(4, ge=1, le=10, description="memories rated at least this are worth telling")
     news_max_age_minutes: int = Field(24 * 60, gt=0, description="news older than this is not retold")
     checkpoint_every: int = Field(1, ge=1, description="ticks between checkpoints (a resume redoes at most this "

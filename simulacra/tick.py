@@ -562,7 +562,8 @@ def converse_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str
                    now: int, tick: int) -> Conversed:
     """Each pair talks (who opens is drawn from the run's RNG): both retrieve what they know about the other,
     the mind says each line from the speaker's persona, memories and news, the conversation so far, until a
-    line ends it or ``simulation.conversation_turns`` lines were said. Both remember every line and a summary.
+    line ends it (not before ``simulation.min_conversation_lines`` lines) or ``simulation.conversation_turns`` lines
+    were said. Both remember every line and a summary.
     Conversations are independent of each other and held concurrently when a model speaks."""
     sim = rt.config.simulation
     ordered = [(a, b) if state.rng.random() < 0.5 else (b, a) for a, b in pairs]
@@ -587,7 +588,8 @@ def converse_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str
                  for me, other in ((a, b), (b, a))}
         convs = {me: ConversationView(me, other, state.agents[a].place, 0, sim.conversation_turns, [],
                                       news[(me, other)], set(state.agents[me].knows),
-                                      state.agents[a].talked_to[b] > 0, doing[me])
+                                      state.agents[a].talked_to[b] > 0, doing[me],
+                                      min_turns=sim.min_conversation_lines)
                  for me, other in ((a, b), (b, a))}
         whole = rt.mind.whole_conversation(views, convs) if hasattr(rt.mind, "whole_conversation") else None
         if whole is not None:

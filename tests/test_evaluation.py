@@ -11,8 +11,10 @@ import pytest
 from simulacra.cognition.mind import (
     AgentView,
     Consideration,
+    Decision,
     Engagement,
     PlanItem,
+    Reaction,
     splice,
 )
 from simulacra.cognition.scripted import ScriptedMind, news_candidates
@@ -20,7 +22,7 @@ from simulacra.errors import ScenarioError, SimulacraError
 from simulacra.evaluation.metrics import Run, coordination, density, hallucination, heard_times, history, network
 from simulacra.evaluation.report import parse_seeds
 from simulacra.evaluation.scenario import load_scenario
-from simulacra.evaluation.variants import VARIANTS, variant
+from simulacra.evaluation.variants import VARIANTS, ablate_mind, variant
 from simulacra.memory.records import MemoryRecord, RetrievedMemory
 from simulacra.trace import TraceWriter
 from tests.conftest import ROOT
@@ -103,6 +105,19 @@ def test_seeds_and_variants_are_parsed_with_clear_errors():
     with pytest.raises(SimulacraError, match="did you mean 'no-planning'"):
         variant("no-planing")
     assert {"full", "no-reflection", "no-planning", "no-memory", "history=swin"} <= set(VARIANTS)
+    both = variant("no-planning+no-reflection+history=window")  # parts combined: ablations and overrides
+    assert both.name == "no-planning+no-reflection+history=window"
+    assert both.ablate == {"planning"} and both.overrides == ("reflection.enabled=false", "cognition.history=window")
+    with pytest.raises(SimulacraError, match="did you mean 'no-planning'"):
+        variant("no-planing+history=window")
+    with pytest.raises(SimulacraError, match="twice"):
+        variant("history=swin+history=swin")
+    goer = ScriptedMind()
+    goer.react = lambda view, percept, about, present: Decision(Reaction("go", place="mill"), ())
+    quiet = ablate_mind(goer, variant("no-reaction+history=swin").ablate)  # reacts to nothing, the rest is the mind's
+    assert quiet.react(None, "a fire at the mill", (), ("ben",)).value.kind == "continue"
+    assert quiet.name.endswith("+no-reaction") and quiet.next_line == goer.next_line
+    assert ablate_mind(goer, variant("no-planning").ablate).react(None, "a fire", (), ()).value.kind == "go"
 
 
 # --------------------------------------------------------------------------- invitations

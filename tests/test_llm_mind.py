@@ -366,3 +366,52 @@ def test_a_line_said_again_or_a_bare_name_is_not_used(openai_double):
         d = mind.next_line(view, ConversationView("ann", "ben", "shop", 1, 4, said, [], set(), True, "shopping"))
         assert d.source == "fallback" and d.value.text != answer
         assert d.reason and ("said already" in d.reason or "not a name" in d.reason)
+
+
+@pytest.mark.parametrize("least, most, expected", [(2, 8, 2), (6, 8, 6), (20, 4, 4)])
+def test_a_conversation_is_not_ended_before_its_minimum_of_lines(openai_double, least, most, expected):
+    """simulation.min_conversation_lines: a model that ends every line ends the conversation at the minimum (2 =
+    today's rule, the reply to the opening line; above the most lines it is the most), and the lines before it are
+    asked to keep the conversation going."""
+    from simulacra.cognition.llm_mind import LLMMind
+    from simulacra.cognition.mind import AgentView, ConversationView, converse_line_by_line
+    from simulacra.llm import OpenAIChatModel
+    from simulacra.world.model import load_world
+
+    world = load_world(DATA / "tiny.yaml", DATA / "personas")
+    names = {pid: p.name for pid, p in world.personas.items()}
+    places = {pid: p.name for pid, p in world.places.items()}
+    said = iter(range(1, 100))
+    openai_double.script([], then=SchemaAnswers(hooks={"line": lambda b, d: {
+        "line": f"That is thought number {next(said)}.", "news": 0, "end": True}}))
+    mind = LLMMind(OpenAIChatModel("double-model", base_url=openai_double.url),
+                   load_config(None, ["cognition.history=full"]))
+    views = {pid: AgentView(pid, world.personas[pid], 500, "shop", (), names, places) for pid in ("ann", "ben")}
+    convs = {me: ConversationView(me, other, "shop", 0, most, [], [], set(), True, "shopping", min_turns=least)
+             for me, other in (("ann", "ben"), ("ben", "ann"))}
+    lines, decisions = converse_line_by_line(mind.next_line, views, convs, "ann", "ben", mind.open_history())
+    assert len(lines) == expected and all(d.source == "llm" and d.value.end for d in decisions)
+    assert [pid for pid, _ in lines] == ["ann", "ben"] * (expected // 2)
+    asks = [prompt_text(body).rsplit("Say your next line", 1)[1] for body in openai_double.requests]
+    assert len(asks) == expected
+    keep = [i for i, ask in enumerate(asks) if "Keep the conversation going" in ask]
+    assert keep == list(range(1, min(least, most) - 1))
+    assert all("Set end to true when you finish" in ask for i, ask in enumerate(asks) if i not in keep)
+    assert ("You must end the conversation now." in asks[-1]) == (expected == most)
+
+
+def test_the_town_holds_conversations_of_the_configured_minimum(tmp_path, openai_double, rater_url, embedder):
+    """The tick loop passes simulation.min_conversation_lines to every conversation held line by line."""
+    said = iter(range(1, 1000))
+    hooks = {"reaction": lambda b, d: {**d, "decision": "talk", "person": next(
+        (p for p in d and b["response_format"]["json_schema"]["schema"]["properties"]["person"]["enum"]
+         if p != "none"), "none")},
+        "line": lambda b, d: {"line": f"{MARK} remark number {next(said)}", "news": 0, "end": True},
+        "summary": lambda b, d: {"summary": f"{MARK} they talked"}}
+    openai_double.script([], then=SchemaAnswers(hooks=hooks))
+    with llm_sim(tmp_path, openai_double, rater_url, embedder, "least",
+                 ["simulation.conversation_turns=8", "simulation.min_conversation_lines=5"]) as sim:
+        sim.run(6)
+        _, ticks = read_trace(sim.run_dir)
+    convs = [c for t in ticks for c in t["conversations"]]
+    assert convs and all(len(c["lines"]) == 5 for c in convs)

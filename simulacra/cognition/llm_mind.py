@@ -521,9 +521,11 @@ class LLMMind:
                   f"{self.memories_text(mems, f'What you remember about {listener}')}\n"
                   f"News you could tell (number it in 'news', 0 for none):\n{news_text}")
         closing = "You must end the conversation now." if c.turn >= c.max_turns - 1 else ""
+        ending = " Set end to true when you finish the conversation."
+        if 1 <= c.turn < min(c.min_turns, c.max_turns) - 1:  # simulation.min_conversation_lines: not yet
+            ending = " Keep the conversation going: ask or answer something, and set end to false."
         instruction = (f"Say your next line to {listener}: one or two short sentences in your own voice. "
-                       f"{'Open the conversation.' if c.turn == 0 else ''}{closing} Set end to true when you "
-                       "finish the conversation.")
+                       f"{'Open the conversation.' if c.turn == 0 else ''}{closing}{ending}")
         messages = c.history.messages(system, p.name, instruction) if c.history is not None else [
             {"role": "system", "content": system}, {"role": "user", "content": instruction}]
         schema = _obj({"line": _text(240), "news": {"type": "integer", "enum": list(range(len(news) + 1))},

@@ -241,6 +241,8 @@ class ConversationView:
     Attributes:
         speaker, listener: agent ids; place: place id; turn: index of the line to say (0 = the opening line).
         max_turns: the conversation ends at this many lines whatever is said.
+        min_turns: lines said before a line may end the conversation (``simulation.min_conversation_lines``; 2 =
+            from the reply to the opening line on).
         lines: the lines said so far, ``(speaker id, Utterance)``, oldest first.
         news: what the speaker could tell the listener, best first.
         knows: topics the speaker already knew before the conversation.
@@ -261,6 +263,7 @@ class ConversationView:
     activity: str
     history: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
+    min_turns: int = 2
 
 
 @runtime_checkable
@@ -355,12 +358,14 @@ def step_memory_text(persona: Persona, item: PlanItem, place_names: dict[str, st
 def converse_line_by_line(say, views: dict[str, AgentView], convs: dict[str, ConversationView], opener: str,
                           other: str, history=None) -> tuple[list[tuple[str, Utterance]], list[Decision]]:
     """Hold a conversation one line at a time: ``say(view, conversation) -> Decision[Utterance]`` for the speaker,
-    ``opener`` first, turns alternating, until a line after the opening one ends it or ``max_turns`` lines were
+    ``opener`` first, turns alternating, until a line ends it once ``min_turns`` lines were said (a line that ends
+    it earlier is said and the conversation goes on; at least 2, at most ``max_turns``) or ``max_turns`` lines were
     said. Each line is added to ``history`` (a conversation-history object, or ``None``); every view of ``convs``
     ends holding all lines. Returns the lines ``(speaker id, Utterance)`` and the decisions behind them."""
     lines: list[tuple[str, Utterance]] = []
     decisions: list[Decision] = []
     speaker, listener = opener, other
+    least = min(max(2, convs[opener].min_turns), convs[opener].max_turns)
     for turn in range(convs[opener].max_turns):
         c = convs[speaker]
         c.turn, c.lines, c.history = turn, list(lines), history
@@ -369,7 +374,7 @@ def converse_line_by_line(say, views: dict[str, AgentView], convs: dict[str, Con
         decisions.append(d)
         if history is not None:
             history.add_line(views[speaker].names[speaker], views[speaker].names[listener], d.value.text)
-        if d.value.end and turn >= 1:
+        if d.value.end and turn + 1 >= least:
             break
         speaker, listener = listener, speaker
     for c in convs.values():

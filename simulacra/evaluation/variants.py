@@ -5,6 +5,9 @@ the Generative Agents paper's ablations (arXiv 2304.03442, section 6):
 
 * ``planning``: the day plan is the persona's routine, made without memories; actions follow it; invitations are
   never taken up (:class:`NoPlanningMind`).
+* ``reaction``: nobody reacts to what they perceive (every reaction is "continue", no model call): agents follow
+  their plan and talk only in chance meetings (``cognition.chance_meetings``) (:class:`NoReactionMind`). Not one of
+  the paper's ablations: it keeps a small model's reactions from walking everyone off before a conversation.
 * ``memory``: every retrieval returns static facts only (persona, world) and no news is recalled
   (:class:`StaticOnlyMemory`): the agent still perceives and stores, but cannot use what it lived.
 
@@ -19,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from simulacra.cognition.mind import AgentView, Consideration, Decision, Engagement, PlanItem
+from simulacra.cognition.mind import AgentView, Consideration, Decision, Engagement, PlanItem, Reaction
 from simulacra.cognition.scripted import routine_plan
 from simulacra.errors import SimulacraError
 
@@ -47,19 +50,29 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in [
             ablate=frozenset({"planning"})),
     Variant("no-memory", "retrieval returns static facts only; nothing lived is recalled",
             ablate=frozenset({"memory"})),
+    Variant("no-reaction", "nobody reacts to what they perceive; talk only in chance meetings",
+            ablate=frozenset({"reaction"})),
     *[Variant(f"history={h}", f"conversation history strategy {h}", (f"cognition.history={h}",)) for h in HISTORIES],
     Variant("exchange=whole", "one model call writes a whole conversation", ("cognition.exchange=whole",)),
 ]}
 
 
 def variant(name: str) -> Variant:
-    """The variant called ``name``.
+    """The variant called ``name``; ``a+b`` combines variants (overrides in order, ablations together), e.g.
+    ``no-planning+history=window``.
 
     Raises:
-        SimulacraError: no such variant (the closest name and the known ones are given).
+        SimulacraError: no such variant (the closest name and the known ones are given), or a part named twice.
     """
     if name in VARIANTS:
         return VARIANTS[name]
+    if "+" in name:
+        names = [n.strip() for n in name.split("+")]
+        if len(set(names)) != len(names):
+            raise SimulacraError(f"--variant: '{name}' names a variant twice")
+        parts = [variant(n) for n in names]
+        return Variant("+".join(names), "; ".join(p.description for p in parts),
+                       tuple(o for p in parts for o in p.overrides), frozenset().union(*(p.ablate for p in parts)))
     close = difflib.get_close_matches(name, list(VARIANTS), n=1, cutoff=0.6)
     hint = f"; did you mean '{close[0]}'?" if close else ""
     raise SimulacraError(f"--variant: unknown variant '{name}'{hint} (variants: {', '.join(VARIANTS)})")
@@ -86,6 +99,21 @@ class NoPlanningMind:
     def consider(self, view: AgentView, engagement: Engagement,
                  commitments: Sequence[PlanItem]) -> Decision[Consideration]:
         return Decision(Consideration(False, "no planning (ablation)"), ())
+
+
+class NoReactionMind:
+    """A mind that reacts to nothing: every reaction is "continue" (no model call), so agents keep to their plan and
+    meet only by chance (``cognition.chance_meetings``); everything else is the wrapped mind's."""
+
+    def __init__(self, mind):
+        self.inner = mind
+        self.name = f"{mind.name}+no-reaction"
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def react(self, view: AgentView, percept: str, about, present) -> Decision[Reaction]:
+        return Decision(Reaction("continue", reason="no reaction (ablation)"), ())
 
 
 class StaticOnlyMemory:
@@ -116,7 +144,7 @@ class StaticOnlyMemory:
 
 
 #: the faculties a variant can ablate
-ABLATIONS = ("planning", "memory")
+ABLATIONS = ("planning", "memory", "reaction")
 
 
 def check_ablations(ablate, what: str) -> frozenset[str]:
@@ -144,8 +172,10 @@ def recorded_ablations(header: dict[str, Any], what: str = "trace header") -> fr
 
 
 def ablate_mind(mind, ablate: frozenset[str]):
-    """``mind`` as the ablation ``ablate`` has it: wrapped in :class:`NoPlanningMind` under ``planning``."""
-    return NoPlanningMind(mind) if "planning" in ablate else mind
+    """``mind`` as the ablation ``ablate`` has it: wrapped in :class:`NoPlanningMind` under ``planning`` and in
+    :class:`NoReactionMind` under ``reaction``."""
+    mind = NoPlanningMind(mind) if "planning" in ablate else mind
+    return NoReactionMind(mind) if "reaction" in ablate else mind
 
 
 def ablate_memory(memory, ablate: frozenset[str]):
