@@ -192,3 +192,27 @@ def test_reflections_cite_remembered_evidence_and_public_news_reaches_the_shared
         for mem in sim.memories.values():
             found = mem.retrieve(q, sim.clock.now, tiers=("shared",), threshold=0, query_text=WELL_NEWS)
             assert found[0].tier == "shared" and found[0].text.startswith(WELL_NEWS)
+
+
+def test_a_trace_line_is_the_same_with_or_without_the_cleaning_walk(monkeypatch):
+    """dumps writes a record of JSON values and numpy scalars directly, and one with NaN, infinities or mixed keys
+    through _clean: the bytes are those of the walk either way."""
+    import json
+
+    import numpy as np
+
+    import simulacra.trace as trace
+
+    def walked(r):
+        return json.dumps(trace._clean(r), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+    plain = {"b": [1, 2.5, (3, "é")], "a": {"x": np.float32(0.1), "y": np.int64(7), "z": np.float64(1 / 3),
+                                             "w": np.bool_(True), "n": None}}
+    odd = {**plain, "nan": float("nan"), "inf": [np.float32("inf")], "mixed": {1: "a", "b": 2}}
+    want = {id(r): walked(r) for r in (plain, odd)}
+    walks = []
+    clean = trace._clean
+    monkeypatch.setattr(trace, "_clean", lambda v: walks.append(1) or clean(v))
+    assert trace.dumps(plain) == want[id(plain)] and not walks  # written directly
+    assert trace.dumps(odd) == want[id(odd)] and walks  # through the walk
+    assert '"nan":null' in trace.dumps(odd) and '"inf":[null]' in trace.dumps(odd)
