@@ -87,7 +87,8 @@ class SentenceTransformerEmbedder:
         self.exact = exact
         self._model = None
         self._lock = threading.Lock()
-        self._worker: ThreadPoolExecutor | None = None  # the one thread that runs the model (embed)
+        # the one thread that runs the model (embed); started at the first call
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simulacra-embedder")
 
     def _load(self):
         if self._model is None:
@@ -126,9 +127,6 @@ class SentenceTransformerEmbedder:
         model = self._load()
         if len(texts) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lock:
-            if self._worker is None:
-                self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simulacra-embedder")
         return self._worker.submit(self._encode, model, list(texts)).result()
 
     def _encode(self, model, texts: list[str]) -> np.ndarray:

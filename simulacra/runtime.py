@@ -5,7 +5,7 @@ mind, memory stores, trace), and the tear-down. :class:`~simulacra.simulation.Si
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -129,10 +129,8 @@ class Runtime:
         Raises:
             StoreUnavailable: a Chroma server did not answer within its retry window.
         """
-        tiers = [t for pid in self.agents for t in self.memories[pid].all_tiers]
-        if self.shared is not None:
-            tiers.insert(0, self.shared)
-        return flush_tiers(tiers, deletes=deletes, each=each)
+        return flush_tiers(store_tiers([self.memories[pid] for pid in self.agents], self.shared), deletes=deletes,
+                           each=each)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -272,6 +270,12 @@ def store_location(config: MemoryConfig, run_dir: str | Path) -> EmbeddedChroma 
     return EmbeddedChroma(run_dir)
 
 
+def store_tiers(memories: Iterable[AgentMemory], shared: MemoryTier | None) -> list[MemoryTier]:
+    """Every tier of a run's stores in the order they are flushed: the shared tier, then each agent's
+    (:attr:`AgentMemory.all_tiers`) in the order of ``memories``."""
+    return ([shared] if shared is not None else []) + [t for m in memories for t in m.all_tiers]
+
+
 def open_shared(location, config: MemoryConfig, dim: int, write_behind: bool = False) -> MemoryTier:
     """The town's shared tier at ``location`` (:func:`store_location`); ``write_behind`` as :class:`MemoryTier`."""
     return MemoryTier(location.client("town"), "shared", dim, config.distance, write_behind=write_behind,
@@ -297,7 +301,7 @@ def open_stores(world: World, config: Config, run_dir: Path, embedder, ids: Sequ
         recs = statics[pid]
         mem.set_static(recs, np.stack([vectors[r.text] for r in recs]))
         memories[pid] = mem
-    flush_tiers(([shared] if shared is not None else []) + [t for m in memories.values() for t in m.all_tiers])
+    flush_tiers(store_tiers(memories.values(), shared))
     return memories, shared
 
 

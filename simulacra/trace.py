@@ -58,7 +58,7 @@ def dumps(record: dict[str, Any]) -> str:
     keys are written as ``str`` writes them either way; a record has no bool or ``None`` keys)."""
     try:
         return json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False,
-                          default=_scalar, skipkeys=False, check_circular=False)
+                          default=_scalar, check_circular=False)
     except (ValueError, TypeError):
         return json.dumps(_clean(record), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 

@@ -367,38 +367,43 @@ class MemoryTier:
         """Ids whose Chroma side waits for :meth:`flush` (written, changed or deleted since the last one)."""
         return len(self._dirty.keys() | self._touched.keys() | self._removed.keys())
 
-    @property
-    def pending_deletes(self) -> bool:
-        """Whether a flush with deletes has an id to delete from Chroma."""
-        return any(i in self._stored and i not in self._row for i in self._removed)
-
     def _metadata(self, rec: MemoryRecord) -> dict:
         meta = rec.to_metadata(clear_unset=True)
         if self.owner is not None:
             meta[OWNER_KEY] = self.owner
         return meta
 
-    def queued(self) -> tuple[_Upsert | None, _Update | None]:
-        """What :meth:`flush` would write now, without writing it: the upsert (every memory written or changed,
-        final record and mirror embedding, in the order first written; metadata-only changes ride along when there is
-        an upsert) or else the metadata update (only access marks changed), each ``None`` when empty.
+    def _touched_only(self) -> list[str]:
+        """Ids in the tier whose metadata alone changed since the last flush (not written since)."""
+        return [i for i in self._touched if i in self._row and i not in self._dirty]
+
+    def needs_upsert(self) -> bool:
+        """Whether :meth:`queued` has records to send whole: a memory written, or a change to one Chroma lacks."""
+        return any(i in self._row for i in self._dirty) or any(i not in self._stored for i in self._touched_only())
+
+    def queued(self, upsert: bool = False) -> _Upsert | _Update | None:
+        """What :meth:`flush` would write now, without writing it: an upsert (every memory written or changed,
+        final record and mirror embedding, in the order first written; metadata-only changes ride along) when
+        :meth:`needs_upsert` or ``upsert`` (another tier of the collection sends one), else the metadata update
+        (only access marks changed); ``None`` when nothing is queued.
 
         Why a metadata-only change is an ``update``: on chromadb 1.5 (embedded, WAL) an update of 5 memories' metadata
         takes about half the time of an upsert of the same 5 with their embeddings (``python -m bench.chroma_writes``,
         ``docs/scale.md``). The metadata is given with its unset optional fields as ``None``
         (:meth:`MemoryRecord.to_metadata` ``clear_unset``): Chroma merges an upserted or updated id's metadata into
         what it holds, so a cleared access mark must be removed explicitly."""
-        touched = [i for i in self._touched if i in self._row and i not in self._dirty]
-        ids = [i for i in self._dirty if i in self._row] + [i for i in touched if i not in self._stored]
-        if ids:
-            ids += [i for i in touched if i in self._stored]
+        touched = self._touched_only()
+        if upsert or self.needs_upsert():
+            ids = ([i for i in self._dirty if i in self._row] + [i for i in touched if i not in self._stored]
+                   + [i for i in touched if i in self._stored])
+            if not ids:
+                return None
             rows = [self._row[i] for i in ids]
             recs = [self._records[r] for r in rows]
-            return _Upsert(ids, self.index.embeddings[rows], [r.text for r in recs],
-                           [self._metadata(r) for r in recs]), None
+            return _Upsert(ids, self.index.embeddings[rows], [r.text for r in recs], [self._metadata(r) for r in recs])
         if touched:
-            return None, _Update(touched, [self._metadata(self._records[self._row[i]]) for i in touched])
-        return None, None
+            return _Update(touched, [self._metadata(self._records[self._row[i]]) for i in touched])
+        return None
 
     def _upserted(self) -> None:
         """The writes of :meth:`queued` are in Chroma."""
@@ -476,56 +481,44 @@ def flush_tiers(tiers: Sequence[MemoryTier], deletes: bool = True, each=None) ->
         groups.setdefault(str(t.collection.id), []).append(t)
     calls = 0
     for members in groups.values():
-        first = members[0]
-        ups, upd = [], []
-        for t in members:
-            u, m = t.queued()
-            if u is not None:
-                ups.append((t, u))
-            elif m is not None:
-                upd.append((t, m))
-        if ups:
-            # a metadata-only change of a tier sharing the collection rides along in the upsert (same cost per record)
-            for t, m in upd:
-                rows = [t._row[i] for i in m.ids]
-                ups.append((t, _Upsert(m.ids, t.index.embeddings[rows], [t._records[r].text for r in rows],
-                                       m.metadatas)))
-            upd = []
-            ids = [i for _, u in ups for i in u.ids]
-            emb = np.concatenate([u.embeddings for _, u in ups])
-            docs = [d for _, u in ups for d in u.documents]
-            metas = [x for _, u in ups for x in u.metadatas]
-            for a in range(0, len(ids), first.max_batch):
-                b = a + first.max_batch
-                first._call(partial(first.collection.upsert, ids=ids[a:b], embeddings=emb[a:b], documents=docs[a:b],
-                                    metadatas=metas[a:b]), "writing to")
-                calls += 1
-                kill_point("chroma")
-        elif upd:
-            ids = [i for _, m in upd for i in m.ids]
-            metas = [x for _, m in upd for x in m.metadatas]
-            for a in range(0, len(ids), first.max_batch):
-                b = a + first.max_batch
-                first._call(partial(first.collection.update, ids=ids[a:b], metadatas=metas[a:b]), "updating")
-                calls += 1
-                kill_point("chroma")
+        upsert = any(t.needs_upsert() for t in members)
+        parts = [p for p in (t.queued(upsert) for t in members) if p is not None]
+        if parts:
+            columns = {"ids": [i for p in parts for i in p.ids], "metadatas": [m for p in parts for m in p.metadatas]}
+            if upsert:
+                columns["embeddings"] = np.concatenate([p.embeddings for p in parts])
+                columns["documents"] = [d for p in parts for d in p.documents]
+            first = members[0]
+            calls += _in_batches(first, first.collection.upsert if upsert else first.collection.update,
+                                 "writing to" if upsert else "updating", columns, after=lambda: kill_point("chroma"))
         for t in members:
             t._upserted()
-        if (ups or upd) and each is not None:
+        if parts and each is not None:
             each()
     if not deletes:
         return calls
     killed = False
     for members in groups.values():
-        first = members[0]
         gone = [i for t in members for i in t.queued_deletes()]
         if gone:
             if not killed:
                 kill_point("forget")
                 killed = True
-            for a in range(0, len(gone), first.max_batch):
-                first._call(partial(first.collection.delete, ids=gone[a:a + first.max_batch]), "deleting from")
-                calls += 1
+            calls += _in_batches(members[0], members[0].collection.delete, "deleting from", {"ids": gone})
         for t in members:
             t._deleted()
+    return calls
+
+
+def _in_batches(tier: MemoryTier, method, what: str, columns: dict, after=None) -> int:
+    """``method(**columns)`` through ``tier``'s retrying call, in slices of at most :attr:`MemoryTier.max_batch`
+    records (Chroma refuses larger calls), calling ``after()`` after each; returns the calls made."""
+    n = len(columns["ids"])
+    calls = 0
+    for a in range(0, n, tier.max_batch):
+        b = a + tier.max_batch
+        tier._call(partial(method, **{k: v[a:b] for k, v in columns.items()}), what)
+        calls += 1
+        if after is not None:
+            after()
     return calls
