@@ -85,6 +85,10 @@ class MirrorIndex:
         self._version = 0  # bumped by every write; keys the cache of the cheap score part
         self._cheap_key: tuple | None = None
         self._cheap_cache: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0, dtype=np.float32))
+        self._dense_key: tuple | None = None  # (version, query bytes) of the cached dense relevance
+        self._dense_cache = np.zeros(0)
+        self._importance_key: tuple | None = None  # (version, now, decay parameters) of the cached importance
+        self._importance_cache = np.zeros(0)
         self.last_scored = 0  # memories scored exactly by the last top() (for tests and benches)
 
     # ----------------------------------------------------------------- columns (views of the first n rows)
@@ -115,10 +119,17 @@ class MirrorIndex:
 
     def importance(self, now: float, params: ScoringParams, rows: np.ndarray | None = None) -> np.ndarray:
         """Decayed importance of the rows (all by default) at game minute ``now`` under ``params``
-        (:func:`~simulacra.memory.scoring.decayed_importance`), shape ``(n,)``; NaN for static memories."""
-        if rows is None:
-            return params.importance(self.rating, self.long_term_since, now)
-        return params.importance(self.rating[rows], self.long_term_since[rows], now)
+        (:func:`~simulacra.memory.scoring.decayed_importance`), shape ``(n,)``; NaN for static memories. The
+        answer for all rows is kept (read-only) until the next write or another game time or decay."""
+        if rows is not None:
+            return params.importance(self.rating[rows], self.long_term_since[rows], now)
+        key = (self._version, now, params.long_term_decay_per_hour, params.decay_importance_exponent,
+               params.decay_importance_pivot)
+        if self._importance_key != key:  # a tick's retrievals of this tier ask for it at one game time
+            imp = params.importance(self.rating, self.long_term_since, now)
+            imp.flags.writeable = False
+            self._importance_cache, self._importance_key = imp, key
+        return self._importance_cache
 
     # ----------------------------------------------------------------- writes
     @staticmethod
@@ -202,6 +213,19 @@ class MirrorIndex:
             cos = np.where(norms > 0, dots / norms, 0.0)
         return 1.0 - cos.astype(np.float64)
 
+    def dense_relevance(self, query: np.ndarray) -> np.ndarray:
+        """Dense relevance ``1 / (1 + distance)`` (:func:`~simulacra.memory.scoring.relevance_from_distance`) of
+        every row for ``query`` ``(dim,)``, float64 ``(n,)``, read-only. The last query's answer is kept until the
+        next write: a retrieval ranks a tier (:meth:`top`) and then records its skyband (:meth:`skyband`) for the
+        same query."""
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        key = (self._version, q.tobytes())
+        if self._dense_key != key:
+            rel = relevance_from_distance(self.distances(q))
+            rel.flags.writeable = False
+            self._dense_cache, self._dense_key = rel, key
+        return self._dense_cache
+
     def _reference(self, recency_from: str) -> np.ndarray:
         return self._cols[2 if recency_from == "last_access" else 1, : self._n]
 
@@ -247,7 +271,7 @@ class MirrorIndex:
             rows = self._candidates(query, now, params, k, recency_from)
         if rows is None:  # every row: the same sum as score_memories, with the cached cheap part
             index = np.arange(n)
-            relevance = relevance_from_distance(self.distances(query))
+            relevance = self.dense_relevance(query)
             score = self._cheap(now, params, recency_from)[0] + params.a_rel * relevance
         else:
             index = rows
@@ -290,7 +314,7 @@ class MirrorIndex:
         """The tier's ``[relevance min, max, importance min, max, age min, max]`` for ``query`` at ``now`` (age in
         game minutes; ``None`` where no memory has the term): what ``simulacra rescore`` needs to redo
         ``normalize: minmax`` under other weights and ``gamma`` (recency is monotone in age)."""
-        dense = None if params.relevance == "lexical" else relevance_from_distance(self.distances(query))
+        dense = None if params.relevance == "lexical" else self.dense_relevance(query)
         rel = fuse_relevance(dense, lexical, params)
         imp = self.importance(now, params)
         age = np.maximum(now - self._reference(recency_from), 0.0)
@@ -318,7 +342,7 @@ class MirrorIndex:
                                     rel_scale=params.a_rel * (1.0 - w), extra=params.a_rel * w * lex)
         if rows is None:
             index = np.arange(n)
-            dense = relevance_from_distance(self.distances(query)) if hybrid else None
+            dense = self.dense_relevance(query) if hybrid else None
             relevance = fuse_relevance(dense, lex, params)
             score = self._cheap(now, params, recency_from)[0] + params.a_rel * relevance
         else:
@@ -363,10 +387,10 @@ class MirrorIndex:
         if limit is not None and n > limit:
             return None
         if params.lexical:
-            dense = None if params.relevance == "lexical" else relevance_from_distance(self.distances(query))
+            dense = None if params.relevance == "lexical" else self.dense_relevance(query)
             rel = fuse_relevance(dense, lexical, params)
         else:
-            rel = relevance_from_distance(self.distances(query))
+            rel = self.dense_relevance(query)
         reference = self._reference(recency_from)
         age = np.maximum(now - reference, 0.0)
         imp = self.importance(now, params)

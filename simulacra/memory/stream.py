@@ -18,7 +18,7 @@ import hashlib
 import logging
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,9 @@ from simulacra.memory.records import TIERS, MemoryRecord, RetrievedMemory
 from simulacra.memory.scoring import ScoringParams
 from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
 from simulacra.memory.store import MemoryTier, flush_tiers
+
+#: the fields of :class:`ScoringParams`, read from a memory config
+SCORING_FIELDS = tuple(f.name for f in fields(ScoringParams))
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +67,8 @@ class AgentMemory:
         self.agent = agent
         self.path = None if path is None else Path(path)
         self.config = config
+        self._params: ScoringParams | None = None
+        self._params_key: tuple | None = None
         if location is not None:
             self.client = location.client(agent)
         else:
@@ -101,7 +106,12 @@ class AgentMemory:
 
     @property
     def params(self) -> ScoringParams:
-        return ScoringParams.from_config(self.config)
+        """The scoring parameters of :attr:`config` (:meth:`ScoringParams.from_config`), rebuilt only when one of
+        their fields changed (a retrieval asks for them once per tier)."""
+        key = tuple(getattr(self.config, name, None) for name in SCORING_FIELDS)
+        if self._params_key != key:
+            self._params, self._params_key = ScoringParams.from_config(self.config), key
+        return self._params
 
     @property
     def static(self) -> MemoryTier:
