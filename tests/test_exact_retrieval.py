@@ -185,3 +185,38 @@ def test_hybrid_bounded_search_equals_brute_force(s, weight, zeros):
         rows, terms = build(s, bound).top(s["q"], s["now"], hybrid, s["k"], s["recency_from"], lexical)
         assert_same_top(rows, terms.score, bf, s["k"], float32_tolerance(s["emb"], s["q"], p))
         np.testing.assert_allclose(terms.lexical, lexical[rows])
+
+
+def test_cached_terms_follow_queries_writes_and_game_time():
+    """A tier keeps its last query's dense relevance and its importance at one game time (a retrieval ranks, then
+    records its skyband, with the same ones); a new query, a write or another game time must give fresh numbers."""
+    rng = np.random.default_rng(11)
+    idx = MirrorIndex(8, "cosine")
+    emb = rng.normal(size=(30, 8)).astype(np.float32)
+    cols = np.column_stack([rng.integers(1, 11, 30), rng.uniform(0, 600, 30), rng.uniform(0, 600, 30),
+                            np.where(rng.random(30) < 0.5, 300.0, np.nan)]).astype(float)
+    idx.append(emb[:20], cols[:20])
+    p = ScoringParams(long_term_decay_per_hour=0.9, decay_importance_exponent=8.0)
+    q1, q2 = rng.normal(size=8).astype(np.float32), rng.normal(size=8).astype(np.float32)
+
+    def dense(q):  # written out: 1 / (1 + cosine distance)
+        e = idx.embeddings.astype(np.float64)
+        cos = e @ q / (np.linalg.norm(e, axis=1) * np.linalg.norm(q))
+        return 1.0 / (1.0 + (1.0 - cos))
+
+    first = idx.dense_relevance(q1)
+    np.testing.assert_allclose(first, dense(q1), rtol=1e-6)
+    np.testing.assert_allclose(idx.dense_relevance(q2), dense(q2), rtol=1e-6)  # another query: not q1's answer
+    np.testing.assert_allclose(idx.dense_relevance(q1.copy()), first, rtol=0)  # same query again: same numbers
+    assert not first.flags.writeable  # callers cannot change the kept answer
+    imp = idx.importance(700.0, p)
+    later = idx.importance(1300.0, p)
+    long_term = ~np.isnan(cols[:20, 3])
+    assert (later[long_term] < imp[long_term]).all()  # decayed further: not the kept answer of 700
+    np.testing.assert_array_equal(later, p.importance(cols[:20, 0], cols[:20, 3], 1300.0))
+    idx.append(emb[20:], cols[20:])  # a write: 30 rows now
+    assert len(idx.dense_relevance(q1)) == 30
+    np.testing.assert_allclose(idx.dense_relevance(q1), dense(q1), rtol=1e-6)
+    assert len(idx.importance(1300.0, p)) == 30
+    idx.set_row(0, -emb[0], tuple(cols[0]))  # an overwrite in place
+    np.testing.assert_allclose(idx.dense_relevance(q1), dense(q1), rtol=1e-6)

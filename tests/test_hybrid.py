@@ -241,3 +241,16 @@ def test_rescore_equals_live_retrieval_under_hybrid_relevance(tmp_path, rater_ur
     agent = ops[0]["agent"]
     shown = format_explanation(explain_tick(sim.run_dir, agent, last["tick"]))
     assert "dense  lexical" in shown
+
+
+def test_tokenize_remembers_texts_without_sharing_its_lists():
+    """Each distinct text is tokenised once per process; what :func:`tokenize` returns is the caller's to change."""
+    import bm25s
+
+    oven = "The baker lights the brick oven at dawn."
+    texts = [oven, "Ruth mends the nets.", oven]
+    want = bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
+    got = tokenize(texts)
+    assert got == [list(w) for w in want]
+    got[0].append("changed")
+    assert tokenize(texts[:1]) == [list(want[0])]

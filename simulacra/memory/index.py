@@ -83,12 +83,11 @@ class MirrorIndex:
         self._resid = np.zeros(0, dtype=np.float32)
         self._fitted_n = 0
         self._version = 0  # bumped by every write; keys the cache of the cheap score part
-        self._cheap_key: tuple | None = None
-        self._cheap_cache: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0, dtype=np.float32))
-        self._dense_key: tuple | None = None  # (version, query bytes) of the cached dense relevance
-        self._dense_cache = np.zeros(0)
-        self._importance_key: tuple | None = None  # (version, now, decay parameters) of the cached importance
-        self._importance_cache = np.zeros(0)
+        self._cheap_cache: tuple[tuple, tuple[np.ndarray, np.ndarray]] | None = None  # (key, (float64, float32))
+        # ((version, query bytes), dense relevance) and ((version, now, decay parameters), importance) of the last
+        # call: one attribute each, read once, so that a thread never pairs another thread's key with its answer
+        self._dense_cache: tuple[tuple, np.ndarray] | None = None
+        self._importance_cache: tuple[tuple, np.ndarray] | None = None
         self.last_scored = 0  # memories scored exactly by the last top() (for tests and benches)
 
     # ----------------------------------------------------------------- columns (views of the first n rows)
@@ -125,11 +124,13 @@ class MirrorIndex:
             return params.importance(self.rating[rows], self.long_term_since[rows], now)
         key = (self._version, now, params.long_term_decay_per_hour, params.decay_importance_exponent,
                params.decay_importance_pivot)
-        if self._importance_key != key:  # a tick's retrievals of this tier ask for it at one game time
-            imp = params.importance(self.rating, self.long_term_since, now)
-            imp.flags.writeable = False
-            self._importance_cache, self._importance_key = imp, key
-        return self._importance_cache
+        cached = self._importance_cache
+        if cached is not None and cached[0] == key:  # a tick's retrievals of this tier ask at one game time
+            return cached[1]
+        imp = params.importance(self.rating, self.long_term_since, now)
+        imp.flags.writeable = False
+        self._importance_cache = (key, imp)
+        return imp
 
     # ----------------------------------------------------------------- writes
     @staticmethod
@@ -220,11 +221,13 @@ class MirrorIndex:
         same query."""
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         key = (self._version, q.tobytes())
-        if self._dense_key != key:
-            rel = relevance_from_distance(self.distances(q))
-            rel.flags.writeable = False
-            self._dense_cache, self._dense_key = rel, key
-        return self._dense_cache
+        cached = self._dense_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        rel = relevance_from_distance(self.distances(q))
+        rel.flags.writeable = False
+        self._dense_cache = (key, rel)
+        return rel
 
     def _reference(self, recency_from: str) -> np.ndarray:
         return self._cols[2 if recency_from == "last_access" else 1, : self._n]
@@ -440,12 +443,15 @@ class MirrorIndex:
         key = (self._version, now, params.a_rec, params.a_imp, params.gamma, params.recency_window_minutes,
                params.long_term_decay_per_hour, params.decay_importance_exponent,
                params.decay_importance_pivot, recency_from)
-        if self._cheap_key != key:
-            rec = recency_of(now - self._reference(recency_from), params.gamma, params.recency_window_minutes)
-            imp = self.importance(now, params)
-            cheap = recency_importance(rec, imp, params)
-            self._cheap_cache, self._cheap_key = (cheap, cheap.astype(np.float32)), key
-        return self._cheap_cache
+        cached = self._cheap_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        rec = recency_of(now - self._reference(recency_from), params.gamma, params.recency_window_minutes)
+        imp = self.importance(now, params)
+        cheap = recency_importance(rec, imp, params)
+        both = (cheap, cheap.astype(np.float32))
+        self._cheap_cache = (key, both)
+        return both
 
     def _candidates(self, query: np.ndarray, now: float, params: ScoringParams, k: int,
                     recency_from: str, lexical: np.ndarray | None = None, rel_scale: float | None = None,

@@ -67,8 +67,7 @@ class AgentMemory:
         self.agent = agent
         self.path = None if path is None else Path(path)
         self.config = config
-        self._params: ScoringParams | None = None
-        self._params_key: tuple | None = None
+        self._params: tuple[tuple, ScoringParams] | None = None  # (scoring fields of config, their params)
         if location is not None:
             self.client = location.client(agent)
         else:
@@ -109,9 +108,10 @@ class AgentMemory:
         """The scoring parameters of :attr:`config` (:meth:`ScoringParams.from_config`), rebuilt only when one of
         their fields changed (a retrieval asks for them once per tier)."""
         key = tuple(getattr(self.config, name, None) for name in SCORING_FIELDS)
-        if self._params_key != key:
-            self._params, self._params_key = ScoringParams.from_config(self.config), key
-        return self._params
+        cached = self._params
+        if cached is None or cached[0] != key:
+            cached = self._params = (key, ScoringParams.from_config(self.config))
+        return cached[1]
 
     @property
     def static(self) -> MemoryTier:
