@@ -20,7 +20,7 @@ them, and for the writer modes the seconds the writer spent in Chroma calls and 
 the last tick (the drain, part of a real run's wall time).
 
 Usage: ``python -m bench.writer_overlap [--agents 100] [--hours 4] [--modes inline,none,process,process-nice]
-[--out bench/results/writer_overlap.json]``.
+[--out bench/results/writer_overlap_<agents>x<hours>h.json]``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results" / "writer_overlap.json"
+RESULTS = ROOT / "bench" / "results"
 MODES = ("inline", "none", "process", "process-nice")
 WRITES = ("upsert", "update", "delete")
 
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--agents", type=int, default=100, help="residents [%(default)s]")
     p.add_argument("--hours", type=float, default=4.0, help="game hours [%(default)s]")
     p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated modes [{','.join(MODES)}]")
-    p.add_argument("--out", default=str(RESULTS), help="JSON results file [%(default)s]")
+    p.add_argument("--out", default=None, help=f"JSON results file [{RESULTS}/writer_overlap_<agents>x<hours>h.json]")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)  # child process: run this mode, JSON to stdout
     args = p.parse_args(argv)
     if args.one:
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         gain = "" if base is None else f"{r['ticks_plus_drain_s'] - base['ticks_s']:+.1f} s"
         print(f"{r['mode']:>13}  {r['ticks_s']:8.1f}  {r['ticks_plus_drain_s']:8.1f}  {r['model_in_ticks_s']:8.1f}  "
               f"{r.get('writer_busy_s', float('nan')):8.1f}  {gain:>9}")
-    out = Path(args.out)
+    out = Path(args.out or RESULTS / f"writer_overlap_{args.agents}x{args.hours:g}h.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"runs": rows, "cpus": os.cpu_count()}, indent=1) + "\n")
     print(f"written {out}")
