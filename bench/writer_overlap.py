@@ -35,13 +35,9 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from bench import scale  # noqa: E402 - first: it sets the offline environment (HF_HUB_OFFLINE, ...) once for bench/
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
+RESULTS = scale.ROOT / "bench" / "results"
 MODES = ("inline", "none", "process", "process-nice")
 WRITES = ("upsert", "update", "delete")
 
@@ -83,8 +79,6 @@ def redirect_writes(queue) -> None:
 
 def run_mode(mode: str, agents: int, hours: float) -> dict:
     """One mode in this process: build the town (:func:`bench.scale.build`), run ``hours`` game hours, time it."""
-    from bench import scale
-
     with tempfile.TemporaryDirectory(prefix="simulacra-writer-") as tmp:
         tmp = Path(tmp)
         world = scale.town(tmp, agents, scale.WORLD)
@@ -139,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench.writer_overlap: {m} ...", file=sys.stderr, flush=True)
         cmd = [sys.executable, "-m", "bench.writer_overlap", "--one", m, "--agents", str(args.agents),
                "--hours", str(args.hours)]
-        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        r = subprocess.run(cmd, cwd=scale.ROOT, capture_output=True, text=True)
         if r.returncode != 0:
             sys.stderr.write(r.stderr[-4000:])
             raise SystemExit(f"bench.writer_overlap: mode {m} failed (exit {r.returncode})")
