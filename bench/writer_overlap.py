@@ -66,15 +66,14 @@ def redirect_writes(queue) -> None:
     """Make chromadb's ``Collection`` writes of this process go to ``queue`` (``None``: nowhere)."""
     from chromadb.api.models.Collection import Collection
 
-    def handed_over(self, *args, _method: str, **kwargs) -> None:
-        if args:
-            raise TypeError("bench.writer_overlap expects keyword arguments (as simulacra's store makes its calls)")
-        if queue is not None:
-            queue.put((self.name, _method, kwargs))
+    def handing_over(method: str):
+        def handed_over(self, **kwargs) -> None:  # simulacra's store passes keyword arguments only
+            if queue is not None:
+                queue.put((self.name, method, kwargs))
+        return handed_over
 
     for method in WRITES:
-        setattr(Collection, method,
-                lambda self, *a, _m=method, **kw: handed_over(self, *a, _method=_m, **kw))
+        setattr(Collection, method, handing_over(method))
 
 
 def run_mode(mode: str, agents: int, hours: float) -> dict:

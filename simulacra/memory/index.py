@@ -30,6 +30,7 @@ import math
 
 import numpy as np
 
+from simulacra.memory.memo import LastAnswer
 from simulacra.memory.scoring import (
     ScoreTerms,
     ScoringInputs,
@@ -53,6 +54,12 @@ _FIT_SAMPLE = 4096
 
 def _nan(x: float | None) -> float:
     return math.nan if x is None else float(x)
+
+
+def _read_only(x: np.ndarray) -> np.ndarray:
+    """``x``, no longer writable (a kept answer is shared by every caller)."""
+    x.flags.writeable = False
+    return x
 
 
 class MirrorIndex:
@@ -83,11 +90,11 @@ class MirrorIndex:
         self._resid = np.zeros(0, dtype=np.float32)
         self._fitted_n = 0
         self._version = 0  # bumped by every write; keys the cache of the cheap score part
-        self._cheap_cache: tuple[tuple, tuple[np.ndarray, np.ndarray]] | None = None  # (key, (float64, float32))
-        # ((version, query bytes), dense relevance) and ((version, now, decay parameters), importance) of the last
-        # call: one attribute each, read once, so that a thread never pairs another thread's key with its answer
-        self._dense_cache: tuple[tuple, np.ndarray] | None = None
-        self._importance_cache: tuple[tuple, np.ndarray] | None = None
+        # kept until the next write (memo.LastAnswer): the cheap score part (float64, float32) per game time and
+        # parameters, the importance per game time and decay, the dense relevance of the last query
+        self._cheap_cache: LastAnswer[tuple[np.ndarray, np.ndarray]] = LastAnswer()
+        self._importance_cache: LastAnswer[np.ndarray] = LastAnswer()
+        self._dense_cache: LastAnswer[np.ndarray] = LastAnswer()
         self.last_scored = 0  # memories scored exactly by the last top() (for tests and benches)
 
     # ----------------------------------------------------------------- columns (views of the first n rows)
@@ -123,14 +130,9 @@ class MirrorIndex:
         if rows is not None:
             return params.importance(self.rating[rows], self.long_term_since[rows], now)
         key = (self._version, now, params.long_term_decay_per_hour, params.decay_importance_exponent,
-               params.decay_importance_pivot)
-        cached = self._importance_cache
-        if cached is not None and cached[0] == key:  # a tick's retrievals of this tier ask at one game time
-            return cached[1]
-        imp = params.importance(self.rating, self.long_term_since, now)
-        imp.flags.writeable = False
-        self._importance_cache = (key, imp)
-        return imp
+               params.decay_importance_pivot)  # a tick's retrievals of this tier ask at one game time
+        return self._importance_cache.get(key, lambda: _read_only(
+            params.importance(self.rating, self.long_term_since, now)))
 
     # ----------------------------------------------------------------- writes
     @staticmethod
@@ -220,14 +222,8 @@ class MirrorIndex:
         next write: a retrieval ranks a tier (:meth:`top`) and then records its skyband (:meth:`skyband`) for the
         same query."""
         q = np.asarray(query, dtype=np.float32).reshape(-1)
-        key = (self._version, q.tobytes())
-        cached = self._dense_cache
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        rel = relevance_from_distance(self.distances(q))
-        rel.flags.writeable = False
-        self._dense_cache = (key, rel)
-        return rel
+        return self._dense_cache.get((self._version, q.tobytes()),
+                                     lambda: _read_only(relevance_from_distance(self.distances(q))))
 
     def _reference(self, recency_from: str) -> np.ndarray:
         return self._cols[2 if recency_from == "last_access" else 1, : self._n]
@@ -443,15 +439,12 @@ class MirrorIndex:
         key = (self._version, now, params.a_rec, params.a_imp, params.gamma, params.recency_window_minutes,
                params.long_term_decay_per_hour, params.decay_importance_exponent,
                params.decay_importance_pivot, recency_from)
-        cached = self._cheap_cache
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        rec = recency_of(now - self._reference(recency_from), params.gamma, params.recency_window_minutes)
-        imp = self.importance(now, params)
-        cheap = recency_importance(rec, imp, params)
-        both = (cheap, cheap.astype(np.float32))
-        self._cheap_cache = (key, both)
-        return both
+        def compute() -> tuple[np.ndarray, np.ndarray]:
+            rec = recency_of(now - self._reference(recency_from), params.gamma, params.recency_window_minutes)
+            cheap = recency_importance(rec, self.importance(now, params), params)
+            return cheap, cheap.astype(np.float32)
+
+        return self._cheap_cache.get(key, compute)
 
     def _candidates(self, query: np.ndarray, now: float, params: ScoringParams, k: int,
                     recency_from: str, lexical: np.ndarray | None = None, rel_scale: float | None = None,

@@ -30,6 +30,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from simulacra.memory.memo import LastAnswer
+
 #: BM25 constants (Lucene's and ``bm25s``'s defaults)
 K1 = 1.5
 B = 0.75
@@ -126,7 +128,7 @@ class LexicalIndex:
         self._total_len = 0
         self._live = 0
         self._version = 0
-        self._cache: tuple[tuple[int, str], np.ndarray] | None = None
+        self._cache: LastAnswer[np.ndarray] = LastAnswer()  # the last query's relevance, until a write
         self.indexed = 0
         self.compactions = 0
 
@@ -262,12 +264,11 @@ class LexicalIndex:
         """Lexical relevance of every row for ``query``: BM25 over the tier's best, float64 ``(n,)`` in [0, 1]
         (all 0 when no query word occurs). The last query's answer is kept until the next write (a read-only
         array)."""
-        key = (self._version, query)
-        if self._cache is not None and self._cache[0] == key:
-            return self._cache[1]
-        s = self.bm25(query)
-        top = float(s.max()) if len(s) else 0.0
-        rel = s / top if top > 0 else np.zeros(len(s))
-        rel.flags.writeable = False
-        self._cache = (key, rel)
-        return rel
+        def compute() -> np.ndarray:
+            s = self.bm25(query)
+            top = float(s.max()) if len(s) else 0.0
+            rel = s / top if top > 0 else np.zeros(len(s))
+            rel.flags.writeable = False
+            return rel
+
+        return self._cache.get((self._version, query), compute)

@@ -27,6 +27,7 @@ import numpy as np
 from simulacra.config import MemoryConfig
 from simulacra.errors import CheckpointError
 from simulacra.memory.chroma import open_chroma
+from simulacra.memory.memo import LastAnswer
 from simulacra.memory.records import TIERS, MemoryRecord, RetrievedMemory
 from simulacra.memory.scoring import ScoringParams
 from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
@@ -67,7 +68,7 @@ class AgentMemory:
         self.agent = agent
         self.path = None if path is None else Path(path)
         self.config = config
-        self._params: tuple[tuple, ScoringParams] | None = None  # (scoring fields of config, their params)
+        self._params: LastAnswer[ScoringParams] = LastAnswer()  # per value of the config's scoring fields
         if location is not None:
             self.client = location.client(agent)
         else:
@@ -108,10 +109,7 @@ class AgentMemory:
         """The scoring parameters of :attr:`config` (:meth:`ScoringParams.from_config`), rebuilt only when one of
         their fields changed (a retrieval asks for them once per tier)."""
         key = tuple(getattr(self.config, name, None) for name in SCORING_FIELDS)
-        cached = self._params
-        if cached is None or cached[0] != key:
-            cached = self._params = (key, ScoringParams.from_config(self.config))
-        return cached[1]
+        return self._params.get(key, lambda: ScoringParams.from_config(self.config))
 
     @property
     def static(self) -> MemoryTier:
