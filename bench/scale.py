@@ -24,7 +24,10 @@ on a free port of 127.0.0.1, and reports:
   the machine may be shared, and absolute times follow its load.
 - the checkpoint cost: seconds spent in :meth:`Simulation.checkpoint` during the ticks (written after every
   tick by default, ``simulation.checkpoint_every``) per tick, and as a share of the tick time (target < 5 %);
-  ``checkpoint_write_s_per_tick``: the part spent writing ``checkpoint.json`` (serialise, fsync, rename).
+  ``checkpoint_write_s_per_tick``: the part spent writing ``checkpoint.json`` (serialise, fsync, rename);
+  ``store_journal_s_per_tick``: appending the tick's frame of the store journal (``memory.store_flush_minutes``,
+  :mod:`simulacra.memory.journal`; fsynced inside the checkpoint); ``durability_share``: checkpoint and journal
+  together as a share of the tick time (what makes a tick survive a kill; target < 5 %).
 
 Config: the defaults, plus :data:`CASE_SETTINGS` for a case (``100x1`` embeds batched, ``embedding.exact=false``),
 plus ``--set``'s; each case's ``settings`` lists those it ran with.
@@ -199,17 +202,21 @@ def build(world: Path, db: Path, name: str, overrides: Sequence[str] = ()):
     return sim, recorder, config, time.perf_counter() - t
 
 
-def timed_checkpoints(sim) -> tuple[list[float], list[float]]:
-    """Wrap ``sim.checkpoint`` (on the instance; :meth:`Simulation.step` calls it through ``self``) and the
+def timed_checkpoints(sim) -> tuple[list[float], list[float], list[float]]:
+    """Wrap ``sim.checkpoint`` (on the instance; :meth:`Simulation.step` calls it through ``self``), the
     checkpoint file write it makes (:meth:`simulacra.checkpoint.CheckpointWriter.write`: a journal line, or the
-    whole file serialised, fsynced and renamed) so that each call's seconds are appended to the returned lists
-    ``(whole checkpoint, file write)``; the rest of a checkpoint is the trace's fsync, the stores' id snapshots
-    and the emptying of their trash. Call :func:`untime_checkpoints` afterwards."""
+    whole file serialised, fsynced and renamed) and the tick's frame of the store journal
+    (:meth:`simulacra.memory.journal.StoreJournal.append`, in the persist stage; its fsync is in the checkpoint) so
+    that each call's seconds are appended to the returned lists ``(whole checkpoint, file write, store journal)``;
+    the rest of a checkpoint is the trace's and the store journal's fsync, the stores' id snapshots and the
+    emptying of their trash. Call :func:`untime_checkpoints` afterwards."""
     from simulacra.checkpoint import CheckpointWriter
+    from simulacra.memory.journal import StoreJournal
 
     spent: list[float] = []
     written: list[float] = []
-    original, write = sim.checkpoint, CheckpointWriter.write
+    journaled: list[float] = []
+    original, write, append = sim.checkpoint, CheckpointWriter.write, StoreJournal.append
 
     def checkpoint(*args, **kwargs) -> None:
         t = time.perf_counter()
@@ -223,17 +230,28 @@ def timed_checkpoints(sim) -> tuple[list[float], list[float]]:
         finally:
             written.append(time.perf_counter() - t)
 
+    def timed_append(self, *args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return append(self, *args, **kwargs)
+        finally:
+            journaled.append(time.perf_counter() - t)
+
     sim.checkpoint = checkpoint
     CheckpointWriter.write = timed_write
     CheckpointWriter._untimed_write = write
-    return spent, written
+    StoreJournal.append = timed_append
+    StoreJournal._untimed_append = append
+    return spent, written, journaled
 
 
 def untime_checkpoints() -> None:
-    """Undo :func:`timed_checkpoints`'s class-level wrapper."""
+    """Undo :func:`timed_checkpoints`'s class-level wrappers."""
     from simulacra.checkpoint import CheckpointWriter
+    from simulacra.memory.journal import StoreJournal
 
     CheckpointWriter.write = getattr(CheckpointWriter, "_untimed_write", CheckpointWriter.write)
+    StoreJournal.append = getattr(StoreJournal, "_untimed_append", StoreJournal.append)
 
 
 def embedding_throughput(texts: Sequence[str], config, sample: int, seed: int = 0,
@@ -327,7 +345,7 @@ def run_case(agents: int, minutes: int, sample: int, db: Path | None = None, wor
         db = Path(db) if db is not None else tmp / "database"
         sim, recorder, config, setup_s = build(world, db, f"scale-{agents}", overrides)
         ticks = minutes // sim.world.tick_minutes
-        spent, written = timed_checkpoints(sim)
+        spent, written, journaled = timed_checkpoints(sim)
         growth = Growth(sim, growth_every)
         t = time.perf_counter()
 
@@ -377,6 +395,9 @@ def run_case(agents: int, minutes: int, sample: int, db: Path | None = None, wor
             "checkpoint_s_per_tick": round(ck_per_tick, 5),
             "checkpoint_share": round(sum(spent) / ticks_s, 5),
             "checkpoint_write_s_per_tick": round(sum(written) / max(summary["ticks"], 1), 5),
+            "store_journal_s_per_tick": round(sum(journaled) / max(summary["ticks"], 1), 5),
+            # what makes a tick durable: its checkpoint (with both fsyncs) and its frame of the store journal
+            "durability_share": round((sum(spent) + sum(journaled)) / ticks_s, 5),
             "growth": growth.rows, "kept": growth.kept.result(),
         }
 
@@ -418,7 +439,7 @@ def case_names(spec: str) -> list[str]:
 
 def table(cases: dict[str, dict]) -> str:
     rows = [("case", "ticks", "wall s", "ticks/s", "mem/agent st|lt|tot", "store MB", "trace MB", "RSS MB",
-             "uniq texts", "floor s", "wall/floor", "ckpt ms/tick", "ckpt %", "load")]
+             "uniq texts", "floor s", "wall/floor", "ckpt ms/tick", "ckpt %", "ckpt+jrnl %", "load")]
     for name, r in cases.items():
         m = r["memories_per_agent"]
         rows.append((name, f"{r['ticks']}/{r['ticks_planned']}", f"{r['wall_s']:.0f}", f"{r['ticks_per_s']:.3f}",
@@ -426,6 +447,7 @@ def table(cases: dict[str, dict]) -> str:
                      f"{r['store_bytes'] / 2**20:.1f}", f"{r['trace_bytes'] / 2**20:.1f}", f"{r['peak_rss_mb']:.0f}",
                      str(r["unique_texts"]), f"{r['floor_s']:.0f}", f"{r['wall_over_floor']:.2f}",
                      f"{1000 * r['checkpoint_s_per_tick']:.1f}", f"{100 * r['checkpoint_share']:.2f}",
+                     f"{100 * r['durability_share']:.2f}",
                      f"{r['load_avg_1min']['mean']:.1f}" if "load_avg_1min" in r else "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows)

@@ -10,12 +10,17 @@ Phases (where :func:`kill_point` is called):
     first (percepts) and second (plans, speech) memory batch; ``reflect``: after the first agent's insights were
     written; ``rehearse``: after the first access marks of the tick were written (memories changed in place);
     ``consolidate``: after the first agent's consolidation (these four write the stores' in-process mirrors; the
-    tick's Chroma writes come in ``persist``); ``chroma``: a tier's Chroma upsert (or metadata update) has
-    returned; ``forget``: the tick's checkpoint is written, the memories it deleted not yet deleted from Chroma
-    (reached after ``checkpoint``, with the tick's number); ``persist``: after the first collection's write of the
-    tick (the others not yet written); ``trace``: half of the tick's trace line is written and flushed;
+    tick's Chroma writes come in ``persist``); ``journal``: half of the tick's frame of the store journal is written
+    and flushed (ticks that do not write Chroma, :mod:`simulacra.memory.journal`); ``chroma``: a tier's Chroma upsert
+    (or metadata update) has returned; ``forget``: the tick's checkpoint is written, the memories deleted since the
+    last write of the stores not yet deleted from Chroma (reached after ``checkpoint``, with the tick's number, on
+    the ticks that write Chroma); ``persist``: after the first collection's write of the tick (the others not yet
+    written); ``trace``: half of the tick's trace line is written and flushed;
     ``checkpoint``: the new checkpoint's temporary file is written, not yet renamed; ``marks``: after a whole
     checkpoint, the first agent's access marks are queued for Chroma.
+
+``SIMULACRA_KILL_LOG=<file>`` appends ``<tick> <phase>`` to the file the first time each (tick, phase) is reached,
+so that a test picks its kill points among those an uninterrupted run really passes through.
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ from collections import Counter
 from collections.abc import Callable
 
 ENV = "SIMULACRA_KILL_AT"
-PHASES = ("tick", "remember1", "remember2", "chroma", "forget", "reflect", "rehearse", "consolidate", "persist",
-          "trace", "checkpoint", "marks")
+LOG_ENV = "SIMULACRA_KILL_LOG"
+PHASES = ("tick", "remember1", "remember2", "chroma", "forget", "reflect", "rehearse", "consolidate", "journal",
+          "persist", "trace", "checkpoint", "marks")
 
 
 class InjectedFault(RuntimeError):
@@ -36,6 +42,7 @@ class InjectedFault(RuntimeError):
 
 _tick: int | None = None
 _seen: Counter = Counter()
+_logged: set[tuple[int | None, str]] = set()
 
 
 def _spec() -> dict[str, str] | None:
@@ -62,6 +69,11 @@ def kill_point(phase: str, tick: int | None = None, before: Callable[[], None] |
     global _tick
     if tick is not None:
         _tick = tick
+    log_path = os.environ.get(LOG_ENV)
+    if log_path and (_tick, phase) not in _logged:
+        _logged.add((_tick, phase))
+        with open(log_path, "a", encoding="utf-8") as fh:
+            fh.write(f"{_tick} {phase}\n")
     spec = _spec()
     if spec is None or spec["phase"] != phase or _tick != int(spec["tick"]):
         return

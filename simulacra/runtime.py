@@ -18,6 +18,7 @@ from simulacra.config import Config, MemoryConfig
 from simulacra.disk import check_run_folder, make_run_folder, remove_run_folder
 from simulacra.errors import CheckpointError, RunExistsError, SimulacraError
 from simulacra.memory.chroma import ChromaServer, EmbeddedChroma
+from simulacra.memory.journal import StoreJournal
 from simulacra.memory.records import MemoryRecord, memory_id
 from simulacra.memory.store import MemoryTier, flush_tiers
 from simulacra.memory.stream import AgentMemory
@@ -122,15 +123,30 @@ class Runtime:
         every agent's short-term memory is one collection, so a tick's writes are a handful of calls), calling
         ``each()`` after each collection's writes (a kill point). Returns the Chroma calls made.
 
-        A running simulation flushes without deletes in each tick's persist stage and with them only after a
-        checkpoint (:meth:`simulacra.simulation.Simulation.step`): a memory leaves Chroma once no checkpoint a resume
-        could start from lists it.
+        A running simulation flushes every ``memory.store_flush_minutes``
+        (:meth:`simulacra.simulation.Simulation.step`): without deletes in that tick's persist stage, with them after
+        its checkpoint, so that a memory leaves Chroma once no checkpoint a resume could start from lists it. A flush
+        with deletes empties the run's store journal (:mod:`simulacra.memory.journal`): Chroma then holds
+        everything the last checkpoint lists.
 
         Raises:
             StoreUnavailable: a Chroma server did not answer within its retry window.
         """
-        return flush_tiers(store_tiers([self.memories[pid] for pid in self.agents], self.shared), deletes=deletes,
-                           each=each)
+        tiers = store_tiers([self.memories[pid] for pid in self.agents], self.shared)
+        calls = flush_tiers(tiers, deletes=deletes, each=each)
+        if deletes and self.journal is not None:
+            self.journal.reset(tiers)  # Chroma holds the mirrors, so everything the last checkpoint lists
+        return calls
+
+    @property
+    def journal(self) -> StoreJournal | None:
+        """The run's store journal (:mod:`simulacra.memory.journal`), ``None`` without a store location."""
+        return getattr(self.location, "journal", None)
+
+    def journal_tick(self, ticks_done: int) -> int:
+        """Append to the run's store journal what the stores wrote since its last frame, as of ``ticks_done`` ticks
+        (:meth:`StoreJournal.append`); returns the bytes written."""
+        return self.journal.append(ticks_done, store_tiers([self.memories[pid] for pid in self.agents], self.shared))
 
     def close(self) -> None:
         if self._pool is not None:
@@ -192,7 +208,7 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
     check_run_folder(run_dir, config.simulation.min_free_mb, remove_on_error=not resume)
     location = store_location(config.memory, run_dir)
     location.claim(resume, overwrite)
-    closers: list[Callable[[], None]] = []
+    closers: list[Callable[[], None]] = [] if location.journal is None else [location.journal.close]
     try:
         if embedder is None:
             e = config.embedding
@@ -265,9 +281,10 @@ def store_location(config: MemoryConfig, run_dir: str | Path) -> EmbeddedChroma 
     Raises:
         StoreUnavailable: no Chroma server answers at ``config.chroma_url``.
     """
-    if config.chroma_url:
-        return ChromaServer(config.chroma_url, Path(run_dir).name, config.chroma_retry_s, config.chroma_timeout_s)
-    return EmbeddedChroma(run_dir)
+    location = (ChromaServer(config.chroma_url, Path(run_dir).name, config.chroma_retry_s, config.chroma_timeout_s)
+                if config.chroma_url else EmbeddedChroma(run_dir))
+    location.journal = StoreJournal(run_dir)  # what the run wrote since its stores last reached Chroma
+    return location
 
 
 def store_tiers(memories: Iterable[AgentMemory], shared: MemoryTier | None) -> list[MemoryTier]:
@@ -301,7 +318,10 @@ def open_stores(world: World, config: Config, run_dir: Path, embedder, ids: Sequ
         recs = statics[pid]
         mem.set_static(recs, np.stack([vectors[r.text] for r in recs]))
         memories[pid] = mem
-    flush_tiers(store_tiers(memories.values(), shared))
+    tiers = store_tiers(memories.values(), shared)
+    flush_tiers(tiers)
+    for t in tiers:  # in Chroma now: no journal frame needs them
+        t.journal_done()
     return memories, shared
 
 

@@ -36,6 +36,7 @@ from simulacra.killpoint import kill_point
 from simulacra.llm.base import BudgetExceeded, LLMUnreachable
 from simulacra.llm.replay import ReplayingModel
 from simulacra.llm.wrappers import unwrap
+from simulacra.memory.journal import flush_every_ticks
 from simulacra.memory.stream import roll_back
 from simulacra.runtime import Runtime, build_runtime
 from simulacra.runtime import static_records as static_records  # re-exported: the viewer and tests use it
@@ -85,6 +86,10 @@ class Simulation:
         self.target_ticks: int | None = None
         self._writer: CheckpointWriter | None = None  # made at the first checkpoint
         self._mid_tick = False  # a step started and did not end (an exception left the stores holding part of it)
+        # ticks between writes of the stores to Chroma (memory.store_flush_minutes; the journal holds the rest)
+        every = rt.config.simulation.checkpoint_every
+        self._flush_every = (every if rt.journal is None else
+                             flush_every_ticks(rt.config.memory.store_flush_minutes, world.tick_minutes, every))
         if checkpoint is not None:
             self._restore(checkpoint)
             return
@@ -132,6 +137,8 @@ class Simulation:
         part of its cost."""
         rt = self.rt
         self.trace.sync()
+        if rt.journal is not None:
+            rt.journal.sync()
         if self._writer is None:
             self._writer = CheckpointWriter(rt.run_dir)
         wrote_whole = self._writer.write({
@@ -320,7 +327,8 @@ class Simulation:
         used_ops = seen.ops + retrieval.ops + decided.ops + conversed.ops + said.ops + reflected.ops
         rehearsed = rehearse_stage(rt, used_ops, now)
         consolidated = consolidate_stage(rt, now)
-        persist_stage(rt)
+        due = (self.ticks_done + 1) % self._flush_every == 0  # the stores reach Chroma this tick
+        persist_stage(rt, self.ticks_done + 1, due, journal=self._flush_every > rt.config.simulation.checkpoint_every)
 
         # fold the writes into the state
         state.object_states = {**objects, **applied.object_changes}
@@ -391,8 +399,10 @@ class Simulation:
         self.ticks_done += 1
         if self.ticks_done % rt.config.simulation.checkpoint_every == 0:
             self.checkpoint()
-            # the memories deleted since the previous checkpoint (forgotten, moved, replaced) leave Chroma now that
-            # no checkpoint a resume could start from lists them; with the access marks a whole checkpoint queued
+        if due:
+            # the memories deleted since the previous flush (forgotten, moved, replaced) leave Chroma now that no
+            # checkpoint a resume could start from lists them, with the access marks whole checkpoints queued; the
+            # store journal is emptied
             rt.flush()
         return TickResult(record, notable)
 
@@ -426,7 +436,12 @@ class Simulation:
                                      or not self._writer.last_whole):
             self.checkpoint(whole=True)  # a run ends whole: checkpoint.json alone
         if self.stopped is None:
-            self.flush()  # what the last checkpoint made safe to delete: Chroma ends as the stores' mirrors
+            try:
+                self.flush()  # what the last checkpoint made safe to delete: Chroma ends as the stores' mirrors
+            except StoreUnavailable as err:  # every tick is checkpointed; the store journal holds what Chroma lacks
+                self.stopped = (f"stopped after tick {self.state.tick - 1}, its memories not all written to the "
+                                f"store: {err}; when it is fixed, finish with: simulacra run --resume {self.run_dir}")
+                log.error("run %s", self.stopped)
         return self.summary()
 
     def flush(self) -> None:

@@ -765,14 +765,18 @@ def consolidate_stage(rt: Runtime, now: int) -> list[dict[str, Any]]:
     return ops
 
 
-def persist_stage(rt: Runtime) -> int:
-    """Write the tick's memory changes to Chroma (:meth:`Runtime.flush` without deletes): per collection one upsert
-    (or one metadata update), every agent's changes to a tier together in an embedded run; the ``persist`` kill point
-    follows each collection's write. The tick's deletes wait for its checkpoint (:meth:`Simulation.step`). Returns
-    the Chroma calls made.
+def persist_stage(rt: Runtime, ticks_done: int, due: bool, journal: bool) -> int:
+    """Make the tick's memory changes durable: with ``journal``, append them to the run's store journal
+    (:meth:`Runtime.journal_tick`, as of ``ticks_done`` ticks, the tick included; fsynced with its checkpoint); when
+    ``due``, write everything queued to Chroma (:meth:`Runtime.flush` without deletes): per collection one upsert (or
+    one metadata update), every agent's changes to a tier together in an embedded run; the ``persist`` kill point
+    follows each collection's write. Deletes wait for the tick's checkpoint (:meth:`Simulation.step`). Returns the
+    Chroma calls made.
 
     Raises:
         StoreUnavailable: a Chroma server did not answer within its retry window (the run stops at its last
             complete tick).
     """
-    return rt.flush(deletes=False, each=lambda: kill_point("persist"))
+    if journal:
+        rt.journal_tick(ticks_done)
+    return rt.flush(deletes=False, each=lambda: kill_point("persist")) if due else 0

@@ -21,10 +21,11 @@ from tests.processes import chroma_server, free_port
 
 TICKS = 10
 AGENTS = ("ann", "ben", "cal")
-#: the settings of tests/test_resume.py: within 10 ticks agents talk, consolidation promotes and forgets, they reflect
+#: the settings of tests/test_resume.py: within 10 ticks agents talk, consolidation promotes and forgets, they reflect;
+#: the stores reach the server every third tick (2, 5, 8), the store journal holds the ticks between
 SETTINGS = ["simulation.conversation_probability=1.0", "reflection.threshold=40",
             "memory.consolidation_interval_minutes=30", "memory.consolidation_age_minutes=20",
-            "memory.promote_threshold=0.3", "simulation.seed=3"]
+            "memory.promote_threshold=0.3", "memory.store_flush_minutes=30", "simulation.seed=3"]
 
 
 @pytest.fixture(scope="module")
@@ -143,8 +144,10 @@ def test_a_town_on_the_server_matches_the_embedded_run(tmp_path, world, embedder
 
 def test_a_crashed_run_resumes_against_the_server(tmp_path, world, embedder, rater_url, chroma, embedded, monkeypatch):
     ticks = [json.loads(x) for x in tick_lines(embedded) if x]
-    # a tick whose consolidation forgets memories: the crash comes after its checkpoint, before its deletes
-    crash = min(t["tick"] for t in ticks if t["tick"] >= 3 and any(o["op"] == "forget" for o in t["memory"]))
+    # a tick that writes the server after three whose consolidation forgot memories: the crash comes after its
+    # checkpoint, before its deletes
+    crash = min(t["tick"] for t in ticks if t["tick"] >= 3 and (t["tick"] + 1) % 3 == 0
+                and any(o["op"] == "forget" for u in ticks[t["tick"] - 2: t["tick"] + 1] for o in u["memory"]))
     url = f"memory.chroma_url={chroma.base}"
     monkeypatch.setenv(killpoint.ENV, f"tick={crash}:phase=forget:mode=raise")
     killpoint._seen.clear()

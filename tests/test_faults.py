@@ -100,13 +100,32 @@ def test_a_chroma_server_gone_for_longer_stops_the_run_then_resume_continues_exa
     run_dir = tmp_path / "g"
     with tiny(tmp_path, "g", embedder, rater_url, f"memory.chroma_url={chroma.base}", "memory.chroma_retry_s=2") as sim:
         summary = sim.run(TICKS, at_tick(3, chroma.stop))
-    assert assert_stopped_cleanly(summary, run_dir, "Chroma server") == 4
+    # tick 4 journals its memories (SETTINGS: the stores reach the server every third tick); tick 5 cannot write
+    assert assert_stopped_cleanly(summary, run_dir, "Chroma server") == 5
     chroma.start()  # the same data folder, the same port
     with Simulation.resume(run_dir, embedder=embedder) as sim:
         summary = sim.run(TICKS - sim.ticks_done)
     assert not summary["stopped"] and summary["ticks"] == TICKS
     assert tick_lines(run_dir) == tick_lines(reference)
     assert server_stores(chroma.base, "g", shared=False) == embedded_stores(reference, shared=False)
+
+
+def test_a_chroma_server_gone_before_the_last_write_leaves_the_memories_in_the_journal(tmp_path, embedder, rater_url,
+                                                                                      reference, chroma):
+    """Every tick done and checkpointed, the server gone for the run's last write of its stores: a clean stop that
+    says how to finish; the resume writes what the store journal held, and the server ends as the reference."""
+    run_dir = tmp_path / "e"
+    with tiny(tmp_path, "e", embedder, rater_url, f"memory.chroma_url={chroma.base}", "memory.chroma_retry_s=2") as sim:
+        summary = sim.run(TICKS, at_tick(TICKS - 1, chroma.stop))
+    assert summary["ticks"] == TICKS and "Chroma server" in summary["stopped"]
+    assert f"finish with: simulacra run --resume {run_dir}" in summary["stopped"]
+    assert read_checkpoint(run_dir)["ticks_done"] == TICKS and (run_dir / "stores.journal").stat().st_size > 0
+    chroma.start()
+    with Simulation.resume(run_dir, embedder=embedder) as sim:
+        assert sim.run(0)["stopped"] is None
+    assert (run_dir / "stores.journal").stat().st_size == 0
+    assert tick_lines(run_dir) == tick_lines(reference)
+    assert server_stores(chroma.base, "e", shared=False) == embedded_stores(reference, shared=False)
 
 
 # ----------------------------------------------------------------------------------------------- rater

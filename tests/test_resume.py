@@ -23,17 +23,20 @@ from tests.conftest import DATA, ROOT
 
 TICKS = 12
 SEED = 3
-#: a town where, within 12 ticks, agents talk, consolidation promotes and forgets, and reflections are made
+#: a town where, within 12 ticks, agents talk, consolidation promotes and forgets, and reflections are made; its
+#: stores reach Chroma every third tick (memory.store_flush_minutes), the store journal holds the ticks between
 SETTINGS = ["simulation.conversation_probability=1.0", "reflection.threshold=40",
             "memory.consolidation_interval_minutes=30", "memory.consolidation_age_minutes=20",
-            "memory.promote_threshold=0.3", f"simulation.seed={SEED}"]
+            "memory.promote_threshold=0.3", "memory.store_flush_minutes=30", f"simulation.seed={SEED}"]
 PERCEPT_KINDS = {"event", "observation"}
 
 
-def cli(db, rater_url, *args, kill_at=None):
-    env = {k: v for k, v in os.environ.items() if k != "SIMULACRA_KILL_AT"}
+def cli(db, rater_url, *args, kill_at=None, kill_log=None):
+    env = {k: v for k, v in os.environ.items() if k not in ("SIMULACRA_KILL_AT", "SIMULACRA_KILL_LOG")}
     if kill_at is not None:
         env["SIMULACRA_KILL_AT"] = kill_at
+    if kill_log is not None:
+        env["SIMULACRA_KILL_LOG"] = str(kill_log)
     return subprocess.run([sys.executable, "-m", "simulacra.cli", "run", "--db-dir", str(db), "--rater-url", rater_url,
                            "--quiet", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
@@ -58,37 +61,26 @@ def stores(run_dir):
 
 
 #: the order a tick reaches the kill phases in (the deletes, ``forget``, follow the tick's checkpoint)
-IN_TICK = ("tick", "remember1", "remember2", "reflect", "rehearse", "consolidate", "chroma", "persist", "trace",
-           "checkpoint", "forget", "marks")
+IN_TICK = ("tick", "remember1", "remember2", "reflect", "rehearse", "consolidate", "journal", "chroma", "persist",
+           "trace", "checkpoint", "forget", "marks")
+#: what a kill in each phase interrupts: the mirrors' writes, the store journal, Chroma, the trace
+KILLED_IN = ("remember1", "remember2", "reflect", "rehearse", "journal", "chroma", "persist", "forget", "trace")
 
 
-def reachable(ticks):
-    """(tick, phase) pairs the reference run passes through, read from its trace."""
-    out = []
-    for t in ticks:
-        n, ops = t["tick"], t["memory"]
-        adds = [o for o in ops if o["op"] == "add"]
-        out += [(n, "tick"), (n, "trace"), (n, "checkpoint"), (n, "consolidate"), (n, "persist")]
-        if any(o["kind"] in PERCEPT_KINDS for o in adds):
-            out.append((n, "remember1"))
-        if any(o["kind"] not in PERCEPT_KINDS | {"reflection"} for o in adds):
-            out.append((n, "remember2"))
-        if adds or any(o["op"] == "move" for o in ops):
-            out.append((n, "chroma"))
-        if any(o["op"] in ("move", "forget") for o in ops):
-            out.append((n, "forget"))
-        if any(o["op"] == "reflect" and o["insights"] for o in ops):
-            out.append((n, "reflect"))
-        if any(o["op"] == "rehearse" for o in ops):
-            out.append((n, "rehearse"))
-    return out
+def reachable(ref_dir):
+    """(tick, phase) pairs the reference run passed through (``SIMULACRA_KILL_LOG``), in the order reached; the
+    ``marks`` of the last whole checkpoint, after the last tick, are left out."""
+    lines = (ref_dir.parent / "kill.log").read_text().split()
+    out = [(int(t), p) for t, p in zip(lines[::2], lines[1::2]) if t != "None"]
+    return [(t, p) for t, p in out if t < TICKS - 1 or p != "marks"]
 
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory, rater_url):
-    """An uninterrupted run of the CLI: its folder and its tick records."""
+    """An uninterrupted run of the CLI: its folder and its tick records (the kill points it reached in
+    ``kill.log`` beside it, :func:`reachable`)."""
     db = tmp_path_factory.mktemp("ref")
-    r = cli(db, rater_url, *new_run_args("ref"))
+    r = cli(db, rater_url, *new_run_args("ref"), kill_log=db / "kill.log")
     assert r.returncode == 0, r.stderr
     run_dir = db / "ref"
     return run_dir, [json.loads(x) for x in tick_lines(run_dir) if x]
@@ -96,13 +88,15 @@ def reference(tmp_path_factory, rater_url):
 
 def test_sigkill_at_random_moments_then_resume_ends_byte_identical(tmp_path, rater_url, reference):
     ref_dir, ref_ticks = reference
-    points = reachable(ref_ticks)
+    points = reachable(ref_dir)
     phases = {p for _, p in points}
     # the run must exercise what the kills are meant to hit
-    assert {"remember1", "remember2", "chroma", "forget", "reflect", "rehearse", "persist", "trace"} <= phases
+    assert set(KILLED_IN) <= phases
+    # Chroma is written every third tick, the journal every tick that wrote a memory
+    assert {t for t, p in points if p in ("persist", "chroma", "forget")} == {2, 5, 8, 11}
+    assert len({t for t, p in points if p == "journal"} - {2, 5, 8, 11}) >= 6
     rng = random.Random(20261124)
-    kills = [rng.choice([x for x in points if x[1] == phase])
-             for phase in ("remember1", "remember2", "chroma", "forget", "reflect", "rehearse", "persist", "trace")]
+    kills = [rng.choice([x for x in points if x[1] == phase]) for phase in KILLED_IN]
     kills += rng.sample(points, 3)
     kills.sort(key=lambda k: (k[0], IN_TICK.index(k[1])))
     run_dir = tmp_path / "k"
@@ -113,8 +107,8 @@ def test_sigkill_at_random_moments_then_resume_ends_byte_identical(tmp_path, rat
         if phase == "trace":  # killed in the middle of the tick's line
             assert not (run_dir / "trace.jsonl").read_bytes().endswith(b"\n")
         ck = read_checkpoint(run_dir)
-        # the killed tick is not in the checkpoint, but for a kill among the deletes that follow the tick's checkpoint
-        assert ck["ticks_done"] == tick + (phase == "forget")
+        # the killed tick is not in the checkpoint, but for a kill after the tick's checkpoint (deletes, marks)
+        assert ck["ticks_done"] == tick + (phase in ("forget", "marks"))
     r = cli(tmp_path, rater_url, "--resume", str(run_dir))
     assert r.returncode == 0, r.stderr
     assert tick_lines(run_dir) == tick_lines(ref_dir)
@@ -152,7 +146,7 @@ def test_a_kill_while_access_marks_are_saved_resumes_to_the_identical_stores(tmp
 
 def test_an_exception_in_a_stage_stops_the_run_resumably(tmp_path, rater_url, reference):
     ref_dir, ref_ticks = reference
-    tick = min(t for t, phase in reachable(ref_ticks) if phase == "remember2" and t >= 3)  # half the stores written
+    tick = min(t for t, phase in reachable(ref_dir) if phase == "remember2" and t >= 3)  # half the stores written
     r = cli(tmp_path, rater_url, *new_run_args("x"), kill_at=f"tick={tick}:phase=remember2:mode=raise")
     assert r.returncode == 1, r.stderr
     assert "Traceback" not in r.stderr

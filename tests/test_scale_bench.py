@@ -103,6 +103,8 @@ def test_quick_run_reports_every_figure(tmp_path):
     assert r["wall_s"] == pytest.approx(r["setup_s"] + r["ticks_s"], abs=0.02)
     assert r["throughput_sample"] == 10 and r["embedding_exact"] is True
     assert 0 < r["checkpoint_share"] < 1 and 0 < r["checkpoint_write_s_per_tick"] < r["checkpoint_s_per_tick"]
+    # three ticks inside one period of memory.store_flush_minutes: each wrote memories to the store journal
+    assert r["store_journal_s_per_tick"] > 0 and r["checkpoint_share"] < r["durability_share"] < 1
     # samples every game hour, and one at the run's end: here only the end, after tick 2 (half an hour in)
     assert [(g["tick"], g["game_minute"]) for g in r["growth"]] == [(2, 6 * 60 + 30 + 30)]
     assert r["growth"][0]["short_term"]["mean"] == m["short_term"]["mean"]

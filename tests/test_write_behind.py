@@ -155,6 +155,8 @@ def test_a_tick_writes_each_tier_at_most_once_and_chroma_ends_as_the_mirror(tmp_
     calls = [Counter((label.split("/")[1], "delete" if method == "delete" else "write")
                      for (label, method), n in c.items() for _ in range(n)) for c in per_tick]
     assert all(n <= 1 for c in calls for n in c.values()), [c for c in calls if max(c.values(), default=0) > 1]
+    # the stores reach Chroma every third tick (SETTINGS: memory.store_flush_minutes); the ticks between only journal
+    assert [i for i, c in enumerate(per_tick[:TICKS]) if c] == [2, 5, 8, 11]
     assert not any(method == "add" for c in per_tick for _, method in c)
     written = Counter((label.split("/")[1], method) for c in per_tick for label, method in c)
     assert {("short_term", "upsert"), ("long_term", "upsert"), ("long_term", "update"),
@@ -168,14 +170,16 @@ def test_chroma_holds_the_mirror_after_sigkills_and_a_resume(tmp_path, rater_url
     from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
 
     run_dir = tmp_path / "k"
-    # killed after tick 6's checkpoint, before its deletes, then after the first collection's write of a later tick
-    # (ticks 6 and 9 consolidate: memories move to long-term and are forgotten)
-    r = cli(tmp_path, rater_url, *new_run_args("k"), kill_at="tick=6:phase=forget")
+    # the stores reach Chroma at ticks 2, 5, 8 and 11 (SETTINGS), the journal holds the ticks between: killed after
+    # tick 5's checkpoint, before the deletes of ticks 3-5, then after the first collection's write of tick 8 (ticks
+    # 3, 6 and 9 consolidate: memories move to long-term and are forgotten)
+    r = cli(tmp_path, rater_url, *new_run_args("k"), kill_at="tick=5:phase=forget")
     assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]
-    assert read_checkpoint(run_dir)["ticks_done"] == 7
-    r = cli(tmp_path, rater_url, "--resume", str(run_dir), kill_at="tick=9:phase=persist")
+    assert read_checkpoint(run_dir)["ticks_done"] == 6
+    r = cli(tmp_path, rater_url, "--resume", str(run_dir), kill_at="tick=8:phase=persist")
     assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]
-    assert read_checkpoint(run_dir)["ticks_done"] == 9
+    assert read_checkpoint(run_dir)["ticks_done"] == 8
+    assert (run_dir / "stores.journal").stat().st_size > 0  # ticks 6 and 7 are in the journal, not in Chroma
     embedder = CachedEmbedder(SentenceTransformerEmbedder(exact=True))  # as the CLI's run (embedding.exact)
     with Simulation.resume(run_dir, embedder=embedder) as sim:
         restored = mirror(sim)

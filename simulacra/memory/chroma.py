@@ -116,6 +116,16 @@ def collection_name(run: str, owner: str, tier: str) -> str:
     return name[:MAX_NAME]
 
 
+def journal_args(location, owner: str, tier: str) -> dict[str, Any]:
+    """The ``journal`` argument of :class:`~simulacra.memory.store.MemoryTier` for ``owner``'s ``tier`` at
+    ``location`` (its ``journal`` attribute, a :class:`~simulacra.memory.journal.StoreJournal` that
+    :func:`simulacra.runtime.store_location` sets), or nothing when the location has none."""
+    from simulacra.memory.journal import journal_key
+
+    journal = getattr(location, "journal", None)
+    return {} if journal is None else {"journal": (journal, journal_key(owner, tier))}
+
+
 class EmbeddedChroma:
     """A run's collections in embedded Chroma under ``run_dir``; no retries.
 
@@ -137,6 +147,8 @@ class EmbeddedChroma:
     """
 
     remote = False
+    #: the run's store journal (:mod:`simulacra.memory.journal`), set by :func:`simulacra.runtime.store_location`
+    journal = None
 
     def __init__(self, run_dir: str | Path, layout: str | None = None):
         self.run_dir = Path(run_dir)
@@ -164,7 +176,8 @@ class EmbeddedChroma:
     def tier_args(self, owner: str, tier: str) -> dict[str, Any]:
         """Keyword arguments of :class:`~simulacra.memory.store.MemoryTier` for ``owner``'s ``tier``: its ``owner``
         in the shared collection named after the tier (none in an older run: the collection is the owner's)."""
-        return {"owner": owner} if self.layout == "town" else {}
+        return {"owner": owner, **journal_args(self, owner, tier)} if self.layout == "town" \
+            else journal_args(self, owner, tier)
 
     def claim(self, resume: bool, overwrite: bool) -> None:
         """Nothing to do: the run folder, made or reopened by the caller, holds the stores."""
@@ -205,6 +218,7 @@ class ChromaServer:
     """
 
     remote = True
+    journal = None  # as EmbeddedChroma.journal
 
     def __init__(self, url: str, run: str, retry_s: float = 60.0, timeout_s: float = 60.0,
                  connect_s: float | None = None, initial_wait_s: float = 0.25, max_wait_s: float = 5.0):
@@ -298,7 +312,8 @@ class ChromaServer:
         """Keyword arguments of :class:`~simulacra.memory.store.MemoryTier` for ``owner``'s ``tier``: the
         collection's name (:func:`collection_name`), its metadata and the retrying call."""
         return {"name": collection_name(self.run, owner, tier),
-                "metadata": {RUN_KEY: self.run, "owner": owner, "tier": tier}, "retry": self.call}
+                "metadata": {RUN_KEY: self.run, "owner": owner, "tier": tier}, "retry": self.call,
+                **journal_args(self, owner, tier)}
 
     def claim(self, resume: bool, overwrite: bool) -> None:
         """Make sure the server's collections of this run are what the run expects before anything is written:

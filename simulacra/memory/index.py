@@ -62,6 +62,13 @@ def _read_only(x: np.ndarray) -> np.ndarray:
     return x
 
 
+def squared_norms(emb: np.ndarray) -> np.ndarray:
+    """Squared Euclidean norm of each row of float32 ``emb`` ``(m, dim)``, float32 ``(m,)``: one summation for every
+    way a row enters the mirror (``einsum`` gives a row the same bits whatever the batch; ``vec @ vec`` does not), so
+    a memory overwritten in place and the same memory reloaded on resume score the same to the last bit."""
+    return np.einsum("ij,ij->i", emb, emb)
+
+
 class MirrorIndex:
     """Embeddings and raw scoring columns of one tier, row-aligned with the tier's record list.
 
@@ -169,7 +176,7 @@ class MirrorIndex:
         start = self._n
         self._reserve(start + m)
         self._emb[start:start + m] = emb
-        self._sqnorm[start:start + m] = np.einsum("ij,ij->i", emb, emb)
+        self._sqnorm[start:start + m] = squared_norms(emb)
         self._cols[:, start:start + m] = np.asarray(columns, dtype=np.float64).reshape(m, 4).T
         self._n += m
         self._version += 1
@@ -183,7 +190,7 @@ class MirrorIndex:
         if embedding is not None:
             vec = np.asarray(embedding, dtype=np.float32).reshape(self.dim)
             self._emb[row] = vec
-            self._sqnorm[row] = vec @ vec
+            self._sqnorm[row] = squared_norms(vec[None])[0]
             if self._basis is not None:
                 self._project(row, row + 1)
 

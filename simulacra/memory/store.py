@@ -59,6 +59,9 @@ class MemoryTier:
             :class:`~simulacra.memory.chroma.EmbeddedChroma`): this tier is the records whose metadata ``owner``
             (:data:`OWNER_KEY`) is ``owner``; every record written carries it. ``None``: the collection is the tier's
             alone.
+        journal: the run's :class:`~simulacra.memory.journal.StoreJournal` and this tier's key in it, ``(journal,
+            key)``: on open the journal's memories of the tier are applied to the mirror after Chroma's (queued
+            for the next flush), and every write is remembered for the next frame (:meth:`journal_part`).
     Raises:
         ValueError: the collection exists with another distance space.
         StoreUnavailable: with a server's ``retry``, the server did not answer within its retry window.
@@ -66,7 +69,7 @@ class MemoryTier:
 
     def __init__(self, client, tier: str, dim: int, space: str = "l2", bound_min_rows: int | None = BOUND_MIN_ROWS,
                  *, name: str | None = None, metadata: dict | None = None, retry=None, write_behind: bool = False,
-                 owner: str | None = None):
+                 owner: str | None = None, journal: tuple | None = None):
         self.tier = tier
         self.owner = owner
         self.write_behind = write_behind
@@ -92,6 +95,8 @@ class MemoryTier:
         # ids deleted from the mirror since the last flush with deletes, with their record and embedding (removed)
         self._removed: dict[str, tuple[MemoryRecord, np.ndarray]] = {}
         self._unsaved: dict[str, None] = {}  # ids whose metadata changed by update_local, not yet queued (save_local)
+        self.journal, self.journal_key = journal if journal is not None else (None, None)
+        self._unjournaled: dict[str, None] = {}  # ids written since the tier's last journal frame
         self._load()
         # records one Chroma call takes at most (chromadb 1.5 embedded: 5,461); flush_tiers splits larger writes
         self.max_batch = int(self._call(client.get_max_batch_size, "asking the batch size of"))
@@ -116,10 +121,13 @@ class MemoryTier:
                 break
             offset += _PAGE
         self._stored = {r.id for r in records}
-        if not records:
-            return
-        order = sorted(range(len(records)), key=lambda i: (records[i].tick, records[i].id))
-        self._append([records[i] for i in order], np.concatenate(vectors)[order])
+        if records:
+            order = sorted(range(len(records)), key=lambda i: (records[i].tick, records[i].id))
+            self._append([records[i] for i in order], np.concatenate(vectors)[order])
+        if self.journal is not None:  # written since Chroma last had the tier's writes: Chroma gets them next flush
+            journaled, emb = self.journal.committed(self.journal_key, self.dim)
+            if journaled:
+                self._put(journaled, emb)
 
     def _append(self, records: list[MemoryRecord], emb: np.ndarray) -> None:
         start = len(self._records)
@@ -270,7 +278,13 @@ class MemoryTier:
         ids = [r.id for r in records]
         if len(set(ids)) != len(ids):
             raise ValueError(f"duplicate ids in one write to {self.tier}")
-        emb = np.asarray(embeddings, dtype=np.float32).reshape(len(records), self.dim)
+        self._put(records, np.asarray(embeddings, dtype=np.float32).reshape(len(records), self.dim))
+        if self.journal is not None:
+            self._unjournaled.update(dict.fromkeys(ids))
+        self._written()
+
+    def _put(self, records: Sequence[MemoryRecord], emb: np.ndarray) -> None:
+        """Write ``records`` (unique ids) and their embeddings into the mirror and queue them for Chroma."""
         new = []
         for j, rec in enumerate(records):
             row = self._row.get(rec.id)
@@ -282,8 +296,7 @@ class MemoryTier:
                 self.lexical.set_row(row, rec.text)
         if new:
             self._append([records[j] for j in new], emb[new])
-        self._dirty.update(dict.fromkeys(ids))
-        self._written()
+        self._dirty.update(dict.fromkeys(r.id for r in records))
 
     def delete(self, ids: Sequence[str]) -> None:
         """Delete ``ids`` (unknown ids are ignored): from the mirror at once, from Chroma at the next :meth:`flush`
@@ -413,6 +426,23 @@ class MemoryTier:
             self._unsaved.pop(i, None)  # the upsert carried the record's current marks
         self._dirty.clear()
         self._touched.clear()
+
+    def journal_part(self) -> tuple[dict, np.ndarray] | None:
+        """The tier's memories written since its last journal frame and still in it, as the journal records them
+        (:mod:`simulacra.memory.journal`): ``({"key", "ids", "documents", "metadatas"}, float32 (n, dim))``, or
+        ``None`` when there are none; they count as journaled from now on."""
+        ids = [i for i in self._unjournaled if i in self._row]
+        self._unjournaled.clear()
+        if not ids:
+            return None
+        rows = [self._row[i] for i in ids]
+        recs = [self._records[r] for r in rows]
+        return ({"key": self.journal_key, "ids": ids, "documents": [r.text for r in recs],
+                 "metadatas": [r.to_metadata() for r in recs]}, self.index.embeddings[rows])
+
+    def journal_done(self) -> None:
+        """Nothing of the tier is left to journal (its writes are all in Chroma: :meth:`StoreJournal.reset`)."""
+        self._unjournaled.clear()
 
     def removed(self, memory_id: str) -> tuple[MemoryRecord, np.ndarray] | None:
         """The record and embedding of a memory deleted from the tier whose delete has not reached Chroma yet (a
