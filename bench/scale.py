@@ -202,6 +202,18 @@ def build(world: Path, db: Path, name: str, overrides: Sequence[str] = ()):
     return sim, recorder, config, time.perf_counter() - t
 
 
+def _timed(fn, into: list[float]):
+    """``fn`` wrapped to append each call's seconds to ``into``."""
+    def timed(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            into.append(time.perf_counter() - t)
+
+    return timed
+
+
 def timed_checkpoints(sim) -> tuple[list[float], list[float], list[float]]:
     """Wrap ``sim.checkpoint`` (on the instance; :meth:`Simulation.step` calls it through ``self``), the
     checkpoint file write it makes (:meth:`simulacra.checkpoint.CheckpointWriter.write`: a journal line, or the
@@ -216,32 +228,11 @@ def timed_checkpoints(sim) -> tuple[list[float], list[float], list[float]]:
     spent: list[float] = []
     written: list[float] = []
     journaled: list[float] = []
-    original, write, append = sim.checkpoint, CheckpointWriter.write, StoreJournal.append
-
-    def checkpoint(*args, **kwargs) -> None:
-        t = time.perf_counter()
-        original(*args, **kwargs)
-        spent.append(time.perf_counter() - t)
-
-    def timed_write(self, *args, **kwargs):
-        t = time.perf_counter()
-        try:
-            return write(self, *args, **kwargs)
-        finally:
-            written.append(time.perf_counter() - t)
-
-    def timed_append(self, *args, **kwargs):
-        t = time.perf_counter()
-        try:
-            return append(self, *args, **kwargs)
-        finally:
-            journaled.append(time.perf_counter() - t)
-
-    sim.checkpoint = checkpoint
-    CheckpointWriter.write = timed_write
-    CheckpointWriter._untimed_write = write
-    StoreJournal.append = timed_append
-    StoreJournal._untimed_append = append
+    sim.checkpoint = _timed(sim.checkpoint, spent)
+    CheckpointWriter._untimed_write = CheckpointWriter.write
+    CheckpointWriter.write = _timed(CheckpointWriter.write, written)
+    StoreJournal._untimed_append = StoreJournal.append
+    StoreJournal.append = _timed(StoreJournal.append, journaled)
     return spent, written, journaled
 
 
