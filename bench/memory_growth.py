@@ -9,7 +9,8 @@ recorded by a ``bench.scale`` run instead of running again.
 
 Growth exponent: the least-squares slope of log(long-term mean) against log(perceived mean) over the samples
 where both are positive (1 = linear; below 1 = sublinear); also over the samples from the end of the first game
-day on (``growth_exponent_from_day2``), which leaves out the first day's warm-up.
+day on (``growth_exponent_from_day2``), which leaves out the first day's warm-up. Per day, ``marginal``: long-term
+memories gained per memory perceived that day (:func:`per_day`), the growth curve's slope day by day.
 
 Kept (:mod:`bench.kept`): at the end of each game day, the share of the memories written so far that the agents'
 long-term memory still holds, by category (witnessed world events, memories rated >= 7, rating bands) and by age
@@ -43,15 +44,21 @@ PLOT = ROOT / "docs" / "memory_growth.png"
 
 def per_day(rows: list[dict], start_minute: int) -> list[dict]:
     """The sample closest after each whole game day since the start (plus the last sample): ``day`` (game days
-    run), ``short_term``, ``long_term``, ``total`` (means per agent), ``short_term_max`` and ``perceived``."""
+    run), ``short_term``, ``long_term``, ``total`` (means per agent), ``short_term_max``, ``perceived``, and
+    ``marginal``: long-term memories gained per memory perceived since the previous row (since the start for the
+    first): the day's slope of the growth curve, which falls towards 0 when growth is sublinear (bounded: 0), stays
+    constant when it is linear; ``None`` when nothing was perceived in between."""
     out, next_mark = [], start_minute + DAY
     for i, r in enumerate(rows):
         last = i == len(rows) - 1
         if r["game_minute"] >= next_mark or last:
+            prev = out[-1] if out else {"long_term": 0.0, "perceived": 0.0}
+            seen = r["perceived"] - prev["perceived"]
             out.append({"days_run": round((r["game_minute"] - start_minute) / DAY, 3),
                         "short_term": r["short_term"]["mean"], "short_term_max": r["short_term"]["max"],
                         "long_term": r["long_term"]["mean"], "total": r["total"]["mean"],
-                        "perceived": r["perceived"]})
+                        "perceived": r["perceived"], "marginal": None if seen <= 0 else
+                        round((r["long_term"]["mean"] - prev["long_term"]) / seen, 4)})
             while next_mark <= r["game_minute"]:
                 next_mark += DAY
     return out
@@ -200,10 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     title = (f"Gullhaven, {case['agents']} agents, scripted backend: {days[-1]['days_run']:.2f} game days "
              f"({case['ticks']} ticks, {case['wall_s'] / 60:.0f} min wall)")
     plot(rows, start, exponent, title, Path(args.plot))
-    print(f"{'days':>6} {'short':>7} {'st max':>7} {'long':>7} {'total':>7} {'perceived':>10}")
+    print(f"{'days':>6} {'short':>7} {'st max':>7} {'long':>7} {'total':>7} {'perceived':>10} {'marginal':>9}")
     for d in days:
+        marginal = "n/a" if d["marginal"] is None else f"{d['marginal']:.3f}"
         print(f"{d['days_run']:>6.2f} {d['short_term']:>7.1f} {d['short_term_max']:>7} {d['long_term']:>7.1f} "
-              f"{d['total']:>7.1f} {d['perceived']:>10.1f}")
+              f"{d['total']:>7.1f} {d['perceived']:>10.1f} {marginal:>9}")
     print(f"growth exponent (long-term vs perceived): {'n/a' if exponent is None else f'{exponent:.2f}'}, "
           f"from day 2: {'n/a' if later is None else f'{later:.2f}'}")
     if result["kept"]:

@@ -78,6 +78,12 @@ def test_growth_exponent_and_per_day():
     days = per_day(rows, start)
     assert [d["days_run"] for d in days] == [1.0, 2.0, round(59 / 24, 3)]
     assert days[0]["perceived"] == 40 * 24 and days[0]["short_term_max"] == 12
+    # the slope day by day: falling for sqrt growth, constant (0.2) for linear, 0 for none
+    assert days[0]["marginal"] > days[1]["marginal"] > days[2]["marginal"] > 0
+    assert days[1]["marginal"] == pytest.approx(3 * (math.sqrt(40 * 48) - math.sqrt(40 * 24)) / (40 * 24), abs=1e-4)
+    assert [d["marginal"] for d in per_day(linear, start)] == [0.2, 0.2, 0.2]
+    flat = [_row(start + 60 * h, 10, 7, 40 * h) for h in range(1, 60)]
+    assert [d["marginal"] for d in per_day(flat, start)][1:] == [0.0, 0.0]
 
 
 def test_quick_run_reports_every_figure(tmp_path):
