@@ -1,10 +1,12 @@
 """What a Chroma writer process would save (issue 11 §3, the scale target): one town, the same ticks, with the
 store's writes made four ways, timed side by side.
 
-simulacra writes a tick's memories to Chroma in the tick (``persist`` stage, and the deletes after the checkpoint),
-on the simulation's thread. chromadb's embedded bindings hold the GIL while they write, so a thread cannot overlap
-them with the embedding model; only a second process can. Before building one (it changes how a killed run is
-survived: the writer may outlive the run), this measures what it could win on this machine:
+simulacra wrote a tick's memories to Chroma in the tick (``persist`` stage, and the deletes after the checkpoint), on
+the simulation's thread; this measures that way (``memory.store_flush_minutes=0``: every tick, as in session 8; since
+session 9 a run writes Chroma every 240 game minutes and journals the ticks between, ``docs/scale.md``). chromadb's
+embedded bindings hold the GIL while they write, so a thread cannot overlap them with the embedding model; only a second
+process can. Before building one (it changes how a killed run is survived: the writer may outlive the run), this
+measures what it could win on this machine:
 
 - ``inline``: the run as it is.
 - ``none``: the writes are dropped (``Collection.upsert``, ``update`` and ``delete`` do nothing): the bound, no
@@ -81,7 +83,7 @@ def run_mode(mode: str, agents: int, hours: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="simulacra-writer-") as tmp:
         tmp = Path(tmp)
         world = scale.town(tmp, agents, scale.WORLD)
-        settings = list(scale.CASE_SETTINGS["100x1"]) if agents >= 100 else []
+        settings = (list(scale.CASE_SETTINGS["100x1"]) if agents >= 100 else []) + ["memory.store_flush_minutes=0"]
         sim, recorder, _, setup_s = scale.build(world, tmp / "database", f"writer-{agents}", settings)
         queue = done = proc = None
         if mode.startswith("process"):

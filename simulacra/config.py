@@ -141,7 +141,8 @@ class MemoryConfig(_Section):
         240, ge=0, description="game minutes between writes of a running simulation's memory changes to Chroma "
         "(rounded up to whole ticks and to simulation.checkpoint_every); between them each tick's new memories go to "
         "the run's stores.journal, fsynced before its checkpoint, so a resume loses nothing, and a memory consolidated "
-        "or forgotten within one period never costs a Chroma write (docs/scale.md); 0 = at every checkpoint, no journal"
+        "or forgotten within one period never costs a Chroma write (docs/scale.md); 0 = at every checkpoint (every "
+        "tick by default), no journal"
     )
 
     @field_validator("chroma_url", mode="before")

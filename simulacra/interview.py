@@ -1,10 +1,11 @@
 """Interview an agent of a finished run: its answer to a question, from the memories it retrieves for it.
 
-``simulacra interview database/<run> --agent ID "question"`` opens the agent's stores (read only), retrieves for
-the question with the run's own retrieval rule at the end of the run (or at the end of tick ``--tick N``: memories
-formed later are left out; memories forgotten before the end of the run are gone from the stores and cannot be
-used), and asks the run's mind (or another one, ``--llm local`` / ``--set llm.model=...``) to answer, listing the
-memories the answer rests on. Works with every backend: the scripted mind answers with what it retrieved.
+``simulacra interview database/<run> --agent ID "question"`` opens the agent's stores (read only), retrieves for the
+question with the run's own retrieval rule at the end of the run (or at the end of tick ``--tick N``: memories formed
+later are left out; memories forgotten before the end of the run are gone from the stores and cannot be used; a killed
+run shows its last checkpoint), and asks the run's mind (or another one, ``--llm local`` / ``--set llm.model=...``) to
+answer, listing the memories the answer rests on. Works with every backend: the scripted mind answers with what it
+retrieved.
 
 A scenario run made under an ablation (``simulacra evaluate --variant no-memory``, ``no-planning``) is interviewed
 through the same ablation, recorded in its trace header: the agent's memory and mind are wrapped as in the run

@@ -6,17 +6,17 @@ With the environment variable unset (always, outside tests) :func:`kill_point` r
 the moment tick ``T`` reaches phase ``P``: no clean-up, no flush, exactly like a power cut or the OOM killer.
 
 Phases (where :func:`kill_point` is called):
-    ``tick``: the tick starts; ``remember1``, ``remember2``: after the first owner's write of the tick's
-    first (percepts) and second (plans, speech) memory batch; ``reflect``: after the first agent's insights were
-    written; ``rehearse``: after the first access marks of the tick were written (memories changed in place);
-    ``consolidate``: after the first agent's consolidation (these four write the stores' in-process mirrors; the
-    tick's Chroma writes come in ``persist``); ``journal``: half of the tick's frame of the store journal is written
-    and flushed (ticks that do not write Chroma, :mod:`simulacra.memory.journal`); ``chroma``: a tier's Chroma upsert
-    (or metadata update) has returned; ``forget``: the tick's checkpoint is written, the memories deleted since the
-    last write of the stores not yet deleted from Chroma (reached after ``checkpoint``, with the tick's number, on
-    the ticks that write Chroma); ``persist``: after the first collection's write of the tick (the others not yet
-    written); ``trace``: half of the tick's trace line is written and flushed;
-    ``checkpoint``: the new checkpoint's temporary file is written, not yet renamed; ``marks``: after a whole
+    ``tick``: the tick starts; ``remember1``, ``remember2``: after the first owner's write of the tick's first
+    (percepts) and second (plans, speech) memory batch; ``reflect``: after the first agent's insights were written;
+    ``rehearse``: after the first access marks of the tick were written (memories changed in place); ``consolidate``:
+    after the first agent's consolidation (these four write the stores' in-process mirrors; the tick's Chroma writes
+    come in ``persist``); ``journal``: half of the tick's frame of the store journal is written and flushed (a tick that
+    wrote memories, when the run journals: :mod:`simulacra.memory.journal`); ``chroma``: a tier's Chroma upsert (or
+    metadata update) has returned; ``forget``: the tick's checkpoint is written, the memories deleted since the last
+    write of the stores not yet deleted from Chroma (reached after ``checkpoint``, with the tick's number, on the ticks
+    that write Chroma; also in a resume's and a run's last write of its stores); ``persist``: after the first
+    collection's write of the tick (the others not yet written); ``trace``: half of the tick's trace line is written and
+    flushed; ``checkpoint``: the new checkpoint's temporary file is written, not yet renamed; ``marks``: after a whole
     checkpoint, the first agent's access marks are queued for Chroma.
 
 ``SIMULACRA_KILL_LOG=<file>`` appends ``<tick> <phase>`` to the file the first time each (tick, phase) is reached,

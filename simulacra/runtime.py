@@ -132,7 +132,7 @@ class Runtime:
         Raises:
             StoreUnavailable: a Chroma server did not answer within its retry window.
         """
-        tiers = store_tiers([self.memories[pid] for pid in self.agents], self.shared)
+        tiers = self.tiers
         calls = flush_tiers(tiers, deletes=deletes, each=each)
         if deletes and self.journal is not None:
             self.journal.reset(tiers)  # Chroma holds the mirrors, so everything the last checkpoint lists
@@ -146,7 +146,12 @@ class Runtime:
     def journal_tick(self, ticks_done: int) -> int:
         """Append to the run's store journal what the stores wrote since its last frame, as of ``ticks_done`` ticks
         (:meth:`StoreJournal.append`); returns the bytes written."""
-        return self.journal.append(ticks_done, store_tiers([self.memories[pid] for pid in self.agents], self.shared))
+        return self.journal.append(ticks_done, self.tiers)
+
+    @property
+    def tiers(self) -> list[MemoryTier]:
+        """Every tier of the run's stores, in the order they are flushed (:func:`store_tiers`)."""
+        return store_tiers([self.memories[pid] for pid in self.agents], self.shared)
 
     def close(self) -> None:
         if self._pool is not None:

@@ -36,7 +36,7 @@ from simulacra.killpoint import kill_point
 from simulacra.llm.base import BudgetExceeded, LLMUnreachable
 from simulacra.llm.replay import ReplayingModel
 from simulacra.llm.wrappers import unwrap
-from simulacra.memory.journal import flush_every_ticks
+from simulacra.memory.journal import store_schedule
 from simulacra.memory.stream import roll_back
 from simulacra.runtime import Runtime, build_runtime
 from simulacra.runtime import static_records as static_records  # re-exported: the viewer and tests use it
@@ -87,9 +87,11 @@ class Simulation:
         self._writer: CheckpointWriter | None = None  # made at the first checkpoint
         self._mid_tick = False  # a step started and did not end (an exception left the stores holding part of it)
         # ticks between writes of the stores to Chroma (memory.store_flush_minutes; the journal holds the rest)
-        every = rt.config.simulation.checkpoint_every
-        self._flush_every = (every if rt.journal is None else
-                             flush_every_ticks(rt.config.memory.store_flush_minutes, world.tick_minutes, every))
+        # ticks between writes of the stores to Chroma (memory.store_flush_minutes), and whether the ticks between
+        # append to the store journal
+        self._flush_every, self._journaling = store_schedule(
+            rt.config.memory.store_flush_minutes if rt.journal is not None else 0, world.tick_minutes,
+            rt.config.simulation.checkpoint_every)
         if checkpoint is not None:
             self._restore(checkpoint)
             return
@@ -137,8 +139,13 @@ class Simulation:
         part of its cost."""
         rt = self.rt
         self.trace.sync()
-        if rt.journal is not None:
+        # every memory the checkpoint lists is made durable first: in the store journal, or else in Chroma (what a
+        # tick's persist stage left to a later write, the memories of a run's first or last checkpoint)
+        if self._journaling:
+            rt.journal_tick(self.ticks_done)
             rt.journal.sync()
+        else:
+            rt.flush(deletes=False)
         if self._writer is None:
             self._writer = CheckpointWriter(rt.run_dir)
         wrote_whole = self._writer.write({
@@ -328,7 +335,7 @@ class Simulation:
         rehearsed = rehearse_stage(rt, used_ops, now)
         consolidated = consolidate_stage(rt, now)
         due = (self.ticks_done + 1) % self._flush_every == 0  # the stores reach Chroma this tick
-        persist_stage(rt, self.ticks_done + 1, due, journal=self._flush_every > rt.config.simulation.checkpoint_every)
+        persist_stage(rt, self.ticks_done + 1, due, journal=self._journaling)
 
         # fold the writes into the state
         state.object_states = {**objects, **applied.object_changes}
@@ -438,14 +445,15 @@ class Simulation:
         if self.stopped is None:
             try:
                 self.flush()  # what the last checkpoint made safe to delete: Chroma ends as the stores' mirrors
-            except StoreUnavailable as err:  # every tick is checkpointed; the store journal holds what Chroma lacks
+            except StoreUnavailable as err:  # every tick is checkpointed, its memories in Chroma or the store journal
                 self.stopped = (f"stopped after tick {self.state.tick - 1}, its memories not all written to the "
                                 f"store: {err}; when it is fixed, finish with: simulacra run --resume {self.run_dir}")
                 log.error("run %s", self.stopped)
         return self.summary()
 
     def flush(self) -> None:
-        """Write the stores' queued changes to Chroma (:meth:`Runtime.flush`; a tick does it in its persist stage)."""
+        """Write the stores' queued changes to Chroma, deletes included, and empty the store journal
+        (:meth:`Runtime.flush`; a run does it every ``memory.store_flush_minutes`` and at its end)."""
         self.rt.flush()
 
     def summary(self) -> dict[str, Any]:

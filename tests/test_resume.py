@@ -144,6 +144,22 @@ def test_a_kill_while_access_marks_are_saved_resumes_to_the_identical_stores(tmp
             assert got[agent][tier] == want[agent][tier], (agent, tier)
 
 
+def test_checkpoints_every_few_ticks_without_a_journal_hold_the_run_s_last_ticks(tmp_path, rater_url, reference):
+    """Checkpoints every 5 ticks and the stores written to Chroma at each (no store journal): the run's last
+    checkpoint, after tick 11, lists the memories of ticks 10 and 11, which no checkpoint tick wrote; it writes them
+    first, so a kill right after it resumes to the uninterrupted run's end."""
+    ref_dir, _ = reference
+    args = new_run_args("e") + ["--set", "simulation.checkpoint_every=5", "--set", "memory.store_flush_minutes=0"]
+    r = cli(tmp_path, rater_url, *args, kill_at=f"tick={TICKS - 1}:phase=marks")
+    assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]
+    assert read_checkpoint(tmp_path / "e")["ticks_done"] == TICKS
+    assert not (tmp_path / "e" / "stores.journal").exists()
+    r = cli(tmp_path, rater_url, "--resume", str(tmp_path / "e"))
+    assert r.returncode == 0, r.stderr
+    assert tick_lines(tmp_path / "e") == tick_lines(ref_dir)
+    assert stores(tmp_path / "e") == stores(ref_dir)
+
+
 def test_an_exception_in_a_stage_stops_the_run_resumably(tmp_path, rater_url, reference):
     ref_dir, ref_ticks = reference
     tick = min(t for t, phase in reachable(ref_dir) if phase == "remember2" and t >= 3)  # half the stores written

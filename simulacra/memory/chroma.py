@@ -67,12 +67,12 @@ def use_wal(path: str | Path) -> bool:
     """Create the SQLite file of a new Chroma store in folder ``path`` in SQLite's write-ahead-log journal mode;
     returns whether it did (``False``: the store exists already, and is left in the mode it has).
 
-    Why: an embedded Chroma store (chromadb 1.x) uses SQLite's default rollback journal with
-    ``synchronous=FULL``, so every write (one per tier per agent per tick) costs four fsyncs (the journal twice,
-    the database, the folder); in WAL mode a commit appends to ``chroma.sqlite3-wal`` and fsyncs it once, as
-    durably (SQLite, "Write-Ahead Logging", https://sqlite.org/wal.html). The mode is recorded in the file, so
-    Chroma's own connections use it. The log grows to about 4 MB per store during a run (SQLite's automatic
-    checkpoint at 1000 pages) and is folded into the database and removed when the process ends normally.
+    Why: an embedded Chroma store (chromadb 1.x) uses SQLite's default rollback journal with ``synchronous=FULL``, so
+    every write (one per collection each time a run writes its stores) costs four fsyncs (the journal twice, the
+    database, the folder); in WAL mode a commit appends to ``chroma.sqlite3-wal`` and fsyncs it once, as durably
+    (SQLite, "Write-Ahead Logging", https://sqlite.org/wal.html). The mode is recorded in the file, so Chroma's own
+    connections use it. The log grows to about 4 MB per store during a run (SQLite's automatic checkpoint at 1000 pages)
+    and is folded into the database and removed when the process ends normally.
 
     Only a new file is touched: Chroma links its own copy of SQLite, and another copy opening a file that Chroma
     has open in the same process would drop Chroma's POSIX locks, or delete its log, when it closes (SQLite, "How

@@ -7,13 +7,17 @@ stores to Chroma every ``memory.store_flush_minutes`` game minutes, not every ti
 (:meth:`simulacra.simulation.Simulation.step`); in between, each tick appends the memories it wrote (final record
 and embedding, as Chroma would hold them) to this journal, which is fsynced with the trace before the tick's
 checkpoint. A memory written and gone within one period never reaches Chroma at all. Durability is the same as
-writing Chroma every tick: a resume finds every memory its checkpoint lists, in Chroma or in the journal.
+writing Chroma every tick: before a checkpoint is written, every memory it lists is in Chroma or in the journal
+(:meth:`simulacra.simulation.Simulation.checkpoint`), so a resume finds them all.
 
 Reading: a :class:`~simulacra.memory.store.MemoryTier` opened with a journal applies the journal's memories of its
-owner and tier to its mirror after reading Chroma (queued for its next flush), so a resumed run, and a tool opening
-a killed run's stores (``interview``, ``tune``, ``evaluate``), see the memories as of the last checkpoint. Frames of
-ticks after the checkpoint (a kill between a frame and its checkpoint) are not applied. After a flush with deletes
-(everything the last checkpoint holds is in Chroma) the journal is emptied (:meth:`StoreJournal.reset`).
+owner and tier to its mirror after reading Chroma (queued for its next flush); frames of ticks after the checkpoint
+(a kill between a frame and its checkpoint) are not applied. A resumed run then rolls its stores back to the
+checkpoint (:meth:`~simulacra.memory.stream.AgentMemory.restore`); a reader (a tier not in write-behind mode: a tool
+opening a run's stores, ``interview``, ``tune``, ``evaluate``) sees exactly the checkpoint's memories, rows and
+access marks (:meth:`StoreJournal.view`): Chroma may still hold what the run deleted since its last write to it.
+After a flush with deletes (everything the last checkpoint holds is in Chroma) the journal is emptied
+(:meth:`StoreJournal.reset`).
 
 Format: a sequence of frames, each ``b"SJF1"``, the payload's length (u32, little-endian) and its crc32 (u32), then
 the payload: the JSON header's length (u32), the JSON header ``{"ticks_done": int, "parts": [{"key":
@@ -34,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from simulacra.errors import CheckpointError
 from simulacra.killpoint import kill_point
 from simulacra.memory.records import MemoryRecord
 
@@ -50,18 +55,21 @@ def journal_key(owner: str, tier: str) -> str:
     return f"{owner}/{tier}"
 
 
-def flush_every_ticks(flush_minutes: int, tick_minutes: int, checkpoint_every: int = 1) -> int:
-    """Ticks between two writes of a run's stores to Chroma: ``flush_minutes`` game minutes rounded up to whole
-    ticks and then to a multiple of ``checkpoint_every`` (deletes reach Chroma only after a checkpoint). A run
-    journals only when this is more than ``checkpoint_every`` (``flush_minutes`` 0: at every checkpoint, no
-    journal: a resume starts from a checkpoint, and every checkpoint's memories are in Chroma)."""
+def store_schedule(flush_minutes: int, tick_minutes: int, checkpoint_every: int = 1) -> tuple[int, bool]:
+    """When a running simulation writes its stores to Chroma: ``(every, journal)``. ``every``: ticks between two
+    writes, ``flush_minutes`` game minutes rounded up to whole ticks and then to a multiple of ``checkpoint_every``
+    (deletes reach Chroma only after a checkpoint). ``journal``: whether the ticks between append to the store
+    journal, which they need when a checkpoint can come between two writes (``every > checkpoint_every``); else
+    (``flush_minutes`` 0, or a period of one checkpoint) every checkpoint writes Chroma before it is written."""
     ticks = max(1, -(-int(flush_minutes) // int(tick_minutes)))
-    return checkpoint_every * -(-ticks // checkpoint_every)
+    every = checkpoint_every * -(-ticks // checkpoint_every)
+    return every, every > checkpoint_every
 
 
 def read_frames(path: str | Path) -> tuple[list[tuple[dict, np.ndarray]], int]:
-    """The whole frames of the journal at ``path`` (``[(header, float32 embeddings (rows, dim) or (0,))]``, in
-    order) and the byte length they take; reading stops at the first cut or spoiled frame. A missing file has none."""
+    """The whole frames of the journal at ``path`` (``[(header, its embeddings as one flat float32 array, rows
+    times dim)]``, in order) and the byte length they take; reading stops at the first cut or spoiled frame. A
+    missing file has none."""
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
@@ -96,8 +104,35 @@ class StoreJournal:
         self.path = Path(run_dir) / JOURNAL
         self._fh = None
         self._committed: dict[str, dict[str, tuple[MemoryRecord, np.ndarray]]] | None = None
+        self._checkpoint: dict | None | bool = False  # False: not read yet; None: the run has no readable one
 
     # ----------------------------------------------------------------- reading
+    def checkpoint(self) -> dict | None:
+        """The run's last checkpoint (:func:`simulacra.checkpoint.read_checkpoint`, read once), ``None`` when it
+        has no readable one."""
+        if self._checkpoint is False:
+            from simulacra.checkpoint import read_checkpoint
+
+            try:
+                self._checkpoint = read_checkpoint(self.path.parent)
+            except CheckpointError:
+                self._checkpoint = None
+        return self._checkpoint
+
+    def view(self, key: str) -> tuple[list[str], dict[str, float]] | None:
+        """What the run's last checkpoint lists for tier ``key`` (:func:`journal_key`): its memory ids in row order
+        and the access marks of those that have one (``{id: game minute}``); ``None`` when the run has no readable
+        checkpoint or it lists no such tier."""
+        ck = self.checkpoint()
+        if ck is None:
+            return None
+        owner, _, tier = key.partition("/")
+        if owner == "town" and tier == "shared":
+            return None if ck.get("shared") is None else (list(ck["shared"]), {})
+        snap = (ck.get("memory") or {}).get(owner) or {}
+        if tier not in snap:
+            return None
+        return list(snap[tier]), dict(snap.get("last_accessed") or {})
     def committed(self, key: str, dim: int) -> tuple[list[MemoryRecord], np.ndarray]:
         """The memories the journal holds for tier ``key`` (:func:`journal_key`), each id once in its last written
         form (order of first write), with their embeddings, float32 ``(n, dim)``; only frames of ticks the run's
@@ -114,22 +149,15 @@ class StoreJournal:
         recs = [rec for rec, _ in got.values()]
         emb = np.stack([e for _, e in got.values()])
         if emb.shape[1] != dim:
-            from simulacra.errors import CheckpointError
-
             raise CheckpointError(f"{self.path}: embeddings of {emb.shape[1]} dimensions, the run's model has {dim}")
         return recs, emb.astype(np.float32)
 
     def _read(self) -> dict[str, dict[str, tuple[MemoryRecord, np.ndarray]]]:
-        from simulacra.checkpoint import read_checkpoint
-        from simulacra.errors import CheckpointError
-
         frames, _ = read_frames(self.path)
         if not frames:
             return {}
-        try:
-            upto = int(read_checkpoint(self.path.parent)["ticks_done"])
-        except CheckpointError:
-            upto = None
+        ck = self.checkpoint()
+        upto = None if ck is None else int(ck["ticks_done"])
         out: dict[str, dict[str, tuple[MemoryRecord, np.ndarray]]] = {}
         for header, flat in frames:
             if upto is not None and int(header["ticks_done"]) > upto:
@@ -193,6 +221,7 @@ class StoreJournal:
         for t in tiers:
             t.journal_done()
         self._committed = None
+        self._checkpoint = False
         if self._fh is None and not self.path.exists():
             return
         fh = self._open()

@@ -4,10 +4,10 @@ Chroma is the durable store (seed 003: "all powered by chromadb"); the mirror
 (:class:`~simulacra.memory.index.MirrorIndex`) holds the same embeddings and raw metadata as contiguous
 arrays so that scoring is exact and vectorised. Every write changes the mirror at once (reads and scoring see
 it immediately) and is applied to Chroma by :meth:`MemoryTier.flush`: at the end of the write itself by default,
-or, in write-behind mode (``write_behind=True``, a running simulation's stores), when the owner flushes (once per
-tick, :func:`simulacra.tick.persist_stage`), coalesced into at most one upsert and one delete call however
-many writes the tick made. On open the mirror is rebuilt from Chroma, so a restarted run sees exactly what was
-persisted.
+or, in write-behind mode (``write_behind=True``, a running simulation's stores), when the owner flushes (every
+``memory.store_flush_minutes``, :func:`simulacra.tick.persist_stage`), coalesced into at most one upsert and one
+delete call however many writes were made since. On open the mirror is rebuilt from Chroma and the run's store
+journal (:mod:`simulacra.memory.journal`), so a restarted run sees exactly what was persisted.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
@@ -124,10 +124,32 @@ class MemoryTier:
         if records:
             order = sorted(range(len(records)), key=lambda i: (records[i].tick, records[i].id))
             self._append([records[i] for i in order], np.concatenate(vectors)[order])
-        if self.journal is not None:  # written since Chroma last had the tier's writes: Chroma gets them next flush
-            journaled, emb = self.journal.committed(self.journal_key, self.dim)
-            if journaled:
-                self._put(journaled, emb)
+        if self.journal is None:
+            return
+        journaled, emb = self.journal.committed(self.journal_key, self.dim)
+        if journaled:  # written since Chroma last had the tier's writes: Chroma gets them at the next flush
+            self._put(journaled, emb)
+        view = None if self.write_behind else self.journal.view(self.journal_key)
+        if view is not None:  # a reader sees the checkpoint's memories (Chroma may hold some deleted since)
+            want, marks = view
+            listed = set(want)
+            self._hide([i for i in self._row if i not in listed])
+            if set(self._row) == listed:
+                self.reorder(want)
+            self._set_rows([replace(r, last_accessed=marks.get(r.id)) for r in self._records
+                            if r.last_accessed is not None or r.id in marks])
+
+    def _hide(self, ids: Sequence[str]) -> None:
+        """Take ``ids`` (present) out of the mirror only, queueing no Chroma delete (:meth:`delete` queues one; a
+        reader's view at a checkpoint does not)."""
+        if not ids:
+            return
+        keep = np.ones(len(self._records), dtype=bool)
+        keep[[self._row[i] for i in ids]] = False
+        self._records = [r for r, k in zip(self._records, keep) if k]
+        self._row = {r.id: i for i, r in enumerate(self._records)}
+        self.index.keep(keep)
+        self.lexical.keep(keep)
 
     def _append(self, records: list[MemoryRecord], emb: np.ndarray) -> None:
         start = len(self._records)
@@ -306,12 +328,7 @@ class MemoryTier:
             return
         for i in present:  # kept until the delete reaches Chroma (removed)
             self._removed[i] = (self._records[self._row[i]], self.index.embeddings[self._row[i]].copy())
-        keep = np.ones(len(self._records), dtype=bool)
-        keep[[self._row[i] for i in present]] = False
-        self._records = [r for r, k in zip(self._records, keep) if k]
-        self._row = {r.id: i for i, r in enumerate(self._records)}
-        self.index.keep(keep)
-        self.lexical.keep(keep)
+        self._hide(present)
         self._written()
 
     def reorder(self, ids: Sequence[str]) -> None:
@@ -411,9 +428,8 @@ class MemoryTier:
                    + [i for i in touched if i in self._stored])
             if not ids:
                 return None
-            rows = [self._row[i] for i in ids]
-            recs = [self._records[r] for r in rows]
-            return _Upsert(ids, self.index.embeddings[rows], [r.text for r in recs], [self._metadata(r) for r in recs])
+            recs, emb = self._rows_of(ids)
+            return _Upsert(ids, emb, [r.text for r in recs], [self._metadata(r) for r in recs])
         if touched:
             return _Update(touched, [self._metadata(self._records[self._row[i]]) for i in touched])
         return None
@@ -435,10 +451,14 @@ class MemoryTier:
         self._unjournaled.clear()
         if not ids:
             return None
-        rows = [self._row[i] for i in ids]
-        recs = [self._records[r] for r in rows]
+        recs, emb = self._rows_of(ids)
         return ({"key": self.journal_key, "ids": ids, "documents": [r.text for r in recs],
-                 "metadatas": [r.to_metadata() for r in recs]}, self.index.embeddings[rows])
+                 "metadatas": [r.to_metadata() for r in recs]}, emb)
+
+    def _rows_of(self, ids: Sequence[str]) -> tuple[list[MemoryRecord], np.ndarray]:
+        """The records of ``ids`` (present) and their embeddings, float32 ``(len(ids), dim)``, from the mirror."""
+        rows = [self._row[i] for i in ids]
+        return [self._records[r] for r in rows], self.index.embeddings[rows]
 
     def journal_done(self) -> None:
         """Nothing of the tier is left to journal (its writes are all in Chroma: :meth:`StoreJournal.reset`)."""

@@ -55,8 +55,9 @@ class AgentMemory:
         location: where the run's collections live (:class:`~simulacra.memory.chroma.EmbeddedChroma` or
             :class:`~simulacra.memory.chroma.ChromaServer`); when given, it supplies the client, the collection
             names and the retries, and ``path`` and ``client`` are not used.
-        write_behind: the tiers queue their Chroma writes until :meth:`flush` (a running simulation flushes once
-            per tick); ``False``: every write reaches Chroma before it returns.
+        write_behind: the tiers queue their Chroma writes until :meth:`flush` (a running simulation flushes every
+            ``memory.store_flush_minutes``); ``False``: every write reaches Chroma before it returns, and a tier
+            opened with the run's store journal shows the run's last checkpoint (a reader).
 
     Attributes:
         importance_since_reflection: sum of the ratings (1..10) of memories added since the last
@@ -402,10 +403,11 @@ class AgentMemory:
             ``[]`` when nothing changed, else one op ``{"op": "rehearse", "agent", "ids", "tiers" (per id),
             "reason", "time"}``.
 
-        The marks change the mirror at once (retrieval and forgetting use them from now on); Chroma gets them at
-        :meth:`save_marks` (the simulation calls it after each whole checkpoint and when it closes a checkpointed
-        run). Until then the checkpoint is where they are kept: every checkpoint records the marks
-        (:meth:`snapshot`) and :meth:`restore` puts them back into the mirror and the store.
+        The marks change the mirror at once (retrieval and forgetting use them from now on); they are queued for
+        Chroma at :meth:`save_marks` (the simulation calls it after each whole checkpoint and when it closes a
+        checkpointed run) and written with the stores' next write to Chroma. Until then the checkpoint is where they
+        are kept: every checkpoint records the marks (:meth:`snapshot`) and :meth:`restore` puts them back into the
+        mirror and the store.
         """
         order = {i: n for n, i in enumerate(dict.fromkeys(ids))}  # ids may be an iterator: read once
         marked: list[tuple[str, str]] = []
