@@ -3,7 +3,7 @@ store's writes made four ways, timed side by side.
 
 simulacra wrote a tick's memories to Chroma in the tick (``persist`` stage, and the deletes after the checkpoint), on
 the simulation's thread; this measures that way (``memory.store_flush_minutes=0``: every tick, as in session 8; since
-session 9 a run writes Chroma every 240 game minutes and journals the ticks between, ``docs/scale.md``). chromadb's
+session 9 a run writes Chroma every 480 game minutes and journals the ticks between, ``docs/scale.md``). chromadb's
 embedded bindings hold the GIL while they write, so a thread cannot overlap them with the embedding model; only a second
 process can. Before building one (it changes how a killed run is survived: the writer may outlive the run), this
 measures what it could win on this machine:

@@ -138,7 +138,7 @@ class MemoryConfig(_Section):
     )
     chroma_timeout_s: float = Field(60.0, gt=0, description="seconds one request to the Chroma server may take")
     store_flush_minutes: int = Field(
-        240, ge=0, description="game minutes between writes of a running simulation's memory changes to Chroma "
+        480, ge=0, description="game minutes between writes of a running simulation's memory changes to Chroma "
         "(rounded up to whole ticks and to simulation.checkpoint_every); between them each tick's new memories go to "
         "the run's stores.journal, fsynced before its checkpoint, so a resume loses nothing, and a memory consolidated "
         "or forgotten within one period never costs a Chroma write (docs/scale.md); 0 = at every checkpoint (every "
