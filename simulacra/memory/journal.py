@@ -222,9 +222,11 @@ class StoreJournal:
             t.journal_done()
         self._committed = None
         self._checkpoint = False
-        if self._fh is None and not self.path.exists():
-            return
-        fh = self._open()
+        if self._fh is None:
+            if not self.path.exists():
+                return
+            self._fh = open(self.path, "ab")  # emptied whole: no need to find where its whole frames end (_open)
+        fh = self._fh
         if fh.tell():
             fh.truncate(0)
             fh.seek(0)
