@@ -86,7 +86,6 @@ class Simulation:
         self.target_ticks: int | None = None
         self._writer: CheckpointWriter | None = None  # made at the first checkpoint
         self._mid_tick = False  # a step started and did not end (an exception left the stores holding part of it)
-        # ticks between writes of the stores to Chroma (memory.store_flush_minutes; the journal holds the rest)
         # ticks between writes of the stores to Chroma (memory.store_flush_minutes), and whether the ticks between
         # append to the store journal
         self._flush_every, self._journaling = store_schedule(

@@ -133,6 +133,7 @@ class StoreJournal:
         if tier not in snap:
             return None
         return list(snap[tier]), dict(snap.get("last_accessed") or {})
+
     def committed(self, key: str, dim: int) -> tuple[list[MemoryRecord], np.ndarray]:
         """The memories the journal holds for tier ``key`` (:func:`journal_key`), each id once in its last written
         form (order of first write), with their embeddings, float32 ``(n, dim)``; only frames of ticks the run's

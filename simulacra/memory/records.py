@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 #: Kinds of memory. ``observation``: something perceived; ``dialogue``: something said;
@@ -118,6 +119,12 @@ class MemoryRecord:
             last_accessed=float(meta["last_accessed"]) if "last_accessed" in meta else None,
             extra={k[2:]: v for k, v in meta.items() if k.startswith("x_")},
         )
+
+
+def remarked(records: Iterable[MemoryRecord], marks: dict[str, float]) -> list[MemoryRecord]:
+    """The records of ``records`` whose access mark differs from ``marks`` (``{id: game minute}``, as a checkpoint
+    lists them; an id not listed has none), each with the mark of ``marks``: what puts a checkpoint's marks back."""
+    return [replace(r, last_accessed=marks.get(r.id)) for r in records if r.last_accessed != marks.get(r.id)]
 
 
 def _num(x: float | None) -> float:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
@@ -24,7 +24,7 @@ from simulacra.killpoint import kill_point
 from simulacra.memory.chroma import OWNER_KEY
 from simulacra.memory.index import BOUND_MIN_ROWS, MirrorIndex
 from simulacra.memory.lexical import LexicalIndex
-from simulacra.memory.records import MemoryRecord, RetrievedMemory
+from simulacra.memory.records import MemoryRecord, RetrievedMemory, remarked
 from simulacra.memory.scoring import ScoreTerms, ScoringInputs, ScoringParams
 
 log = logging.getLogger(__name__)
@@ -136,8 +136,7 @@ class MemoryTier:
             self._hide([i for i in self._row if i not in listed])
             if set(self._row) == listed:
                 self.reorder(want)
-            self._set_rows([replace(r, last_accessed=marks.get(r.id)) for r in self._records
-                            if r.last_accessed is not None or r.id in marks])
+            self._set_rows(remarked(self._records, marks))
 
     def _hide(self, ids: Sequence[str]) -> None:
         """Take ``ids`` (present) out of the mirror only, queueing no Chroma delete (:meth:`delete` queues one; a

@@ -28,7 +28,7 @@ from simulacra.config import MemoryConfig
 from simulacra.errors import CheckpointError
 from simulacra.memory.chroma import open_chroma
 from simulacra.memory.memo import LastAnswer
-from simulacra.memory.records import TIERS, MemoryRecord, RetrievedMemory
+from simulacra.memory.records import TIERS, MemoryRecord, RetrievedMemory, remarked
 from simulacra.memory.scoring import ScoringParams
 from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
 from simulacra.memory.store import MemoryTier, flush_tiers
@@ -376,8 +376,7 @@ class AgentMemory:
         marks = snapshot.get(ACCESS_KEY) or {}
         for name in ("short_term", "long_term"):
             tier = self.tiers[name]
-            tier.update_metadata([replace(r, last_accessed=marks.get(r.id)) for r in tier.records
-                                  if r.last_accessed != marks.get(r.id)])
+            tier.update_metadata(remarked(tier.records, marks))
         self.empty_trash()
         self.importance_since_reflection = importance_since_reflection
         self.last_reflection = last_reflection
