@@ -121,12 +121,16 @@ def build_parser() -> argparse.ArgumentParser:
                              description="Re-rank each retrieval of a run from the candidates its trace recorded "
                                          "(exact) under other weights and report how many results change, and how.")
     rescore.add_argument("run", help="run folder (database/<run>) or its trace.jsonl")
-    rescore.add_argument("--weights", required=True, metavar="A_REC,A_IMP,A_REL", help="e.g. 1,1,1")
+    rescore.add_argument("--weights", default=None, metavar="A_REC,A_IMP,A_REL",
+                         help="e.g. 1,1,1 [each retrieval's own, under its retrieval profile]")
     rescore.add_argument("--gamma", type=float, default=None, help="recency factor per game hour [the run's]")
     rescore.add_argument("--threshold", type=float, default=None, help="minimum score [the run's]")
     rescore.add_argument("--mode", choices=["cascade", "merged"], default=None, help="retrieval rule [the run's]")
     rescore.add_argument("--top-k", type=int, default=None,
                          help="memories per retrieval, up to the max_top_k the trace recorded [the run's]")
+    rescore.add_argument("--profile", default=None, metavar="NAME",
+                         help="re-rank only the retrievals made under this retrieval profile (situational, recall, "
+                              "...; memory.profiles) [all]")
     rescore.add_argument("--limit", type=int, default=20, help="changed retrievals listed [%(default)s]")
     rescore.add_argument("--json", action="store_true", help="print the full report as JSON")
     _add_tune_parser(sub)
@@ -226,6 +230,9 @@ def _add_tune_parser(sub) -> None:
     tune.add_argument("--plot", default=None, metavar="TUNE.png", help="save a heatmap over (a_rec, a_imp)")
     tune.add_argument("--plot-metrics", default=None, metavar="METRICS.png",
                       help="save a bar chart of held-out recall@k, MRR and nDCG@k per variant")
+    tune.add_argument("--profile", default=None, metavar="NAME",
+                      help="tune this retrieval profile (recall, ...; memory.profiles): the run's and the baselines' "
+                           "fields are the profile's, and --out writes it as memory.profiles.NAME [situational]")
     tune.add_argument("--top", type=int, default=10, help="settings shown in the table [%(default)s]")
     tune.add_argument("--include-future", action="store_true",
                       help="also score memories formed after a query's time (the stores hold the end of the run)")
@@ -555,10 +562,10 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     from simulacra.rescore import format_report, rescore_run
 
     try:
-        weights = [float(x) for x in args.weights.split(",")]
+        weights = [None] * 3 if args.weights is None else [float(x) for x in args.weights.split(",")]
     except ValueError:
         weights = []
-    if len(weights) != 3 or any(w < 0 for w in weights) or not any(weights):
+    if args.weights is not None and (len(weights) != 3 or any(w < 0 for w in weights) or not any(weights)):
         raise SimulacraError(f"--weights: expected three non-negative numbers a_rec,a_imp,a_rel, not all 0; "
                              f"got {args.weights!r}")
     if args.gamma is not None and not 0 < args.gamma <= 1:
@@ -566,7 +573,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     if args.top_k is not None and args.top_k < 1:
         raise SimulacraError(f"--top-k must be at least 1, got {args.top_k}")
     report = rescore_run(args.run, *weights, gamma=args.gamma, threshold=args.threshold, mode=args.mode,
-                         top_k=args.top_k)
+                         top_k=args.top_k, profile=args.profile)
     print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else format_report(report, args.limit))
     return 0
 
@@ -629,8 +636,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
             embedder = CachedEmbedder(SentenceTransformerEmbedder(emb.model, emb.device, emb.batch_size))
         prepared += t.prepare(run_dir, queries, embedder, queries_file, hide_future=not args.include_future,
                               run=info, embed_time=args.embed_time)
+    known = run.config.memory.profiles
+    if args.profile not in (None, "situational", *known):
+        raise SimulacraError(f"--profile {args.profile}: the run defines no such retrieval profile (known: "
+                             f"{', '.join(['situational', *known])})")
     settings = t.random_settings(args.random, args.seed) if args.random else t.grid_settings(args.grid)
-    report = t.tune(prepared, settings, run.config.memory, args.metric)
+    report = t.tune(prepared, settings, t.profiled(run.config.memory, args.profile), args.metric, args.profile)
     print(t.report_json(report, args.top) if args.json else t.format_report(report, args.top))
     if args.out:
         print(f"simulacra tune: best setting -> {t.write_snippet(report, args.out, ' '.join(args.run))} "

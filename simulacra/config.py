@@ -12,6 +12,7 @@ exactly. Load from YAML with
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,6 +24,60 @@ from simulacra.errors import ConfigError, read_yaml, validate_as
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+#: what a retrieval is for: the first word of a trace ``retrieve`` operation's ``purpose`` (``conversation with
+#: <id>`` is ``conversation``). Acting now: ``focus`` (the agent's situation each tick), ``reaction`` (a salient
+#: percept), ``engagement`` (a commitment coming up); recalling: ``plan`` (yesterday's plans and reflections for
+#: today's plan), ``conversation`` (what the speaker knows about the other), ``interview`` (a question put to the
+#: agent, ``simulacra interview``), ``knowledge`` (evaluation: whether an agent can retrieve a fact); ``reflection``
+#: (evidence for a reflection's focal points).
+PURPOSES: tuple[str, ...] = ("focus", "reaction", "engagement", "plan", "conversation", "interview", "knowledge",
+                             "reflection")
+#: the profile of the memory section's own fields (a purpose mapped to no profile uses it)
+SITUATIONAL = "situational"
+
+
+def purpose_kind(purpose: str) -> str:
+    """The purpose of a retrieval (one of :data:`PURPOSES`) from its trace label: the label's first word
+    (``"conversation with ruth_calloway"`` -> ``"conversation"``)."""
+    return purpose.split(" ", 1)[0]
+
+
+class RetrievalProfile(_Section):
+    """The scoring and selection of one kind of retrieval: each field set here replaces the memory section's field of
+    the same name for the retrievals of the purposes mapped to this profile (``memory.purposes``); a field left
+    ``null`` keeps the section's value. A profile cannot remove the section's static budget (``null`` keeps it).
+    """
+
+    a_rec: float | None = Field(None, ge=0, description="weight of recency")
+    a_imp: float | None = Field(None, ge=0, description="weight of importance")
+    a_rel: float | None = Field(None, ge=0, description="weight of relevance")
+    gamma: float | None = Field(None, gt=0, le=1, description="recency factor per game hour")
+    recency_window_minutes: float | None = Field(None, ge=0, description="memories younger than this have recency 1")
+    relevance: Literal["dense", "lexical", "hybrid"] | None = None
+    hybrid_weight: float | None = Field(None, ge=0, le=1)
+    fusion: Literal["weighted", "rrf"] | None = None
+    rrf_k: float | None = Field(None, ge=0)
+    normalize: Literal["none", "minmax"] | None = None
+    threshold: float | None = None
+    top_k: int | None = Field(None, ge=1)
+    retrieval: Literal["cascade", "merged"] | None = None
+    static_top_k: int | None = Field(None, ge=0)
+    static_threshold: float | None = None
+
+    def overrides(self) -> dict[str, Any]:
+        """The fields this profile sets (not ``null``), by memory-section field name."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+def _default_profiles() -> dict[str, RetrievalProfile]:
+    # recall is led by relevance: no recency and no importance term (docs/memory.md, long horizons)
+    return {"recall": RetrievalProfile(a_rec=0.0, a_imp=0.0)}
+
+
+def _default_purposes() -> dict[str, str]:
+    return {"plan": "recall", "conversation": "recall", "interview": "recall", "knowledge": "recall"}
 
 
 class MemoryConfig(_Section):
@@ -128,6 +183,30 @@ class MemoryConfig(_Section):
         "(Generative Agents refreshes last_accessed on retrieval); recorded as rehearse operations "
         "(docs/scale.md, memory growth)"
     )
+    rate_news_by_topic: bool = Field(
+        True, description="a memory of news (a line that tells a topic, the summary of a conversation about it) is "
+        "rated at least as the topic itself: the greeting and names around the news do not make it mundane, so "
+        "news heard is promoted to long-term like the event seen (false: rated by its text alone, seed 003)",
+    )
+    retold_bonus: int = Field(
+        1, ge=0, le=9, description="news heard or seen n > 1 times (memories with the same topic) is rated "
+        "retold_bonus * (n - 1) higher, at most 10, when consolidation decides whether it goes to long-term: what the "
+        "town keeps telling is kept although its text was rated mundane; 0 = by its rating alone (seed 003)",
+    )
+    day_summary: bool = Field(
+        True, description="once a game day, at day_summary_time, each agent writes a long-term memory of kind summary "
+        "listing the day's most important episodes with the ids they rest on (simulacra.cognition.summary); kept "
+        "summary_keep_days, so the week's events survive the decay of their sources",
+    )
+    day_summary_time: str = Field("23:30", description="HH:MM of the game day the summary is written at")
+    day_summary_items: int = Field(5, ge=1, le=20, description="most episodes in one day summary")
+    day_summary_min_rating: int = Field(
+        6, ge=1, le=10, description="an episode enters the day summary when rated at least this (1..10)"
+    )
+    summary_keep_days: float | None = Field(
+        60.0, gt=0, description="game days a day summary is kept whatever its decayed importance, and forgotten "
+        "after; null = it decays and is forgotten like any long-term memory",
+    )
     chroma_url: str | None = Field(
         None, description="http://host:port of a Chroma server holding every agent's tiers (one collection per agent "
         "and tier, named after the run); null = embedded stores in the run folder"
@@ -145,10 +224,78 @@ class MemoryConfig(_Section):
         "tick by default), no journal"
     )
 
+    profiles: dict[str, RetrievalProfile] = Field(
+        default_factory=_default_profiles,
+        description="named retrieval profiles, each replacing some of this section's scoring and selection fields "
+        "(a_rec, a_imp, a_rel, gamma, relevance, normalize, threshold, top_k, ...) for the purposes mapped to it; "
+        "the section's own fields are the profile 'situational'. Default: recall = a_rec 0, a_imp 0 (relevance "
+        "alone: on long horizons recency and importance outweigh the relevance gap between the right memory and a "
+        "wrong one; docs/memory.md)",
+    )
+    purposes: dict[str, str] = Field(
+        default_factory=_default_purposes,
+        description="profile of each retrieval purpose (focus, reaction, engagement, plan, conversation, interview, "
+        "knowledge, reflection); a purpose not listed uses 'situational' (this section's fields). Default: acting "
+        "now (focus, reaction, engagement, reflection) situational; recalling (plan, conversation, interview, "
+        "knowledge) recall. {} = every retrieval situational (seed 003, presets/seed003.yaml)",
+    )
+
     @field_validator("chroma_url", mode="before")
     @classmethod
     def _blank_url(cls, v):
         return None if isinstance(v, str) and not v.strip() else v
+
+    @field_validator("day_summary_time")
+    @classmethod
+    def _hhmm(cls, v: str) -> str:
+        from simulacra.clock import parse_hhmm
+
+        parse_hhmm(v)
+        return v
+
+    @model_validator(mode="after")
+    def _profiles_known(self) -> MemoryConfig:
+        if SITUATIONAL in self.profiles:
+            raise ValueError(f"profiles.{SITUATIONAL}: the name is taken by the memory section's own fields; set them "
+                             f"there")
+        for purpose, name in self.purposes.items():
+            if purpose not in PURPOSES:
+                raise ValueError(f"purposes.{purpose}: unknown purpose (known: {', '.join(PURPOSES)})")
+            if name != SITUATIONAL and name not in self.profiles:
+                known = ", ".join([SITUATIONAL, *self.profiles])
+                raise ValueError(f"purposes.{purpose}: unknown profile {name!r} (known: {known})")
+        for name in [SITUATIONAL, *self.profiles]:
+            if all(v == 0 for v in self.weights(name)):
+                where = "" if name == SITUATIONAL else f"profiles.{name}: "
+                raise ValueError(f"{where}the weights a_rec, a_imp and a_rel are all 0")
+        return self
+
+    def profile_of(self, purpose: str) -> str:
+        """The profile name of a retrieval made for ``purpose`` (a :data:`PURPOSES` entry or a trace label such as
+        ``"conversation with ruth_calloway"``); :data:`SITUATIONAL` when :attr:`purposes` maps it to none."""
+        return self.purposes.get(purpose_kind(purpose), SITUATIONAL)
+
+    def overrides_of(self, profile: str | None) -> dict[str, Any]:
+        """The fields profile ``profile`` replaces (``{}`` for :data:`SITUATIONAL` or ``None``).
+
+        Raises:
+            KeyError: an unknown profile.
+        """
+        return profile_overrides(self, profile)
+
+    def for_profile(self, profile: str | None) -> MemoryConfig:
+        """This section as profile ``profile`` retrieves: its fields replaced by the profile's (a copy).
+
+        Raises:
+            KeyError: an unknown profile.
+        """
+        over = self.overrides_of(profile)
+        return self.model_copy(update=over) if over else self
+
+    def weights(self, profile: str | None = None) -> tuple[float, float, float]:
+        """``(a_rec, a_imp, a_rel)`` of profile ``profile`` (default: the section's own)."""
+        over = {} if profile is None else self.overrides_of(profile)
+        return tuple(float(over.get(k, getattr(self, k))) for k in ("a_rec", "a_imp", "a_rel"))
 
 
 class ReflectionConfig(_Section):
@@ -334,20 +481,36 @@ class Config(_Section):
     llm: LLMConfig = Field(default_factory=LLMConfig)
     cognition: CognitionConfig = Field(default_factory=CognitionConfig)
 
-    @model_validator(mode="after")
-    def _weights_not_all_zero(self) -> Config:
-        m = self.memory
-        if m.a_rec == m.a_imp == m.a_rel == 0:
-            raise ValueError("memory weights a_rec, a_imp and a_rel are all 0")
-        return self
-
     def to_dict(self) -> dict[str, Any]:
         """The config as plain JSON-able data (for the trace header)."""
         return self.model_dump(mode="json")
 
 
-#: settings added after runs were recorded, with the value that reproduces how such a run behaved
-PREDATED: dict[str, dict[str, Any]] = {"memory": {"decay_importance_exponent": 0.0}}
+def profile_overrides(memory: Any, profile: str | None) -> dict[str, Any]:
+    """The fields a retrieval profile replaces in a memory section, by field name; ``{}`` for :data:`SITUATIONAL`
+    and ``None``. The one place a profile is applied: the engine (:meth:`MemoryConfig.for_profile`), ``simulacra
+    rescore`` and ``simulacra tune`` (from a trace header's ``memory`` dict) call it.
+
+    Args:
+        memory: a :class:`MemoryConfig`, or its JSON form (a trace header's ``memory`` section).
+        profile: the profile's name.
+    Raises:
+        KeyError: a profile the section does not define.
+    """
+    if profile is None or profile == SITUATIONAL:
+        return {}
+    profiles = (memory.get("profiles") or {}) if isinstance(memory, Mapping) else memory.profiles
+    if profile not in profiles:
+        raise KeyError(f"unknown retrieval profile {profile!r} (known: {', '.join([SITUATIONAL, *profiles])})")
+    p = profiles[profile]
+    return p.overrides() if isinstance(p, RetrievalProfile) else {k: v for k, v in p.items() if v is not None}
+
+
+#: settings added after runs were recorded, with the value that reproduces how such a run behaved (a run recorded
+#: before retrieval profiles retrieved for every purpose with the memory section's own fields)
+PREDATED: dict[str, dict[str, Any]] = {"memory": {"decay_importance_exponent": 0.0, "purposes": {},
+                                                  "rate_news_by_topic": False, "retold_bonus": 0,
+                                                  "day_summary": False}}
 
 
 def recorded_config(data: dict[str, Any]) -> dict[str, Any]:

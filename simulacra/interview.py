@@ -15,13 +15,14 @@ no-memory agent retrieves its static facts only and answers from them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from simulacra.cognition.mind import AgentView
 from simulacra.config import apply_overrides, config_from_dict, recorded_config
 from simulacra.errors import SimulacraError
+from simulacra.memory.records import RetrievedMemory
 from simulacra.persona import Persona
 from simulacra.trace import read_trace
 
@@ -41,8 +42,10 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
 
     Returns:
         ``{"agent", "name", "question", "time", "clock" ("day 2 (Sunday, rest day) 09:00"), "answer", "source",
-        "used": [memory dicts], "retrieved": [memory dicts], "ablations": [the ablations applied]}``; each memory
-        dict has id, text, tier, kind, recency, importance, relevance, score.
+        "profile" (the retrieval profile of interviews, ``memory.purposes``; ``recall`` by default), "used": [memory
+        dicts], "retrieved": [memory dicts], "ablations": [the ablations applied]}``; each memory dict has id, text,
+        tier, kind, recency, importance, relevance, score. ``retrieved`` lists each text once (the best-scoring
+        memory holding it).
     Raises:
         SimulacraError: unknown agent, a tick outside the trace, an empty question, a run without stores, or an
         unknown ablation in the trace header.
@@ -95,10 +98,11 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
             llm = build_language_model(config, run_dir, closers)
             mind = build_mind(config, llm, int(header["tick_minutes"]))
         mind = ablate_mind(mind, ablate)
-        k = max(config.memory.top_k, config.cognition.memories_in_prompt)
+        profile = config.memory.profile_of("interview")
+        k = max(config.memory.for_profile(profile).top_k, config.cognition.memories_in_prompt)
         qv = embedder.embed([question])[0]
-        found = [m for m in memory.retrieve(qv, now, top_k=4 * k, query_text=question)
-                 if m.record is None or m.record.timestamp is None or m.record.timestamp < now][:k]
+        found = distinct_texts(m for m in memory.retrieve(qv, now, top_k=4 * k, query_text=question, profile=profile)
+                               if m.record is None or m.record.timestamp is None or m.record.timestamp < now)[:k]
         place = ticks[n]["positions"][agent]
         view = AgentView(agent, personas[agent], now, place, tuple(found), names, place_names,
                          weekday=weekday_of(now, start_weekday))
@@ -110,10 +114,23 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     return {
         "agent": agent, "name": names[agent], "question": question, "time": now,
         "clock": format_game_time(now, start_weekday, rest_days),
-        "tick": n, "answer": d.value.text, "source": d.source, "mind": mind.name,
+        "tick": n, "answer": d.value.text, "source": d.source, "mind": mind.name, "profile": profile,
         "used": [by_id[i].to_dict() for i in d.value.memory_ids if i in by_id],
         "retrieved": [m.to_dict() for m in found], "ablations": sorted(ablate),
     }
+
+
+def distinct_texts(memories: Iterable[RetrievedMemory]) -> list[RetrievedMemory]:
+    """``memories`` (best first) without a repeat of a text already listed: the same observation made twice, or a
+    memory kept in two tiers, is shown to the mind once, at its best place."""
+    seen: set[str] = set()
+    out = []
+    for m in memories:
+        key = " ".join(m.text.split()).casefold()
+        if key not in seen:
+            seen.add(key)
+            out.append(m)
+    return out
 
 
 def format_interview(r: dict[str, Any]) -> str:

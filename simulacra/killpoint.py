@@ -32,8 +32,8 @@ from collections.abc import Callable
 
 ENV = "SIMULACRA_KILL_AT"
 LOG_ENV = "SIMULACRA_KILL_LOG"
-PHASES = ("tick", "remember1", "remember2", "chroma", "forget", "reflect", "rehearse", "consolidate", "journal",
-          "persist", "trace", "checkpoint", "marks")
+PHASES = ("tick", "remember1", "remember2", "chroma", "forget", "reflect", "rehearse", "summarise", "consolidate",
+          "journal", "persist", "trace", "checkpoint", "marks")
 
 
 class InjectedFault(RuntimeError):

@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from simulacra.config import SITUATIONAL, profile_overrides
 from simulacra.errors import SimulacraError
-from simulacra.memory.scoring import ScoringParams, TermRanges, combine, recency_of
+from simulacra.memory.scoring import SCORING_FIELDS, ScoringParams, TermRanges, combine, recency_of
 from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
 from simulacra.trace import read_trace
 
@@ -82,41 +83,71 @@ def rerank(candidates: dict[str, list | None], tiers: Sequence[str], rule: Retri
     return [(p.id, p.tier, p.score) for p in select(tiers, scored, rule)]
 
 
-def rescore_run(run: str | Path, a_rec: float, a_imp: float, a_rel: float, gamma: float | None = None,
-                threshold: float | None = None, mode: str | None = None, top_k: int | None = None,
-                static_top_k: int | None = None, static_threshold: float | None = None) -> dict[str, Any]:
-    """Re-rank every recorded retrieval of ``run`` under the given weights (and ``gamma``, ``threshold``,
+def rescore_run(run: str | Path, a_rec: float | None = None, a_imp: float | None = None, a_rel: float | None = None,
+                gamma: float | None = None, threshold: float | None = None, mode: str | None = None,
+                top_k: int | None = None, static_top_k: int | None = None, static_threshold: float | None = None,
+                profile: str | None = None) -> dict[str, Any]:
+    """Re-rank the recorded retrievals of ``run`` under the given weights (and ``gamma``, ``threshold``,
     retrieval ``mode``, ``top_k``, ``static_top_k``, ``static_threshold``; each ``None`` keeps what the
-    retrieval used). ``top_k`` and ``static_top_k`` can rise up to the ``max_top_k`` each retrieval recorded
+    retrieval used: with nothing given every retrieval is re-ranked as it was made, under its own retrieval
+    profile). ``top_k`` and ``static_top_k`` can rise up to the ``max_top_k`` each retrieval recorded
     candidates for (its ``top_k`` in traces without one); a retrieval that cannot be re-ranked is counted as
     not re-scorable.
 
+    Args:
+        a_rec, a_imp, a_rel: the weights (>= 0) to re-rank with; ``None`` keeps each retrieval's profile's.
+        profile: re-rank only the retrievals made under this retrieval profile (their ``profile``; ``situational``
+            in traces written before profiles); ``None``: every retrieval. The fields not given (``gamma``, the
+            relevance mode, ...) are each retrieval's own profile's.
     Returns:
-        ``{"retrievals", "rescored", "not_rescorable", "changed", "weights", "run_weights", "changes": [{tick,
-        clock, agent, purpose, query, before: [ids], after: [ids], dropped: [texts], added: [texts]}, ...]}``;
-        a retrieval is *changed* when its list of ids (in order) differs.
+        ``{"retrievals", "rescored", "not_rescorable", "changed", "weights", "run_weights", "profile",
+        "run_profiles", "changes": [{tick, clock, agent, purpose, profile, query, before: [ids], after: [ids],
+        dropped: [texts], added: [texts]}, ...]}``; a retrieval is *changed* when its list of ids (in order)
+        differs; ``run_weights`` are those of ``profile`` (the section's own when ``None``), ``run_profiles`` the
+        weights and number of retrievals of each profile re-ranked.
     Raises:
-        SimulacraError: the trace is missing, of another schema, or has no recorded candidates.
+        SimulacraError: the trace is missing, of another schema, or has no recorded candidates; an unknown profile.
     """
     header, ticks = read_trace(run)
     memory = header["config"]["memory"]
-    base = ScoringParams.from_config(memory)
-    params = ScoringParams.from_config(memory, a_rec=a_rec, a_imp=a_imp, a_rel=a_rel, gamma=gamma)
+    try:
+        profile_overrides(memory, profile)
+    except KeyError as e:
+        raise SimulacraError(f"{run}: {e.args[0]}") from None
+    given = {k: v for k, v in {"a_rec": a_rec, "a_imp": a_imp, "a_rel": a_rel, "gamma": gamma}.items()
+             if v is not None}
+    per_profile: dict[str, tuple[ScoringParams, ScoringParams]] = {}  # as the run retrieved, as re-ranked
+
+    def params_of(name: str) -> tuple[ScoringParams, ScoringParams]:
+        if name not in per_profile:
+            own = scoring_overrides(memory, name)
+            per_profile[name] = (ScoringParams.from_config(memory, **own),
+                                 ScoringParams.from_config(memory, **{**own, **given}))
+        return per_profile[name]
+
+    def weights_of(p: ScoringParams) -> dict[str, float]:
+        return {"a_rec": p.a_rec, "a_imp": p.a_imp, "a_rel": p.a_rel, "gamma": p.gamma}
+
+    base, params = params_of(profile or SITUATIONAL)
     changes = {"threshold": threshold, "mode": mode, "top_k": top_k, "static_top_k": static_top_k,
                "static_threshold": static_threshold}
     changes = {k: v for k, v in changes.items() if v is not None}
     texts = _texts(ticks)
     report: dict[str, Any] = {"retrievals": 0, "rescored": 0, "not_rescorable": 0, "changed": 0, "changes": [],
-                              "weights": {"a_rec": a_rec, "a_imp": a_imp, "a_rel": a_rel, "gamma": params.gamma,
+                              "weights": {"a_rec": a_rec, "a_imp": a_imp, "a_rel": a_rel, "gamma": gamma,
                                           "threshold": threshold, "mode": mode, "top_k": top_k,
                                           "static_top_k": static_top_k, "static_threshold": static_threshold},
-                              "run_weights": {"a_rec": base.a_rec, "a_imp": base.a_imp, "a_rel": base.a_rel,
-                                              "gamma": base.gamma}}
+                              "run_weights": weights_of(base), "profile": profile, "run_profiles": {}}
     for t in ticks:
         for op in t["memory"]:
             if op["op"] != "retrieve":
                 continue
+            name = op.get("profile", SITUATIONAL)
+            if profile is not None and name != profile:
+                continue
             report["retrievals"] += 1
+            seen = report["run_profiles"].setdefault(name, {**weights_of(params_of(name)[0]), "retrievals": 0})
+            seen["retrievals"] += 1
             if "candidates" not in op:
                 raise SimulacraError(f"{run}: retrievals carry no candidates (a trace of schema 1?)")
             rule = replace(RetrievalRule.from_record(op, memory), **changes)
@@ -125,7 +156,7 @@ def rescore_run(run: str | Path, a_rec: float, a_imp: float, a_rel: float, gamma
                 report["not_rescorable"] += 1
                 continue
             try:
-                after = rerank(op["candidates"], op["tiers"], rule, params, op.get("ranges"))
+                after = rerank(op["candidates"], op["tiers"], rule, params_of(name)[1], op.get("ranges"))
             except ValueError:
                 report["not_rescorable"] += 1
                 continue
@@ -136,11 +167,23 @@ def rescore_run(run: str | Path, a_rec: float, a_imp: float, a_rel: float, gamma
                 report["changed"] += 1
                 report["changes"].append({
                     "tick": t["tick"], "clock": t["clock"], "agent": op["agent"], "purpose": op["purpose"],
+                    "profile": name,
                     "query": op["query"], "before": before_ids, "after": after_ids,
                     "dropped": [texts.get(i, i) for i in before_ids if i not in after_ids],
                     "added": [texts.get(i, i) for i in after_ids if i not in before_ids],
                 })
     return report
+
+
+def scoring_overrides(memory: dict[str, Any], profile: str | None) -> dict[str, Any]:
+    """The scoring fields (:class:`ScoringParams`) that retrieval profile ``profile`` replaces in a trace header's
+    ``memory`` section (:func:`~simulacra.config.profile_overrides`); a header without the profile (a trace
+    written before profiles) gives ``{}``."""
+    try:
+        over = profile_overrides(memory, profile)
+    except KeyError:
+        return {}
+    return {k: v for k, v in over.items() if k in SCORING_FIELDS}
 
 
 def recorded_depth(op: dict[str, Any], run_memory: dict[str, Any]) -> int:
@@ -170,18 +213,23 @@ def _texts(ticks: list[dict]) -> dict[str, str]:
 
 def format_report(report: dict[str, Any], limit: int = 20) -> str:
     """Human-readable rescore report: totals, then up to ``limit`` changed retrievals."""
-    w, r = report["weights"], report["run_weights"]
+    w = report["weights"]
     rule = "".join(f", {k}={w[k]}" for k in ("threshold", "mode", "top_k", "static_top_k", "static_threshold")
                    if w.get(k) is not None)
-    out = [f"re-scored {report['rescored']} of {report['retrievals']} retrievals with a_rec={w['a_rec']}, "
-           f"a_imp={w['a_imp']}, a_rel={w['a_rel']}, gamma={w['gamma']}{rule} (the run used a_rec={r['a_rec']}, "
-           f"a_imp={r['a_imp']}, a_rel={r['a_rel']}, gamma={r['gamma']})",
+    profile = f" {report['profile']}" if report.get("profile") else ""
+    given = ", ".join(f"{k}={w[k]}" for k in ("a_rec", "a_imp", "a_rel", "gamma") if w.get(k) is not None)
+    used = "; ".join(f"{name} ({p['retrievals']}): a_rec={p['a_rec']}, a_imp={p['a_imp']}, a_rel={p['a_rel']}, "
+                     f"gamma={p['gamma']}" for name, p in report.get("run_profiles", {}).items())
+    given = given or "each retrieval profile's own weights"
+    out = [f"re-scored {report['rescored']} of {report['retrievals']}{profile} retrievals with {given}{rule} "
+           f"(the run used {used or '-'})",
            f"changed: {report['changed']} ({report['changed'] / max(report['rescored'], 1):.1%})"]
     if report["not_rescorable"]:
         out.append(f"not re-scorable (a tier too large for its candidates to be recorded, or top_k above the "
                    f"recorded max_top_k): {report['not_rescorable']}")
     for c in report["changes"][:limit]:
-        out.append(f"\ntick {c['tick']} {c['clock']} {c['agent']} ({c['purpose']}): {c['query']}")
+        out.append(f"\ntick {c['tick']} {c['clock']} {c['agent']} ({c['purpose']}, {c.get('profile', SITUATIONAL)}): "
+                   f"{c['query']}")
         out += [f"  - {text}" for text in c["dropped"]]
         out += [f"  + {text}" for text in c["added"]]
         if not c["dropped"] and not c["added"]:

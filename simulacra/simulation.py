@@ -54,6 +54,7 @@ from simulacra.tick import (
     remember_stage,
     retrieve_stage,
     sleepers,
+    summarise_stage,
     world_events,
 )
 from simulacra.trace import TraceWriter, read_header
@@ -332,6 +333,7 @@ class Simulation:
         reflected = reflect_stage(rt, now, tick)
         used_ops = seen.ops + retrieval.ops + decided.ops + conversed.ops + said.ops + reflected.ops
         rehearsed = rehearse_stage(rt, used_ops, now)
+        summarised = summarise_stage(rt, now, tick)
         consolidated = consolidate_stage(rt, now)
         due = (self.ticks_done + 1) % self._flush_every == 0  # the stores reach Chroma this tick
         persist_stage(rt, self.ticks_done + 1, due, journal=self._journaling)
@@ -366,7 +368,7 @@ class Simulation:
             state.agents[a].talked_to[b] += 1
             state.agents[b].talked_to[a] += 1
 
-        memory_ops = used_ops + rehearsed + consolidated
+        memory_ops = used_ops + rehearsed + summarised + consolidated
         for op in memory_ops:
             if op["op"] == "forget":
                 state.counters[f"forgotten:{op['agent']}"] += 1

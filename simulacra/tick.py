@@ -2,7 +2,7 @@
 trace records (nothing is appended to lists passed in). :meth:`simulacra.simulation.Simulation.step` runs them::
 
     world events -> perceive -> remember -> retrieve -> decide -> apply -> converse -> remember
-                 -> reflect -> rehearse -> consolidate -> persist -> trace
+                 -> reflect -> rehearse -> summarise -> consolidate -> persist -> trace
 
 The memory stages write the stores' in-process mirrors (every later read sees the writes at once); the persist
 stage writes the tick's new and changed memories to Chroma, one call per collection; deletes follow the tick's
@@ -56,10 +56,12 @@ TOWN = "@town"
 
 @dataclass(frozen=True)
 class Pending:
-    """A memory to write this tick: ``owner`` is an agent id or :data:`TOWN`."""
+    """A memory to write this tick: ``owner`` is an agent id or :data:`TOWN`; ``topics``: the news it tells,
+    whose ratings are a floor of its own (``memory.rate_news_by_topic``)."""
 
     owner: str
     record: MemoryRecord
+    topics: tuple[str, ...] = ()
 
 
 def new_record(agent: str, text: str, kind: str, now: int, tick: int, extra: dict | None = None) -> MemoryRecord:
@@ -106,16 +108,19 @@ def current_activity(state: TownState, rt: Runtime, agent: str, now: int) -> str
 
 def retrieve_many(rt: Runtime, asks: Sequence[tuple[str, str, str]], now: int
                   ) -> tuple[list[list[RetrievedMemory]], list[dict[str, Any]]]:
-    """Retrieve for ``(agent, query, purpose)`` each, with one embedding batch; returns the results in order
-    and their trace operations (:meth:`AgentMemory.retrieval_record`)."""
+    """Retrieve for ``(agent, query, purpose)`` each, with one embedding batch, under the retrieval profile of the
+    purpose (``memory.purposes``: acting now is situational, recalling is led by relevance); returns the results in
+    order and their trace operations (:meth:`AgentMemory.retrieval_record`)."""
     if not asks:
         return [], []
     vectors = rt.embedder.embed([q for _, q, _ in asks])
     found, ops = [], []
     for (agent, query, purpose), qv in zip(asks, vectors):
-        got = rt.memories[agent].retrieve(qv, now, query_text=query)
+        memory = rt.memories[agent]
+        profile = rt.config.memory.profile_of(purpose)
+        got = memory.retrieve(qv, now, query_text=query, profile=profile)
         found.append(got)
-        ops.append(rt.memories[agent].retrieval_record(query, purpose, got, qv, now))
+        ops.append(memory.retrieval_record(query, purpose, got, qv, now, profile=profile))
     return found, ops
 
 
@@ -196,9 +201,10 @@ class Remembered:
 
 def remember_stage(rt: Runtime, pending: Sequence[Pending], phase: str = "remember") -> Remembered:
     """Rate (one rater request) and embed (one batch) the pending memories, then write each owner's in one
-    write. A memory carrying an ``importance`` (news a scenario declared important, retold) is rated at least that.
-    The same id twice in one tick is written once. ``phase`` names the batch for
-    :func:`~simulacra.killpoint.kill_point` (after the first owner's write).
+    write. A memory carrying an ``importance`` (news a scenario declared important, retold) is rated at least that;
+    under ``memory.rate_news_by_topic`` a memory telling news (:attr:`Pending.topics`) is rated at least as each of
+    its topics (rated in the same request). The same id twice in one tick is written once. ``phase`` names the batch
+    for :func:`~simulacra.killpoint.kill_point` (after the first owner's write).
 
     Raises:
         RaterError: the rater failed for good (the run then stops at the last complete tick).
@@ -206,11 +212,16 @@ def remember_stage(rt: Runtime, pending: Sequence[Pending], phase: str = "rememb
     if not pending:
         return Remembered([], {})
     texts = list(dict.fromkeys(p.record.text for p in pending))
-    ratings = dict(zip(texts, rt.rater.rate_many(texts)))
+    by_topic = rt.config.memory.rate_news_by_topic
+    topics = [t for t in dict.fromkeys(t for p in pending for t in p.topics) if t not in texts] if by_topic else []
+    rated = rt.rater.rate_many(texts + topics)
+    ratings = dict(zip(texts, rated))
+    topic_ratings = dict(zip(texts + topics, rated))
     vectors = dict(zip(texts, rt.embedder.embed(texts)))
     by_owner: dict[str, dict[str, MemoryRecord]] = {}
     for p in pending:
-        p.record.rating = max(ratings[p.record.text], int(p.record.extra.get("importance", 1)))
+        floor = max((topic_ratings[t] for t in p.topics), default=1) if by_topic else 1
+        p.record.rating = max(ratings[p.record.text], int(p.record.extra.get("importance", 1)), floor)
         by_owner.setdefault(p.owner, {}).setdefault(p.record.id, p.record)
     ops: list[dict[str, Any]] = []
     for owner in [TOWN, *rt.agents]:
@@ -621,14 +632,15 @@ def converse_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str
         for (speaker, u), d in zip(lines, decisions):
             listener = b if speaker == a else a
             said = f'{rt.names[speaker]} said to {rt.names[listener]}: "{u.text}"'
-            pending.append(Pending(speaker, new_record(speaker, said, "dialogue", now, tick)))
+            news = (u.topic,) if u.topic else ()
+            pending.append(Pending(speaker, new_record(speaker, said, "dialogue", now, tick), news))
             extra = {"topic": u.topic, "source": speaker} if u.topic else {}
             item = carried.get(u.topic) if u.topic else None
             if item is not None:  # an invitation says where and when; a declared importance stays
                 extra.update(item.carried())
                 if item.engagement is not None:
                     heard.append((listener, item.engagement))
-            pending.append(Pending(listener, new_record(listener, said, "dialogue", now, tick, extra)))
+            pending.append(Pending(listener, new_record(listener, said, "dialogue", now, tick, extra), news))
             if u.topic:
                 told.append((speaker, listener, u.topic))
                 if pl.kind == "public":  # said in public: an announcement
@@ -646,9 +658,9 @@ def converse_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str
                 records.append(decision_record(speaker, "line", d, u.text))
         if summary.source == "fallback":
             records.append(decision_record(a, "summary", summary, summary.value))
-        for me in (a, b):
-            pending.append(Pending(me, new_record(me, summary.value, "conversation", now, tick)))
         topics = [u.topic for _, u in lines if u.topic]
+        for me in (a, b):
+            pending.append(Pending(me, new_record(me, summary.value, "conversation", now, tick), tuple(topics)))
         notable.append(f"{clock} {rt.names[a]} talks with {rt.names[b]} at {pl.name}: "
                        f"{'; '.join(topics) if topics else 'small talk'}")
         conv = {"participants": [a, b], "place": place, "lines": trace_lines, "summary": summary.value}
@@ -737,6 +749,42 @@ def used_memories(ops: Sequence[dict[str, Any]]) -> dict[str, dict[str, list[str
             continue
         used.setdefault(op["agent"], {}).setdefault(reason, {}).update(dict.fromkeys(ids))
     return {a: {reason: list(ids) for reason, ids in by.items()} for a, by in used.items()}
+
+
+def summarise_stage(rt: Runtime, now: int, tick: int) -> list[dict[str, Any]]:
+    """The nightly episodic summary (``memory.day_summary``, :mod:`simulacra.cognition.summary`): on the tick of
+    each game day that reaches ``memory.day_summary_time``, every agent with episodes rated at least
+    ``memory.day_summary_min_rating`` in the 24 game hours before writes one long-term memory of kind ``summary``
+    (its ``memory.day_summary_items`` best episodes, the ids of every memory they rest on as ``evidence_ids``,
+    the best episode's rating), rated by that rule rather than by the rater and embedded in one batch; the trace
+    operations (``add`` with ``evidence_ids``), in agent order."""
+    from simulacra.clock import parse_hhmm
+    from simulacra.cognition.summary import day_label, day_window, episodes, summary_due, summary_text
+
+    cfg = rt.config.memory
+    if not cfg.day_summary or not summary_due(now, rt.world.tick_minutes, parse_hhmm(cfg.day_summary_time)):
+        return []
+    since, until = day_window(now)
+    label = day_label(now, rt.world.weekday(now))
+    made: list[tuple[str, MemoryRecord]] = []
+    for pid in rt.agents:
+        mem = rt.memories[pid]
+        found = episodes([r for name in ("short_term", "long_term") for r in mem.tier(name).records], rt.names,
+                         since, until, cfg.day_summary_min_rating)[:cfg.day_summary_items]
+        if not found:
+            continue
+        text = summary_text(rt.names[pid], label, found)
+        ids = [i for e in found for i in e.ids]
+        made.append((pid, MemoryRecord(memory_id(pid, now, text), text, "summary", max(e.rating for e in found),
+                                       float(now), tick, extra={"evidence_ids": ",".join(ids), "depth": 1})))
+    if not made:
+        return []
+    vectors = dict(zip([r.text for _, r in made], rt.embedder.embed([r.text for _, r in made])))
+    ops: list[dict[str, Any]] = []
+    for pid, rec in made:
+        ops += rt.memories[pid].add_long_term([rec], vectors[rec.text][None, :], now)
+        kill_point("summarise")
+    return ops
 
 
 def rehearse_stage(rt: Runtime, ops: Sequence[dict[str, Any]], now: int) -> list[dict[str, Any]]:

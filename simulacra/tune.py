@@ -34,7 +34,7 @@ import numpy as np
 import yaml
 
 from simulacra.clock import MINUTES_PER_DAY, format_game_time, format_hhmm, parse_hhmm
-from simulacra.config import MemoryConfig, config_from_dict, load_config, recorded_config
+from simulacra.config import SITUATIONAL, MemoryConfig, config_from_dict, load_config, recorded_config
 from simulacra.errors import InputError, SimulacraError, read_yaml
 from simulacra.memory.records import reinforced_as_add
 from simulacra.memory.scoring import ScoringInputs, ScoringParams
@@ -649,13 +649,22 @@ def _rank_key(metric: str) -> Callable[[tuple[int, Result]], tuple]:
     return key
 
 
-def baseline_settings(run_memory: MemoryConfig | None = None) -> dict[str, Setting]:
+def profiled(memory: MemoryConfig, profile: str | None) -> MemoryConfig:
+    """``memory`` as its retrieval profile ``profile`` retrieves (:meth:`MemoryConfig.for_profile`); its own fields
+    when it does not define the profile (``presets/seed003.yaml`` retrieves every purpose with them) or when
+    ``profile`` is ``None`` or ``situational``."""
+    return memory.for_profile(profile) if profile in memory.profiles else memory
+
+
+def baseline_settings(run_memory: MemoryConfig | None = None, profile: str | None = None) -> dict[str, Setting]:
     """The settings every report shows: ``defaults`` (the shipped :class:`MemoryConfig`), ``seed003``
-    (``presets/seed003.yaml``) and, when it differs from both, ``run config``."""
+    (``presets/seed003.yaml``) and, when it differs from both, ``run config`` (``run_memory`` as given), each as
+    retrieval profile ``profile`` retrieves (:func:`profiled`)."""
     from simulacra.presets import preset_path
 
-    out = {"defaults": Setting.from_config(MemoryConfig()),
-           "seed003": Setting.from_config(load_config(preset_path("seed003")).memory)}
+    seed003 = load_config(preset_path("seed003")).memory
+    out = {"defaults": Setting.from_config(profiled(MemoryConfig(), profile)),
+           "seed003": Setting.from_config(seed003 if not seed003.purposes else profiled(seed003, profile))}
     if run_memory is not None and Setting.from_config(run_memory) not in out.values():
         out["run config"] = Setting.from_config(run_memory)
     return out
@@ -676,6 +685,8 @@ class TuneReport:
     #: per relevance variant searched (``dense``, ``lexical``, ``hybrid 0.5`` ...): its best setting on the train
     #: queries, and that setting on the held-out queries (``None`` without held-out queries)
     by_relevance: dict[str, tuple[Result, Result | None]] = field(default_factory=dict)
+    #: the retrieval profile tuned (``None``: the memory section's own fields)
+    profile: str | None = None
 
     @property
     def best(self) -> Result:
@@ -687,9 +698,11 @@ class TuneReport:
 
 
 def tune(prepared: Sequence[PreparedQuery], settings: Sequence[Setting], run_memory: MemoryConfig,
-         metric: str = "ndcg") -> TuneReport:
+         metric: str = "ndcg", profile: str | None = None) -> TuneReport:
     """Evaluate ``settings`` and the baselines on the train queries and sort by ``metric`` (ties: the other two
     metrics, smaller ``top_k``, search order); score the best and the baselines on the held-out queries.
+    ``profile``: the retrieval profile tuned; the baselines are taken as it retrieves (:func:`baseline_settings`;
+    ``run_memory`` should be :func:`profiled` already).
 
     Raises:
         ValueError: an unknown metric.
@@ -701,7 +714,7 @@ def tune(prepared: Sequence[PreparedQuery], settings: Sequence[Setting], run_mem
     heldout = [pq for pq in prepared if pq.query.split == "heldout" and pq.relevant]
     results = evaluate(train, settings, run_memory)
     order = sorted(enumerate(results), key=_rank_key(metric))
-    baselines = baseline_settings(run_memory)
+    baselines = baseline_settings(run_memory, profile)
     base_results = dict(zip(baselines, evaluate(train, baselines.values(), run_memory)))
     best = order[0][1]
     held: dict[str, Result] = {}
@@ -716,7 +729,7 @@ def tune(prepared: Sequence[PreparedQuery], settings: Sequence[Setting], run_mem
         mode_held = [None] * len(per_mode)
     by_relevance = {label: (r, h) for (label, r), h in zip(per_mode.items(), mode_held)}
     return TuneReport(metric, [r for _, r in order], base_results, held, list(prepared), run_memory, len(results),
-                      by_relevance)
+                      by_relevance, profile)
 
 
 # --------------------------------------------------------------------------------------------- output
@@ -768,7 +781,8 @@ def format_report(report: TuneReport, top: int = 10) -> str:
 
 
 def write_snippet(report: TuneReport, path: str | Path, source: str = "") -> Path:
-    """Write the best setting as a config file (``memory:`` section), loadable with ``--config``."""
+    """Write the best setting as a config file (``memory:`` section; under a tuned profile its
+    ``memory.profiles.<name>``), loadable with ``--config``."""
     best = report.best
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -782,7 +796,10 @@ def write_snippet(report: TuneReport, path: str | Path, source: str = "") -> Pat
     if "best" in report.heldout:
         comment += (f"# held-out: {figures(report.heldout['best'])} "
                     f"(seed003: {figures(report.heldout['seed003'])})\n")
-    p.write_text(comment + yaml.safe_dump({"memory": best.setting.memory_dict()}, sort_keys=False), encoding="utf-8")
+    fields = best.setting.memory_dict()
+    if report.profile not in (None, SITUATIONAL):
+        fields = {"profiles": {report.profile: fields}}
+    p.write_text(comment + yaml.safe_dump({"memory": fields}, sort_keys=False), encoding="utf-8")
     return p
 
 

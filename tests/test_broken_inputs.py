@@ -131,7 +131,7 @@ CASES = [
     ("configs/top_k_text.yaml", ConfigError, "memory.top_k", ["valid integer", "got 'many'"]),
     ("configs/negative_interval.yaml", ConfigError, "memory.consolidation_interval_minutes",
      ["greater than 0", "got -60"]),
-    ("configs/weights_all_zero.yaml", ConfigError, None, ["a_rec, a_imp and a_rel are all 0"]),
+    ("configs/weights_all_zero.yaml", ConfigError, "memory", ["a_rec, a_imp and a_rel are all 0"]),
     ("configs/section_not_mapping.yaml", ConfigError, "memory", ["valid dictionary", "got 5"]),
     ("configs/bad_literal.yaml", ConfigError, "memory.retrieval", ["'cascade' or 'merged'", "got 'casade'"]),
     ("configs/api_key_in_file.yaml", ConfigError, "llm.api_key_env", ["NAME of the environment variable"]),

@@ -217,8 +217,7 @@ def test_rescore_equals_live_retrieval_under_hybrid_relevance(tmp_path, rater_ur
     extra = [*FROZEN, "memory.relevance=hybrid", f"memory.hybrid_weight={weight}"]
     with tiny_run(tmp_path, rater_url, embedder, f"hybrid-{weight}", extra) as sim:
         sim.run(8)
-        m = sim.config.memory
-        assert rescore_run(sim.run_dir, m.a_rec, m.a_imp, m.a_rel)["changed"] == 0  # own weights: the same
+        assert rescore_run(sim.run_dir)["changed"] == 0  # own weights: the same
         _, ticks = read_trace(sim.run_dir)
         last = ticks[-1]
         ops = [op for op in last["memory"] if op["op"] == "retrieve"]

@@ -170,5 +170,5 @@ def test_replay_inspect_and_rescore_follow_reinforcements(runs):
     e = explain_tick(ref, op["agent"], tick)
     assert op["text"] in e["reinforced"]
     assert f"reinforced in long-term: {op['text']}" in format_explanation(e)
-    report = rescore_run(ref, 0.25, 0.25, 1.0)
+    report = rescore_run(ref)  # each retrieval under its own profile
     assert report["retrievals"] > 0 and report["rescored"] == report["retrievals"] and report["changed"] == 0

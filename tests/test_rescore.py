@@ -39,13 +39,22 @@ def test_the_runs_own_weights_reproduce_every_recorded_retrieval(tmp_path, rater
     with tiny_run(tmp_path, rater_url, embedder, mode, [f"memory.retrieval={mode}"]) as sim:
         sim.run(10)
     m = sim.config.memory
-    report = rescore_run(sim.run_dir, m.a_rec, m.a_imp, m.a_rel)
+    report = rescore_run(sim.run_dir)  # each retrieval under its own profile
     assert report["retrievals"] > 30 and report["rescored"] == report["retrievals"]
     assert report["changed"] == 0
+    # the retrievals of each profile, re-ranked with that profile's weights given explicitly, stay the same; with
+    # the other profile's weights some change
+    profiles = report["run_profiles"]
+    assert set(profiles) == {"situational", "recall"}
+    assert sum(p["retrievals"] for p in profiles.values()) == report["retrievals"]
+    for name, other in (("situational", "recall"), ("recall", "situational")):
+        own = rescore_run(sim.run_dir, *m.weights(name), profile=name)
+        assert own["retrievals"] == profiles[name]["retrievals"] and own["changed"] == 0
+        assert rescore_run(sim.run_dir, *m.weights(other), profile=name)["changed"] > 0
     # candidates are recorded for max_top_k (default twice top_k): top_k can rise that far and no further
-    deeper = rescore_run(sim.run_dir, m.a_rec, m.a_imp, m.a_rel, top_k=2 * m.top_k)
+    deeper = rescore_run(sim.run_dir, top_k=2 * m.top_k)
     assert deeper["rescored"] == report["retrievals"] and deeper["changed"] > 0
-    assert rescore_run(sim.run_dir, m.a_rec, m.a_imp, m.a_rel, top_k=2 * m.top_k + 1)["rescored"] == 0
+    assert rescore_run(sim.run_dir, top_k=2 * m.top_k + 1)["rescored"] == 0
 
 
 @pytest.mark.parametrize("mode", ["cascade", "merged"])

@@ -67,11 +67,18 @@ def test_end_to_end_trace_memory_counts_and_news_passing(tmp_path, rater_url, em
         # from 09:50, home again, she sleeps (simulacra.days)
         assert [t.get("asleep", []) for t in ticks] == [[]] * 11 + [["ann"]]
         assert len([r for r in retrievals if r["purpose"] == "focus"]) == 3 * 12 - 1
+        # each under its purpose's profile: acting now (focus, reaction) with the seed's weights, recalling
+        # (conversation, plan) by relevance alone
+        weights = {"situational": (0.25, 0.25, 1.0), "recall": (0.0, 0.0, 1.0)}
+        assert {op["profile"] for op in retrievals} == {"situational", "recall"}
         for op in retrievals:
+            assert op["profile"] == ("recall" if op["purpose"].split()[0] in ("conversation", "plan")
+                                     else "situational")
+            a_rec, a_imp, a_rel = weights[op["profile"]]
             for m in op["results"]:
                 assert m["score"] >= 0.35 and m["tier"] in ("static", "short_term", "long_term")
                 if m["tier"] != "static":
-                    expected = 0.25 * m["recency"] + 0.25 * m["importance"] + m["relevance"]
+                    expected = a_rec * m["recency"] + a_imp * m["importance"] + a_rel * m["relevance"]
                     assert m["score"] == pytest.approx(expected, abs=1e-5)
         # news travels: Ann saw the well accident, told Ben at the shop, Ben told Cal in the field
         convs = [(t["tick"], c) for t in ticks for c in t["conversations"]]

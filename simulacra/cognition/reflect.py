@@ -79,7 +79,7 @@ def gather_evidence(memory: AgentMemory, focal: Sequence[MemoryRecord], now: flo
         if vec is None:
             continue
         for m in memory.retrieve(vec, now, top_k=per_focal, tiers=EPISODIC, threshold=-np.inf, mode="merged",
-                                 query_text=rec.text):
+                                 query_text=rec.text, profile=memory.config.profile_of("reflection")):
             seen.setdefault(m.id, m)
     return list(seen.values())
 

@@ -190,14 +190,15 @@ class Knowledge:
 
     def retrieve(self, agent: str, question: str, minute: int):
         """What ``agent`` retrieves for ``question`` at game minute ``minute`` (memories formed at or after it left
-        out; the run's ``top_k``)."""
+        out; the run's ``top_k``), under the profile of the ``knowledge`` purpose (``memory.purposes``)."""
         if question not in self._q:
             self._q[question] = self.embedder.embed([question])[0]
-        k = self.config.memory.top_k
+        profile = self.config.memory.profile_of("knowledge")
+        k = self.config.memory.for_profile(profile).top_k
         mem = self.memories[agent]
         every = sum(mem.counts().values()) + (len(mem.shared) if mem.shared is not None else 0)
         # all memories ranked, then those formed before ``minute``: the top k the agent would have had then
-        got = mem.retrieve(self._q[question], minute, top_k=max(k, every), query_text=question)
+        got = mem.retrieve(self._q[question], minute, top_k=max(k, every), query_text=question, profile=profile)
         return [m for m in got if m.record is None or m.record.timestamp is None or m.record.timestamp < minute][:k]
 
     def knows(self, agent: str, fact: Fact, minute: int) -> bool:

@@ -133,11 +133,12 @@ class StaticOnlyMemory:
         return self.TIERS
 
     def retrieve(self, query_embedding, now, top_k=None, tiers=None, threshold=None, mode=None, rule=None,
-                 query_text=None):
-        return self.inner.retrieve(query_embedding, now, top_k, self.TIERS, threshold, mode, rule, query_text)
+                 query_text=None, profile=None):
+        return self.inner.retrieve(query_embedding, now, top_k, self.TIERS, threshold, mode, rule, query_text,
+                                   profile)
 
-    def retrieval_record(self, query, purpose, results, query_embedding, now, rule=None, tiers=None):
-        return self.inner.retrieval_record(query, purpose, results, query_embedding, now, rule, self.TIERS)
+    def retrieval_record(self, query, purpose, results, query_embedding, now, rule=None, tiers=None, profile=None):
+        return self.inner.retrieval_record(query, purpose, results, query_embedding, now, rule, self.TIERS, profile)
 
     def most_important(self, now, n, tiers=("long_term",), since=None, kinds=None):
         return []

@@ -12,9 +12,10 @@ from typing import Any
 #: ``plan``: a plan step; ``event``: a world event witnessed; ``reflection``: a summary of others;
 #: ``persona`` / ``world``: static facts; ``notice``: posted to the town's shared memory; ``conversation``: the
 #: summary of a whole conversation, stored by each participant when it ends; ``intention``: something the agent
-#: means to do and tell others (a scenario's seeded fact, :mod:`simulacra.evaluation`).
+#: means to do and tell others (a scenario's seeded fact, :mod:`simulacra.evaluation`); ``summary``: the nightly
+#: summary of an agent's day (:mod:`simulacra.cognition.summary`).
 KINDS = ("observation", "dialogue", "plan", "event", "reflection", "persona", "world", "notice", "conversation",
-         "intention")
+         "intention", "summary")
 
 #: an agent's own tiers, in seed 003's retrieval order; the town's ``shared`` tier comes after them
 TIERS = ("static", "short_term", "long_term")

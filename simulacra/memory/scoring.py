@@ -136,6 +136,10 @@ class ScoringParams:
         return self.a_rec + self.a_imp
 
 
+#: the fields of :class:`ScoringParams`, read from a memory config (and replaced by a retrieval profile)
+SCORING_FIELDS = tuple(f.name for f in fields(ScoringParams))
+
+
 @dataclass(frozen=True)
 class TermRanges:
     """The extremes ``(min, max)`` of each term over the memories of a tier, for ``normalize: minmax`` (NaN,

@@ -18,23 +18,21 @@ import hashlib
 import logging
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from simulacra.config import MemoryConfig
+from simulacra.clock import MINUTES_PER_DAY
+from simulacra.config import SITUATIONAL, MemoryConfig
 from simulacra.errors import CheckpointError
 from simulacra.memory.chroma import open_chroma
 from simulacra.memory.memo import LastAnswer
 from simulacra.memory.records import TIERS, MemoryRecord, RetrievedMemory, remarked
-from simulacra.memory.scoring import ScoringParams
+from simulacra.memory.scoring import SCORING_FIELDS, ScoringParams
 from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
 from simulacra.memory.store import MemoryTier, flush_tiers
-
-#: the fields of :class:`ScoringParams`, read from a memory config
-SCORING_FIELDS = tuple(f.name for f in fields(ScoringParams))
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +67,8 @@ class AgentMemory:
         self.agent = agent
         self.path = None if path is None else Path(path)
         self.config = config
-        self._params: LastAnswer[ScoringParams] = LastAnswer()  # per value of the config's scoring fields
+        # per retrieval profile, per value of the config's scoring fields
+        self._params: dict[str | None, LastAnswer[ScoringParams]] = {}
         if location is not None:
             self.client = location.client(agent)
         else:
@@ -109,8 +108,19 @@ class AgentMemory:
     def params(self) -> ScoringParams:
         """The scoring parameters of :attr:`config` (:meth:`ScoringParams.from_config`), rebuilt only when one of
         their fields changed (a retrieval asks for them once per tier)."""
-        key = tuple(getattr(self.config, name, None) for name in SCORING_FIELDS)
-        return self._params.get(key, lambda: ScoringParams.from_config(self.config))
+        return self.params_for(None)
+
+    def params_for(self, profile: str | None) -> ScoringParams:
+        """The scoring parameters of retrieval profile ``profile`` (``memory.profiles``; ``None`` or
+        ``situational``: the section's own fields), rebuilt only when one of their fields changed.
+
+        Raises:
+            KeyError: an unknown profile.
+        """
+        over = self.config.overrides_of(profile)
+        key = (profile, tuple(getattr(self.config, name, None) for name in SCORING_FIELDS), tuple(sorted(over.items())))
+        memo = self._params.setdefault(profile, LastAnswer())
+        return memo.get(key, lambda: ScoringParams.from_config(self.config.for_profile(profile)))
 
     @property
     def static(self) -> MemoryTier:
@@ -172,7 +182,7 @@ class AgentMemory:
         for r in recs:
             op = {"op": "add", "agent": self.agent, "tier": "long_term", "id": r.id, "text": r.text,
                   "kind": r.kind, "rating": r.rating, "timestamp": r.timestamp}
-            if r.kind == "reflection":
+            if r.kind in ("reflection", "summary"):
                 op["evidence_ids"] = r.evidence_ids
                 op["depth"] = r.depth
             ops.append(op)
@@ -206,7 +216,7 @@ class AgentMemory:
         st = self.short_term
         if len(st) > cfg.short_term_min_entries:
             age = cfg.consolidation_age_minutes
-            old = [r for r in st.records if r.timestamp is not None and now - r.timestamp >= age]
+            old = self._retold([r for r in st.records if r.timestamp is not None and now - r.timestamp >= age])
             promote = [r for r in old if r.rating is not None and r.rating / 10.0 > cfg.promote_threshold]
             reinforced: set[str] = set()
             if promote and cfg.reinforce_repeats:
@@ -223,13 +233,36 @@ class AgentMemory:
                     continue
                 if r.id in promoted_ids:
                     ops.append({"op": "move", "agent": self.agent, "id": r.id, "from": "short_term",
-                                "to": "long_term", "text": r.text, "importance": r.rating / 10.0})
+                                "to": "long_term", "text": r.text, "importance": r.rating / 10.0,
+                                **({"retold": r.extra["retold"]} if "retold" in r.extra else {})})
                 else:
                     ops.append({"op": "forget", "agent": self.agent, "id": r.id, "tier": "short_term",
                                 "text": r.text, "importance": None if r.rating is None else r.rating / 10.0,
                                 "reason": f"consolidation: importance <= {cfg.promote_threshold}"})
         ops.extend(self.forget_decayed(now))
         return ops
+
+    def _retold(self, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+        """``records`` (short-term memories leaving at consolidation) with the rating of news heard or seen more
+        than once raised: a memory whose ``topic`` the agent's short- and long-term memories hold ``n`` times is
+        rated ``min(10, rating + memory.retold_bonus * (n - 1))`` (``extra["retold"] = n``), so a piece of news the
+        town keeps telling is kept although the rater found its text mundane (a rehearsal by repetition; simulacra's
+        own rule). ``retold_bonus`` 0 leaves every record as it is (seed 003)."""
+        bonus = self.config.retold_bonus
+        if not bonus:
+            return list(records)
+        counts: dict[str, int] = {}
+        for name in ("short_term", "long_term"):
+            for r in self.tiers[name].records:
+                if r.extra.get("topic"):
+                    counts[r.extra["topic"]] = counts.get(r.extra["topic"], 0) + 1
+        out = []
+        for r in records:
+            n = counts.get(r.extra.get("topic") or "", 0)
+            if n > 1 and r.rating is not None:
+                r = replace(r, rating=min(10, int(r.rating + bonus * (n - 1))), extra={**r.extra, "retold": n})
+            out.append(r)
+        return out
 
     def _reinforce(self, promote: Sequence[MemoryRecord], now: float) -> tuple[list[MemoryRecord], list[dict]]:
         """Fold repeated texts among the short-term memories being promoted at game minute ``now``
@@ -287,18 +320,26 @@ class AgentMemory:
         return keep, ops
 
     def forget_decayed(self, now: float) -> list[dict[str, Any]]:
-        """Forget long-term memories whose decayed importance is under ``forget_floor``."""
-        floor = self.config.forget_floor
+        """Forget long-term memories whose decayed importance is under ``forget_floor``; a day summary (kind
+        ``summary``) instead when it is ``summary_keep_days`` game days old (with ``summary_keep_days`` null, by its
+        decayed importance like the others)."""
+        floor, keep = self.config.forget_floor, self.config.summary_keep_days
         lt = self.long_term
-        if floor is None or not len(lt):
+        if not len(lt) or (floor is None and keep is None):
             return []
         imp = lt.importance(now, self.params)
-        gone = [(r, float(i)) for r, i in zip(lt.records, imp) if not math.isnan(i) and i < floor]
-        self._delete(lt, [r for r, _ in gone])
+        gone = []
+        for r, i in zip(lt.records, imp):
+            if keep is not None and r.kind == "summary":
+                if r.timestamp is not None and now - r.timestamp >= keep * MINUTES_PER_DAY:
+                    gone.append((r, float(i), f"day summary older than {keep:g} game days"))
+            elif floor is not None and not math.isnan(i) and i < floor:
+                gone.append((r, float(i), f"decayed importance < {floor}"))
+        self._delete(lt, [r for r, _, _ in gone])
         return [
             {"op": "forget", "agent": self.agent, "id": r.id, "tier": "long_term", "text": r.text,
-             "importance": round(i, 6), "reason": f"decayed importance < {floor}"}
-            for r, i in gone
+             "importance": round(i, 6), "reason": reason}
+            for r, i, reason in gone
         ]
 
     def _delete(self, tier: MemoryTier, records: Sequence[MemoryRecord]) -> None:
@@ -423,10 +464,12 @@ class AgentMemory:
                  "tiers": [t for _, t in marked], "reason": reason, "time": float(now)}]
 
     # ----------------------------------------------------------------- reads
-    def rule(self, top_k: int | None = None, threshold: float | None = None, mode: str | None = None) -> RetrievalRule:
-        """The retrieval rule of the config (:class:`~simulacra.memory.selection.RetrievalRule`), with the given
-        fields replaced."""
-        return RetrievalRule.from_config(self.config, top_k=top_k, threshold=threshold, mode=mode)
+    def rule(self, top_k: int | None = None, threshold: float | None = None, mode: str | None = None,
+             profile: str | None = None) -> RetrievalRule:
+        """The retrieval rule of the config (:class:`~simulacra.memory.selection.RetrievalRule`) under retrieval
+        profile ``profile`` (default: the section's own), with the given fields replaced."""
+        return RetrievalRule.from_config(self.config.for_profile(profile), top_k=top_k, threshold=threshold,
+                                         mode=mode)
 
     @property
     def max_top_k(self) -> int:
@@ -446,6 +489,7 @@ class AgentMemory:
         mode: str | None = None,
         rule: RetrievalRule | None = None,
         query_text: str | None = None,
+        profile: str | None = None,
     ) -> list[RetrievedMemory]:
         """Retrieve the memories that matter for a query. Reads only; nothing is written (marking access
         is :meth:`mark_accessed`). Each result carries its tier, kind and score terms (the explanation).
@@ -458,18 +502,22 @@ class AgentMemory:
             rule: the whole rule instead (then ``top_k``, ``threshold`` and ``mode`` are ignored).
             query_text: the query's text, for lexical and hybrid relevance (``memory.relevance``); ignored under
                 dense relevance.
+            profile: the retrieval profile to score and select with (``memory.profiles``; the config's
+                :meth:`~simulacra.config.MemoryConfig.profile_of` the retrieval's purpose); ``None``: the memory
+                section's own fields (``situational``). ``top_k``, ``threshold``, ``mode`` and ``rule`` still
+                replace the profile's.
         Returns:
             What :func:`simulacra.memory.selection.select` picks (the one retrieval rule; see there): cascade or
             merged over the tiers with ``top_k`` and ``threshold``, then, under a static budget, at most
             ``static_top_k`` static facts. Within a tier exactly what scoring every memory would give. Under
             lexical or hybrid relevance each result also carries its ``dense`` and ``lexical`` relevance.
         Raises:
-            KeyError: an unknown tier.
+            KeyError: an unknown tier or profile.
             ValueError: an unknown mode; lexical or hybrid relevance without ``query_text``.
         """
-        rule = rule or self.rule(top_k, threshold, mode)
+        rule = rule or self.rule(top_k, threshold, mode, profile)
         names = self.readable if tiers is None else tuple(tiers)
-        params = self.params
+        params = self.params_for(profile)
         fetched: dict[str, list[RetrievedMemory]] = {}
 
         def fetch(name: str, n: int) -> TierCandidates:
@@ -480,29 +528,33 @@ class AgentMemory:
         return [fetched[p.tier][p.index] for p in select(names, fetch, rule)]
 
     def candidates(self, query_embedding: np.ndarray, now: float, top_k: int | None = None,
-                   tiers: Sequence[str] | None = None, query_text: str | None = None) -> dict[str, list[list] | None]:
+                   tiers: Sequence[str] | None = None, query_text: str | None = None,
+                   profile: str | None = None) -> dict[str, list[list] | None]:
         """Per tier, every memory that could be among its best ``top_k`` (default :attr:`max_top_k`) under other
         weights or ``gamma`` (:meth:`MemoryTier.candidates`), for the trace; ``None`` for a tier too large to
         check. Under lexical or hybrid relevance (``query_text`` required) a candidate's relevance is the fused
-        one, which re-ranking keeps."""
+        one (of ``profile``'s relevance mode), which re-ranking keeps."""
         k = self.max_top_k if top_k is None else top_k
         names = self.readable if tiers is None else tuple(tiers)
-        return {name: self.tier(name).candidates(query_embedding, now, self.params, k, self.config.recency_from,
+        params = self.params_for(profile)
+        return {name: self.tier(name).candidates(query_embedding, now, params, k, self.config.recency_from,
                                                  query_text=query_text)
                 for name in names}
 
     def retrieval_record(self, query: str, purpose: str, results: Sequence[RetrievedMemory],
                          query_embedding: np.ndarray, now: float, rule: RetrievalRule | None = None,
-                         tiers: Sequence[str] | None = None) -> dict[str, Any]:
+                         tiers: Sequence[str] | None = None, profile: str | None = None) -> dict[str, Any]:
         """The trace's ``retrieve`` operation for a retrieval made with :meth:`retrieve`.
 
         Args:
             query: the query text; purpose: why it was asked (``focus``, ``conversation with <id>``).
             results: what :meth:`retrieve` returned.
             query_embedding, now: the ones given to :meth:`retrieve`.
-            rule, tiers: the ones given to :meth:`retrieve` (default: the config's rule, :attr:`readable`).
+            rule, tiers, profile: the ones given to :meth:`retrieve` (default: the profile's rule, :attr:`readable`,
+                the section's own fields).
         Returns:
-            ``{"op": "retrieve", "agent", "query", "purpose", "results": [RetrievedMemory.to_dict()], "mode",
+            ``{"op": "retrieve", "agent", "query", "purpose", "profile" (``situational`` for the section's own
+            fields), "results": [RetrievedMemory.to_dict()], "mode",
             "top_k", "threshold", "static_top_k", "static_threshold", "tiers", "max_top_k", "candidates"}``:
             the rule (:meth:`RetrievalRule.to_record`), and per tier the candidates for :attr:`max_top_k`
             (:meth:`candidates`), from which ``simulacra rescore`` re-ranks exactly. Under lexical or hybrid
@@ -511,10 +563,10 @@ class AgentMemory:
             minmax`` ``"normalize"`` and per tier ``"ranges"``: ``[relevance min, max, importance min, max, age min,
             max]`` (:meth:`MemoryTier.extremes`).
         """
-        rule = rule or self.rule()
+        rule = rule or self.rule(profile=profile)
         names = list(self.readable if tiers is None else tiers)
         depth = max(self.max_top_k, rule.top_k, rule.static_top_k or 0)
-        params = self.params
+        params = self.params_for(profile)
         mode = {} if not params.lexical else {"relevance": params.relevance, "hybrid_weight": params.hybrid_weight}
         if params.rrf:
             mode.update(fusion="rrf", rrf_k=params.rrf_k)
@@ -523,8 +575,9 @@ class AgentMemory:
                 name: self.tier(name).extremes(query_embedding, now, params, self.config.recency_from, query)
                 for name in names})
         return {"op": "retrieve", "agent": self.agent, "query": query, "purpose": purpose,
-                "results": [r.to_dict() for r in results], **rule.to_record(), **mode, "tiers": names,
-                "max_top_k": depth, "candidates": self.candidates(query_embedding, now, depth, names, query)}
+                "profile": profile or SITUATIONAL, "results": [r.to_dict() for r in results], **rule.to_record(),
+                **mode, "tiers": names, "max_top_k": depth,
+                "candidates": self.candidates(query_embedding, now, depth, names, query, profile)}
 
     def most_important(
         self, now: float, n: int, tiers: Sequence[str] = ("long_term",), since: float | None = None,
