@@ -30,6 +30,7 @@ TICKS = 76  # 07:00 day 1 .. 20:30 day 2, ticks of 30 minutes
 PERCEPTS = {"observation", "event"}
 TINKER = "A travelling tinker"
 FOX = "A fox slips"
+NAMES = {"ann": "Ann Archer", "ben": "Ben Brook", "cal": "Cal Carter"}
 
 
 def at(day: int, hhmm: str) -> int:
@@ -217,6 +218,40 @@ def test_consolidation_and_reflection_go_on_across_the_night(reference):
     assert reflected == {1, 2}
 
 
+def test_each_agent_sums_up_its_day_once_at_night_from_what_it_lived(reference):
+    """The nightly episodic summary (memory.day_summary, at 23:30): one long-term memory per agent and day, listing
+    the day's episodes rated 6 or more with the ids of the memories they rest on, all of them the agent's own."""
+    _, ticks, _ = reference
+    added = {}  # id -> add operation, in trace order
+    for t in ticks:
+        for op in t["memory"]:
+            if op["op"] == "add":
+                added.setdefault(op["id"], {**op, "time": t["time"]})
+    summaries = [op for op in added.values() if op["kind"] == "summary"]
+    assert summaries and {op["time"] for op in summaries} == {at(1, "23:30")}  # day 2 ends at 21:00, before its own
+    assert sorted(op["agent"] for op in summaries) == sorted({op["agent"] for op in summaries})  # one per agent
+    for op in summaries:
+        assert op["tier"] == "long_term" and op["text"].startswith(f"{NAMES[op['agent']]}'s day 1 (Saturday): ")
+        sources = [added[i] for i in op["evidence_ids"]]  # each id is a memory the trace added before
+        assert all(s["agent"] == op["agent"] and s["time"] <= op["time"] and s["rating"] >= 6 for s in sources)
+        assert op["rating"] == max(s["rating"] for s in sources)
+    # the well accident (rated high by everyone who saw it) is in the summary of each witness
+    witnesses = {op["agent"] for op in added.values() if op["kind"] == "event" and "well's rope snaps" in op["text"]}
+    assert witnesses and all("well's rope snaps" in op["text"] for op in summaries if op["agent"] in witnesses)
+
+
+def test_a_line_telling_news_is_rated_at_least_as_the_news(reference, rater_backend):
+    """memory.rate_news_by_topic: the greeting around news does not make it mundane."""
+    _, ticks, _ = reference
+    rating = {op["text"]: op["rating"] for t in ticks for op in t["memory"] if op["op"] == "add"}
+    told = [(line, c) for t in ticks for c in t["conversations"] for line in c["lines"] if line.get("topic")]
+    assert told
+    for line, _ in told:
+        floor = rater_backend.rate([line["topic"]])[0].rating
+        text = f'{NAMES[line["speaker"]]} said to {NAMES[line["listener"]]}: "{line["text"]}"'
+        assert rating[text] >= floor
+
+
 def test_replay_and_inspect_show_day_weekday_and_sleep(reference):
     from simulacra.explain import explain_tick, format_explanation
     from simulacra.viewer.state import ReplayState
@@ -247,7 +282,8 @@ def test_resume_across_midnight_ends_identical(tmp_path, rater_url, exact_embedd
     midnight = [t["tick"] for t in ref_ticks if t["time"] == at(2, "00:00")][0]
     morning = [t["tick"] for t in ref_ticks if t["time"] == at(2, "08:00")][0]  # Ben plans his Sunday
     run_dir = tmp_path / "k"
-    faults = [(midnight, "consolidate"), (morning, "remember2")]
+    night = [t["tick"] for t in ref_ticks if t["time"] == at(1, "23:30")][0]  # the day summaries are written
+    faults = [(night, "summarise"), (midnight, "consolidate"), (morning, "remember2")]
     for i, (tick, phase) in enumerate(faults):
         monkeypatch.setenv(ENV, f"tick={tick}:phase={phase}:mode=raise")
         sim = (create(tmp_path, rater_url, exact_embedder, "k") if i == 0
