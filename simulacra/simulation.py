@@ -333,7 +333,7 @@ class Simulation:
         reflected = reflect_stage(rt, now, tick)
         used_ops = seen.ops + retrieval.ops + decided.ops + conversed.ops + said.ops + reflected.ops
         rehearsed = rehearse_stage(rt, used_ops, now)
-        summarised = summarise_stage(rt, now, tick)
+        summarised = summarise_stage(rt, decided.plans, now, tick)
         consolidated = consolidate_stage(rt, now)
         due = (self.ticks_done + 1) % self._flush_every == 0  # the stores reach Chroma this tick
         persist_stage(rt, self.ticks_done + 1, due, journal=self._journaling)

@@ -751,15 +751,15 @@ def used_memories(ops: Sequence[dict[str, Any]]) -> dict[str, dict[str, list[str
     return {a: {reason: list(ids) for reason, ids in by.items()} for a, by in used.items()}
 
 
-def summarise_stage(rt: Runtime, now: int, tick: int) -> list[dict[str, Any]]:
+def summarise_stage(rt: Runtime, plans: dict[str, Sequence[PlanItem]], now: int, tick: int) -> list[dict[str, Any]]:
     """The nightly episodic summary (``memory.day_summary``, :mod:`simulacra.cognition.summary`): on the tick of
     each game day that reaches ``memory.day_summary_time``, every agent with episodes rated at least
     ``memory.day_summary_min_rating`` in the 24 game hours before writes one long-term memory of kind ``summary``
-    (its ``memory.day_summary_items`` best episodes, the ids of every memory they rest on as ``evidence_ids``,
-    the best episode's rating), rated by that rule rather than by the rater and embedded in one batch; the trace
-    operations (``add`` with ``evidence_ids``), in agent order."""
+    (its ``memory.day_summary_items`` best episodes and what its day plan in ``plans`` held, the ids of every memory
+    the episodes rest on as ``evidence_ids``, the best episode's rating), rated by that rule rather than by the rater
+    and embedded in one batch; the trace operations (``add`` with ``evidence_ids``), in agent order."""
     from simulacra.clock import parse_hhmm
-    from simulacra.cognition.summary import day_label, day_window, episodes, summary_due, summary_text
+    from simulacra.cognition.summary import day_label, day_window, episodes, planned_items, summary_due, summary_text
 
     cfg = rt.config.memory
     if not cfg.day_summary or not summary_due(now, rt.world.tick_minutes, parse_hhmm(cfg.day_summary_time)):
@@ -773,7 +773,7 @@ def summarise_stage(rt: Runtime, now: int, tick: int) -> list[dict[str, Any]]:
                          since, until, cfg.day_summary_min_rating)[:cfg.day_summary_items]
         if not found:
             continue
-        text = summary_text(rt.names[pid], label, found)
+        text = summary_text(rt.names[pid], label, found, planned_items(plans.get(pid, ()), rt.place_names))
         ids = [i for e in found for i in e.ids]
         made.append((pid, MemoryRecord(memory_id(pid, now, text), text, "summary", max(e.rating for e in found),
                                        float(now), tick, extra={"evidence_ids": ",".join(ids), "depth": 1})))

@@ -232,6 +232,7 @@ def test_each_agent_sums_up_its_day_once_at_night_from_what_it_lived(reference):
     assert sorted(op["agent"] for op in summaries) == sorted({op["agent"] for op in summaries})  # one per agent
     for op in summaries:
         assert op["tier"] == "long_term" and op["text"].startswith(f"{NAMES[op['agent']]}'s day 1 (Saturday): ")
+        assert ". Planned: " in op["text"]  # and what the agent meant to do that day
         sources = [added[i] for i in op["evidence_ids"]]  # each id is a memory the trace added before
         assert all(s["agent"] == op["agent"] and s["time"] <= op["time"] and s["rating"] >= 6 for s in sources)
         assert op["rating"] == max(s["rating"] for s in sources)

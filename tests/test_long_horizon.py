@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from simulacra.clock import MINUTES_PER_DAY
-from simulacra.cognition.summary import day_window, episodes, summary_due, summary_text
+from simulacra.cognition.mind import PlanItem
+from simulacra.cognition.summary import day_window, episodes, planned_items, summary_due, summary_text
 from simulacra.config import PURPOSES, SITUATIONAL, MemoryConfig, load_config
 from simulacra.errors import ConfigError
 from simulacra.memory.records import MemoryRecord, memory_id
@@ -110,6 +111,13 @@ def test_episodes_group_news_by_topic_keep_their_ids_and_leave_out_the_mundane()
     text = summary_text("Ann Hale", "1 (Saturday)", got)
     assert text == f"Ann Hale's day 1 (Saturday): 09:00 heard from Ben Ode: {STORM}; 11:00 The mill wheel " \
                    "cracked in the night."
+    # what the agent meant to do that day comes after the episodes, each item once, without clock times
+    plan = [PlanItem(420, 480, "baking bread", "bakery"), PlanItem(480, 600, "selling bread", "bakery"),
+            PlanItem(600, 660, "baking bread", "bakery")]
+    planned = planned_items(plan, {"bakery": "The Bakery"})
+    assert planned == ["baking bread at The Bakery", "selling bread at The Bakery"]
+    assert summary_text("Ann Hale", "1", got, planned).endswith(
+        "cracked in the night. Planned: baking bread at The Bakery, selling bread at The Bakery.")
 
 
 @pytest.mark.parametrize("now, tick, at, due", [

@@ -3,7 +3,8 @@
 Short-term memory is consolidated within game hours and long-term memory decays (seed 003), so without help a
 resident forgets on Saturday the storm of Tuesday. Once a game day, at ``memory.day_summary_time``, each agent
 writes one memory of kind ``summary`` that lists the day's most important episodes (what it saw, what it was
-told and by whom, whom it talked with about what), with the ids of the memories it rests on (``evidence_ids``,
+told and by whom, whom it talked with about what) and what it had planned to do, with the ids of the memories the
+episodes rest on (``evidence_ids``,
 as a reflection's). It is kept ``memory.summary_keep_days`` game days whatever its decayed importance
 (:meth:`simulacra.memory.stream.AgentMemory.forget_decayed`), so what mattered survives the forgetting of its
 sources while memory stays bounded (at most one summary per agent and day). The summary is extractive: each
@@ -14,10 +15,11 @@ summaries of long-horizon memory systems such as MemoryBank; the rule here is si
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from simulacra.clock import MINUTES_PER_DAY, day_number, format_hhmm
+from simulacra.cognition.mind import PlanItem
 from simulacra.memory.records import MemoryRecord
 
 #: kinds of experienced memory a summary draws on (plans, reflections, notices and summaries are not episodes)
@@ -74,10 +76,22 @@ def episodes(records: Iterable[MemoryRecord], names: Mapping[str, str], since: f
     return out
 
 
-def summary_text(name: str, day_label: str, chosen: Iterable[Episode]) -> str:
-    """``"<name>'s day <label>: HH:MM <episode>; HH:MM <episode>; ..."``, the episodes in time order."""
+def summary_text(name: str, day_label: str, chosen: Iterable[Episode], planned: Sequence[str] = ()) -> str:
+    """``"<name>'s day <label>: HH:MM <episode>; HH:MM <episode>; ... Planned: <activity at place>, ..."``: the
+    episodes in time order, then what the agent meant to do that day (``planned``, its day plan's items as
+    ``"<activity> at <place>"``; left out when empty). The episodes come first: a sentence encoder reads a long
+    text's beginning only (all-MiniLM-L6-v2: 256 word pieces), lexical relevance reads it all."""
     items = sorted(chosen, key=lambda e: (e.first, e.text))
-    return f"{name}'s day {day_label}: " + "; ".join(f"{format_hhmm(int(e.first))} {e.text}" for e in items)
+    text = f"{name}'s day {day_label}: " + "; ".join(f"{format_hhmm(int(e.first))} {e.text}" for e in items)
+    if planned:
+        text = f"{text.rstrip('.')}. Planned: {', '.join(dict.fromkeys(planned))}."
+    return text
+
+
+def planned_items(plan: Sequence[PlanItem], place_names: Mapping[str, str]) -> list[str]:
+    """A day plan's items as ``"<activity> at <place>"`` (times left out: the summary says what, not when), in
+    plan order, each once."""
+    return list(dict.fromkeys(f"{i.activity} at {place_names.get(i.place, i.place)}" for i in plan))
 
 
 def day_window(now: float) -> tuple[float, float]:
