@@ -290,7 +290,8 @@ class CheckpointWriter:
         self._journal_bytes = 0
 
     def _append(self, data: dict[str, Any]) -> None:
-        body = _dump({"base": self._base, "patch": diff(self._last, data)})
+        # an unchanged state (a checkpoint taken again before any tick) is an empty patch, not a null one
+        body = _dump({"base": self._base, "patch": diff(self._last, data) or {"d": {}}})
         line = f"{zlib.crc32(body):08x} ".encode("ascii") + body + b"\n"
         with self.journal_path.open("ab") as fh:
             def half_line() -> None:  # what a kill in the middle of the write leaves behind
@@ -317,7 +318,7 @@ def _journal_patches(path: Path, base: str | None) -> list[dict[str, Any]]:
             entry = json.loads(body)
         except ValueError:
             break
-        if entry.get("base") == base:
+        if entry.get("base") == base and entry.get("patch") is not None:  # null: unchanged (older journals)
             out.append(entry["patch"])
     return out
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from simulacra.cognition.mind import AgentView
-from simulacra.config import apply_overrides, config_from_dict, recorded_config
+from simulacra.config import Config, apply_overrides, config_from_dict, recorded_config
 from simulacra.errors import SimulacraError
 from simulacra.memory.records import RetrievedMemory
 from simulacra.persona import Persona
@@ -99,10 +99,7 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
             mind = build_mind(config, llm, int(header["tick_minutes"]))
         mind = ablate_mind(mind, ablate)
         profile = config.memory.profile_of("interview")
-        k = max(config.memory.for_profile(profile).top_k, config.cognition.memories_in_prompt)
-        qv = embedder.embed([question])[0]
-        found = distinct_texts(m for m in memory.retrieve(qv, now, top_k=4 * k, query_text=question, profile=profile)
-                               if m.record is None or m.record.timestamp is None or m.record.timestamp < now)[:k]
+        found = recalled(memory, embedder.embed([question])[0], question, now, config, profile)
         place = ticks[n]["positions"][agent]
         view = AgentView(agent, personas[agent], now, place, tuple(found), names, place_names,
                          weekday=weekday_of(now, start_weekday))
@@ -118,6 +115,25 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         "used": [by_id[i].to_dict() for i in d.value.memory_ids if i in by_id],
         "retrieved": [m.to_dict() for m in found], "ablations": sorted(ablate),
     }
+
+
+def recalled(memory, question_embedding, question: str, now: float, config: Config,
+             profile: str | None = None) -> list[RetrievedMemory]:
+    """What an agent recalls when asked ``question`` at game minute ``now``: the best memories formed before
+    ``now`` under retrieval profile ``profile`` (default: that of the ``interview`` purpose, ``memory.purposes``),
+    each text once (:func:`distinct_texts`), as many as the profile's ``top_k`` or the mind's
+    ``cognition.memories_in_prompt``, the larger. The one rule of ``simulacra interview`` and the recall probes of
+    a scenario (:mod:`simulacra.schedule`).
+
+    Args:
+        memory: the agent's :class:`~simulacra.memory.stream.AgentMemory` (or an ablated view of it).
+        question_embedding: the question's embedding, shape ``(dim,)``.
+    """
+    profile = config.memory.profile_of("interview") if profile is None else profile
+    k = max(config.memory.for_profile(profile).top_k, config.cognition.memories_in_prompt)
+    got = memory.retrieve(question_embedding, now, top_k=4 * k, query_text=question, profile=profile)
+    return distinct_texts(m for m in got if m.record is None or m.record.timestamp is None
+                          or m.record.timestamp < now)[:k]
 
 
 def distinct_texts(memories: Iterable[RetrievedMemory]) -> list[RetrievedMemory]:

@@ -40,6 +40,7 @@ from simulacra.memory.journal import store_schedule
 from simulacra.memory.stream import roll_back
 from simulacra.runtime import Runtime, build_runtime
 from simulacra.runtime import static_records as static_records  # re-exported: the viewer and tests use it
+from simulacra.schedule import probe_stage, telling_stage
 from simulacra.state import AgentState, TownState
 from simulacra.tick import (
     apply_stage,
@@ -227,6 +228,7 @@ class Simulation:
         world_path = next(iter(header["inputs"]["world"]))
         rt = build_runtime(world_path, config, header["personas_dir"], run_dir.parent, run_dir.name,
                            embedder=embedder, agents=header["agents"], resume=True)
+        rt.scenario = header.get("scenario")  # its schedule (tellings, probes) goes on where the run stopped
         try:
             return cls(rt, checkpoint=ck)
         except BaseException:
@@ -318,8 +320,9 @@ class Simulation:
                     notices.append(n)
 
         asleep = sleepers(state, rt, now)
+        told = telling_stage(rt, now, tick)  # a scenario's fact told to residents now (simulacra.schedule)
         perception = perceive_stage(state, rt, events, objects, now, tick, asleep)
-        seen = remember_stage(rt, notices + perception.pending, "remember1")
+        seen = remember_stage(rt, notices + told.pending + perception.pending, "remember1")
         retrieval = retrieve_stage(state, rt, perception, seen.ratings, now, asleep)
         decided = decide_stage(state, rt, retrieval, now, tick, asleep)
         applied = apply_stage(rt, decided.actions, now)
@@ -349,7 +352,7 @@ class Simulation:
             agent.steps = [s for s in decided.steps[pid] if s.end > now]
             agent.step_key = decided.step_keys[pid]
             agent.last_percepts = perception.last_percepts[pid]
-            agent.knows |= perception.learned[pid]
+            agent.knows |= perception.learned[pid] | told.learned.get(pid, set())
             mem = rt.memories[pid]
             agent.importance_since_reflection = mem.importance_since_reflection
             agent.last_reflection = mem.last_reflection
@@ -401,6 +404,9 @@ class Simulation:
         }
         if asleep:
             record["asleep"] = sorted(asleep)
+        probed = probe_stage(state, rt, now, tick)  # a scenario's recall probe, read-only (simulacra.schedule)
+        if probed is not None:
+            record["probes"] = probed
         self.trace.write(record)
         self._mid_tick = False
         state.tick += 1

@@ -752,37 +752,57 @@ def used_memories(ops: Sequence[dict[str, Any]]) -> dict[str, dict[str, list[str
 
 
 def summarise_stage(rt: Runtime, plans: dict[str, Sequence[PlanItem]], now: int, tick: int) -> list[dict[str, Any]]:
-    """The nightly episodic summary (``memory.day_summary``, :mod:`simulacra.cognition.summary`): on the tick of
-    each game day that reaches ``memory.day_summary_time``, every agent with episodes rated at least
-    ``memory.day_summary_min_rating`` in the 24 game hours before writes one long-term memory of kind ``summary``
-    (its ``memory.day_summary_items`` best episodes and what its day plan in ``plans`` held, the ids of every memory
-    the episodes rest on as ``evidence_ids``, the best episode's rating), rated by that rule rather than by the rater
-    and embedded in one batch; the trace operations (``add`` with ``evidence_ids``), in agent order."""
+    """The nightly summaries (``memory.day_summary``, :mod:`simulacra.cognition.summary`): on the tick of each game
+    day that reaches ``memory.day_summary_time``, every agent writes up to two long-term memories of kind
+    ``summary``: its day's ``memory.day_summary_items`` best episodes rated at least ``memory.day_summary_min_rating``
+    in the 24 game hours before (when it has any; the ids of every memory they rest on as ``evidence_ids``, rated as
+    the best of them), and its day plan as ``plans`` holds it (rated by the rater, in one request). Embedded in one
+    batch; returns the trace operations (``add`` with ``evidence_ids``), in agent order.
+
+    Raises:
+        RaterError: the rater failed for good (the run then stops at the last complete tick).
+    """
     from simulacra.clock import parse_hhmm
-    from simulacra.cognition.summary import day_label, day_window, episodes, planned_items, summary_due, summary_text
+    from simulacra.cognition.summary import (
+        day_label,
+        day_window,
+        episodes,
+        plan_summary_text,
+        summary_due,
+        summary_text,
+    )
 
     cfg = rt.config.memory
     if not cfg.day_summary or not summary_due(now, rt.world.tick_minutes, parse_hhmm(cfg.day_summary_time)):
         return []
     since, until = day_window(now)
     label = day_label(now, rt.world.weekday(now))
-    made: list[tuple[str, MemoryRecord]] = []
+    made: dict[str, list[MemoryRecord]] = {}  # agent -> its day's summaries (episodes, then plan), agent order
+    planned: list[MemoryRecord] = []
     for pid in rt.agents:
         mem = rt.memories[pid]
         found = episodes([r for name in ("short_term", "long_term") for r in mem.tier(name).records], rt.names,
                          since, until, cfg.day_summary_min_rating)[:cfg.day_summary_items]
-        if not found:
-            continue
-        text = summary_text(rt.names[pid], label, found, planned_items(plans.get(pid, ()), rt.place_names))
-        ids = [i for e in found for i in e.ids]
-        made.append((pid, MemoryRecord(memory_id(pid, now, text), text, "summary", max(e.rating for e in found),
-                                       float(now), tick, extra={"evidence_ids": ",".join(ids), "depth": 1})))
+        if found:
+            text = summary_text(rt.names[pid], label, found)
+            ids = [i for e in found for i in e.ids]
+            made.setdefault(pid, []).append(MemoryRecord(
+                memory_id(pid, now, text), text, "summary", max(e.rating for e in found), float(now), tick,
+                extra={"evidence_ids": ",".join(ids), "depth": 1}))
+        if plans.get(pid):
+            text = plan_summary_text(rt.names[pid], label, plans[pid], rt.place_names)
+            rec = MemoryRecord(memory_id(pid, now, text), text, "summary", None, float(now), tick, extra={"depth": 1})
+            made.setdefault(pid, []).append(rec)
+            planned.append(rec)
     if not made:
         return []
-    vectors = dict(zip([r.text for _, r in made], rt.embedder.embed([r.text for _, r in made])))
+    for rec, rating in zip(planned, rt.rater.rate_many([r.text for r in planned]) if planned else ()):
+        rec.rating = rating
+    texts = list(dict.fromkeys(r.text for recs in made.values() for r in recs))
+    vectors = dict(zip(texts, rt.embedder.embed(texts)))
     ops: list[dict[str, Any]] = []
-    for pid, rec in made:
-        ops += rt.memories[pid].add_long_term([rec], vectors[rec.text][None, :], now)
+    for pid, recs in made.items():
+        ops += rt.memories[pid].add_long_term(recs, np.stack([vectors[r.text] for r in recs]), now)
         kill_point("summarise")
     return ops
 

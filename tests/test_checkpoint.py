@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import zlib
 
 import pytest
 
@@ -60,6 +61,22 @@ def test_the_journal_reads_back_every_checkpoint_and_compacts(tmp_path):
     base = (tmp_path / "checkpoint.json").stat().st_size
     lines = (tmp_path / JOURNAL).read_bytes().splitlines(keepends=True)
     assert sum(map(len, lines[:-1])) <= max(4000, base)  # the limit; the line that passed it was the last
+
+
+def test_a_checkpoint_of_an_unchanged_state_reads_back(tmp_path):
+    """A checkpoint taken again before any tick (a scenario's set-up that changed nothing) is an empty patch; a
+    journal line holding a null patch (as older writers wrote it) is read as no change."""
+    rng = random.Random(3)
+    writer = CheckpointWriter(tmp_path)
+    data = town(rng, None)
+    writer.write(data)
+    writer.write(copy.deepcopy(data))
+    assert {k: v for k, v in read_checkpoint(tmp_path).items() if k not in ("version", "base")} == data
+    base = json.loads((tmp_path / "checkpoint.json").read_text())["base"]
+    body = json.dumps({"base": base, "patch": None}).encode()
+    with (tmp_path / JOURNAL).open("ab") as fh:
+        fh.write(f"{zlib.crc32(body):08x} ".encode() + body + b"\n")
+    assert {k: v for k, v in read_checkpoint(tmp_path).items() if k not in ("version", "base")} == data
 
 
 def test_a_line_cut_by_a_kill_leaves_the_previous_checkpoint(tmp_path):

@@ -227,12 +227,16 @@ def test_each_agent_sums_up_its_day_once_at_night_from_what_it_lived(reference):
         for op in t["memory"]:
             if op["op"] == "add":
                 added.setdefault(op["id"], {**op, "time": t["time"]})
-    summaries = [op for op in added.values() if op["kind"] == "summary"]
+    plans = [op for op in added.values() if op["kind"] == "summary" and "'s plan for day" in op["text"]]
+    summaries = [op for op in added.values() if op["kind"] == "summary" and op not in plans]
     assert summaries and {op["time"] for op in summaries} == {at(1, "23:30")}  # day 2 ends at 21:00, before its own
     assert sorted(op["agent"] for op in summaries) == sorted({op["agent"] for op in summaries})  # one per agent
+    # and what each had planned for the day, one per agent, rated by the rater, worded as the plan memory is
+    assert sorted(op["agent"] for op in plans) == ["ann", "ben", "cal"]
+    assert {op["time"] for op in plans} == {at(1, "23:30")} and all(1 <= op["rating"] <= 10 for op in plans)
+    assert all(op["text"].startswith(f"{NAMES[op['agent']]}'s plan for day 1 (Saturday): ") for op in plans)
     for op in summaries:
         assert op["tier"] == "long_term" and op["text"].startswith(f"{NAMES[op['agent']]}'s day 1 (Saturday): ")
-        assert ". Planned: " in op["text"]  # and what the agent meant to do that day
         sources = [added[i] for i in op["evidence_ids"]]  # each id is a memory the trace added before
         assert all(s["agent"] == op["agent"] and s["time"] <= op["time"] and s["rating"] >= 6 for s in sources)
         assert op["rating"] == max(s["rating"] for s in sources)

@@ -8,7 +8,7 @@ import pytest
 
 from simulacra.clock import MINUTES_PER_DAY
 from simulacra.cognition.mind import PlanItem
-from simulacra.cognition.summary import day_window, episodes, planned_items, summary_due, summary_text
+from simulacra.cognition.summary import day_window, episodes, plan_summary_text, summary_due, summary_text
 from simulacra.config import PURPOSES, SITUATIONAL, MemoryConfig, load_config
 from simulacra.errors import ConfigError
 from simulacra.memory.records import MemoryRecord, memory_id
@@ -111,13 +111,11 @@ def test_episodes_group_news_by_topic_keep_their_ids_and_leave_out_the_mundane()
     text = summary_text("Ann Hale", "1 (Saturday)", got)
     assert text == f"Ann Hale's day 1 (Saturday): 09:00 heard from Ben Ode: {STORM}; 11:00 The mill wheel " \
                    "cracked in the night."
-    # what the agent meant to do that day comes after the episodes, each item once, without clock times
-    plan = [PlanItem(420, 480, "baking bread", "bakery"), PlanItem(480, 600, "selling bread", "bakery"),
-            PlanItem(600, 660, "baking bread", "bakery")]
-    planned = planned_items(plan, {"bakery": "The Bakery"})
-    assert planned == ["baking bread at The Bakery", "selling bread at The Bakery"]
-    assert summary_text("Ann Hale", "1", got, planned).endswith(
-        "cracked in the night. Planned: baking bread at The Bakery, selling bread at The Bakery.")
+    # what the agent meant to do that day is a summary of its own, worded as the day's plan memory is
+    plan = [PlanItem(420, 480, "baking bread", "bakery"), PlanItem(480, 600, "selling bread", "square")]
+    assert plan_summary_text("Ann Hale", "1 (Saturday)", plan, {"bakery": "The Bakery"}) == (
+        "Ann Hale's plan for day 1 (Saturday): baking bread at The Bakery (07:00-08:00), selling bread at square "
+        "(08:00-10:00).")
 
 
 @pytest.mark.parametrize("now, tick, at, due", [

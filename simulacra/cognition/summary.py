@@ -1,16 +1,18 @@
-"""The nightly episodic summary: what mattered in an agent's day, kept as one long-term memory.
+"""The nightly summaries: what mattered in an agent's day, and what it had planned, kept as long-term memories.
 
 Short-term memory is consolidated within game hours and long-term memory decays (seed 003), so without help a
 resident forgets on Saturday the storm of Tuesday. Once a game day, at ``memory.day_summary_time``, each agent
 writes one memory of kind ``summary`` that lists the day's most important episodes (what it saw, what it was
-told and by whom, whom it talked with about what) and what it had planned to do, with the ids of the memories the
-episodes rest on (``evidence_ids``,
+told and by whom, whom it talked with about what), with the ids of the memories they rest on (``evidence_ids``,
 as a reflection's). It is kept ``memory.summary_keep_days`` game days whatever its decayed importance
 (:meth:`simulacra.memory.stream.AgentMemory.forget_decayed`), so what mattered survives the forgetting of its
-sources while memory stays bounded (at most one summary per agent and day). The summary is extractive: each
-episode keeps its own words (the news topic rather than the greeting around it), so retrieval by relevance finds
-the day when asked about any of its episodes (after the Generative Agents paper's reflections and the daily
-summaries of long-horizon memory systems such as MemoryBank; the rule here is simulacra's own).
+sources while memory stays bounded. A second summary keeps what the agent had planned for the day
+(:func:`plan_summary_text`; a day's ``plan`` memory is rated mundane and forgotten within hours), which is what
+"what did you mean to do on Tuesday?" and the next days' planning ask for: at most two summaries per agent and
+day. The summary is extractive: each episode keeps its own words (the news topic rather than the greeting around
+it), so retrieval by relevance finds the day when asked about any of its episodes (after the Generative Agents
+paper's reflections and the daily summaries of long-horizon memory systems such as MemoryBank; the rule here is
+simulacra's own).
 """
 
 from __future__ import annotations
@@ -76,22 +78,20 @@ def episodes(records: Iterable[MemoryRecord], names: Mapping[str, str], since: f
     return out
 
 
-def summary_text(name: str, day_label: str, chosen: Iterable[Episode], planned: Sequence[str] = ()) -> str:
-    """``"<name>'s day <label>: HH:MM <episode>; HH:MM <episode>; ... Planned: <activity at place>, ..."``: the
-    episodes in time order, then what the agent meant to do that day (``planned``, its day plan's items as
-    ``"<activity> at <place>"``; left out when empty). The episodes come first: a sentence encoder reads a long
-    text's beginning only (all-MiniLM-L6-v2: 256 word pieces), lexical relevance reads it all."""
+def summary_text(name: str, day_label: str, chosen: Iterable[Episode]) -> str:
+    """``"<name>'s day <label>: HH:MM <episode>; HH:MM <episode>; ..."``, the episodes in time order."""
     items = sorted(chosen, key=lambda e: (e.first, e.text))
-    text = f"{name}'s day {day_label}: " + "; ".join(f"{format_hhmm(int(e.first))} {e.text}" for e in items)
-    if planned:
-        text = f"{text.rstrip('.')}. Planned: {', '.join(dict.fromkeys(planned))}."
-    return text
+    return f"{name}'s day {day_label}: " + "; ".join(f"{format_hhmm(int(e.first))} {e.text}" for e in items)
 
 
-def planned_items(plan: Sequence[PlanItem], place_names: Mapping[str, str]) -> list[str]:
-    """A day plan's items as ``"<activity> at <place>"`` (times left out: the summary says what, not when), in
-    plan order, each once."""
-    return list(dict.fromkeys(f"{i.activity} at {place_names.get(i.place, i.place)}" for i in plan))
+def plan_summary_text(name: str, day_label: str, plan: Sequence[PlanItem], place_names: Mapping[str, str]) -> str:
+    """``"<name>'s plan for day <label>: <activity> at <place> (HH:MM-HH:MM), ..."``: what the agent meant to do
+    that day, as its day plan held it at night (engagements taken on during the day included), in plan order.
+    Worded as the day's ``plan`` memory is (:func:`simulacra.cognition.mind.plan_memory_text`), so that a question
+    about that day's plan finds it."""
+    items = ", ".join(f"{i.activity} at {place_names.get(i.place, i.place)} ({format_hhmm(i.start)}-"
+                      f"{format_hhmm(i.end)})" for i in plan)
+    return f"{name}'s plan for day {day_label}: {items}."
 
 
 def day_window(now: float) -> tuple[float, float]:

@@ -10,9 +10,9 @@ Generative Agents paper's end-to-end evaluation (Park et al., arXiv 2304.03442, 
   0.3-0.65. Knowing is read from the agent's whole store for every variant (:data:`KNOWS`): an ablated agent
   (``no-memory``) knows what it stored even though it cannot recall it.
 * **Heard** (:func:`heard_times`): when each agent first held the fact, from the trace alone: a holder at the
-  start; told it in a conversation (a line with the fact as topic, or, for a language-model mind, a line or summary
-  similar to it); everyone, once a notice about it is on the town's board (shared memory). *Told*: the same
-  without notices, in person only.
+  start, or when the scenario told it (``told_at``); told it in a conversation (a line with the fact as topic,
+  or, for a language-model mind, a line or summary similar to it); everyone, once a notice about it is on the
+  town's board (shared memory). *Told*: the same without notices, in person only.
 * **Network** (:func:`network`): undirected graph (networkx) of the simulated agents, an edge where both know
   each other: at the start when each lists the other among its persona's relationships; at the end also when
   they talked. Density = 2 E / (n (n - 1)).
@@ -109,6 +109,11 @@ class Run:
     def seeded(self) -> list[dict[str, Any]]:
         return list((self.header.get("scenario") or {}).get("seeded", []))
 
+    @cached_property
+    def tellings(self) -> list[dict[str, Any]]:
+        """The facts told during the run (:mod:`simulacra.schedule`): ``{"minute", "agents", "topic", ...}``."""
+        return list(((self.header.get("scenario") or {}).get("schedule") or {}).get("tellings", []))
+
 
 class Similarity:
     """Cosine similarity of texts to facts with one embedder (texts embedded once, cached)."""
@@ -151,6 +156,10 @@ def heard_times(run: Run, fact: Fact, sim: Similarity | None = None, notices: bo
     for op in run.seeded:
         if op["text"] == fact.memory_text:
             mark(op["agent"], run.start - 1)
+    for t in run.tellings:  # told during the run (simulacra.schedule)
+        if t["topic"] == fact.text:
+            for a in t["agents"]:
+                mark(a, int(t["minute"]))
     check_text = sim is not None and not run.scripted
     for t in run.ticks:
         now = int(t["time"])
@@ -510,4 +519,8 @@ def evaluate_run(run_dir: str | Path, sc: Scenario, embedder, mind=None, intervi
     if "history" in want:
         out["history"] = history(run, sc, sim, model=getattr(mind, "model", None),
                                  seed=(run.header.get("config") or {}).get("simulation", {}).get("seed"))
+    if "recall" in want and sc.recall is not None:
+        from simulacra.evaluation.recall import recall_metrics
+
+        out["recall"] = recall_metrics(run, sc, sim, heard)
     return out

@@ -92,6 +92,8 @@ def headline(m: dict[str, Any]) -> dict[str, Any]:
         row["tokens_per_conversation"] = m["history"]["tokens_per_conversation"]
         row["early_fact_in_view"] = m["history"]["in_view_share"]
         row["early_fact_survival"] = m["history"]["survival"]
+    if "recall" in m:
+        row["recall"] = m["recall"]["overall"]
     return row
 
 
@@ -266,6 +268,14 @@ def write_plots(result: dict[str, Any], details: dict[str, dict[int, dict]], sc:
         fig.savefig(out / "density.png", dpi=110)
         plt.close(fig)
         files["density"] = "density.png"
+    recalls = {f"{v}, seed {seed}": m["recall"] for v, runs in details.items() for seed, m in runs.items()
+               if "recall" in m}
+    if recalls:
+        from simulacra.evaluation.recall import plot_recall
+
+        first = next(iter(recalls.values()))
+        plot_recall(recalls, out / "recall.png", profiles=[first["interview"]] if len(recalls) > 1 else None)
+        files["recall"] = "recall.png"
     header, rows = metric_table(result, sc)
     fig, ax = plt.subplots(figsize=(min(2.0 + 1.55 * len(header), 22), 0.5 + 0.35 * (len(rows) + 1)))
     ax.axis("off")
@@ -319,6 +329,53 @@ def history_section(details: dict[str, dict[int, dict]]) -> list[str]:
         out += [f"Example ({name}, minute {p['time']}, {p['listener']} asked about {p['fact']}): "
                 f"{(p['answer'] or '')[:200]!r} — {'recalled' if p['recalled'] else 'not recalled'}.", ""]
     return out
+
+
+def recall_section(details: dict[str, dict[int, dict]], plots: dict[str, str]) -> list[str]:
+    """Report lines on the recall test (:mod:`~simulacra.evaluation.recall`): per variant and seed, the share of
+    what residents knew that retrieval found, per retrieval profile and kind, by the item's age; nothing when no run
+    was probed."""
+    from simulacra.evaluation.recall import AGE_BUCKETS, KINDS
+
+    runs = [(name, seed, m["recall"]) for name, rs in details.items() for seed, m in rs.items() if "recall" in m]
+    if not runs:
+        return []
+    buckets = [f"{lo:g}-{hi:g}" for lo, hi in AGE_BUCKETS]
+    out = ["## Recall: what residents can still retrieve, by age", "",
+           "Every resident was asked, inside the run, each fact's question, each world event it could have seen (by "
+           "its text) and its own plans of past days; *found*: a memory holding the item was among what it "
+           "recalled (the interview's retrieval, per profile); shares are over the residents who knew the item by "
+           "then (the trace's labels), by the item's age in game days (asked / found).", ""]
+    for name, seed, r in runs:
+        out += [f"**{name}, seed {seed}** (interview profile: {r['interview']}; made-up recall of facts never "
+                f"heard: " + ", ".join(f"{p} {_pct(v)}" for p, v in r["found_unknown"].items()) + ")", "",
+                "| profile | kind | " + " | ".join(buckets) + " | all |", "|" + "---|" * (len(buckets) + 3)]
+        for p in r["profiles"]:
+            for kind in KINDS:
+                cells = r["by_age"][p][kind]
+                if not cells:
+                    continue
+                row = [f"{cells[b]['asked']} / {_pct(cells[b]['found'])}" if b in cells else "-" for b in buckets]
+                out.append(f"| {p} | {kind} | " + " | ".join(row) + f" | {_pct(r['overall'][p][kind])} |")
+        ans = r["answered_by_age"]
+        if any(ans.values()):
+            for kind in KINDS:
+                if ans[kind]:
+                    row = [f"{ans[kind][b]['asked']} / {_pct(ans[kind][b]['answered'])}" if b in ans[kind] else "-"
+                           for b in buckets]
+                    out.append(f"| answer states it | {kind} | " + " | ".join(row) + " | |")
+        mem = r.get("memories_per_agent") or []
+        if mem:
+            out += ["", "Memories per agent at each probe: " + "; ".join(
+                f"day {x['day']}: {x['total']:g} ({x.get('long_term', 0):g} long-term)" for x in mem) + "."]
+        out.append("")
+    if plots.get("recall"):
+        out += [f"![recall against age]({plots['recall']})", ""]
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"
 
 
 def _fmt(s: dict[str, float] | None, pct: bool = False) -> str:
@@ -456,6 +513,7 @@ def report_markdown(result: dict[str, Any], details: dict[str, dict[int, dict]],
         lines += ["", "Answers that do not claim a fact the agent had heard (*unrecalled*, not made up), all seeds: "
                   + ", ".join(f"{name} {n}" for name, n in unrecalled.items()) + ".", ""]
     lines += history_section(details)
+    lines += recall_section(details, plots)
     lines += ["## Per seed", "", "| variant | seed | " + " | ".join(f"{f.id} end" for f in sc.facts)
               + " | density end | invited | attended | made up |", "|" + "---|" * (len(sc.facts) + 6)]
     for name, v in result["variants"].items():

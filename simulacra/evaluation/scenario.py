@@ -29,11 +29,12 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from simulacra.clock import MINUTES_PER_DAY, parse_hhmm
+from simulacra.config import RetrievalProfile
 from simulacra.errors import ScenarioError, read_yaml, unknown_name, validate_as
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
-Metric = Literal["diffusion", "network", "coordination", "hallucination", "cost", "history"]
-METRICS: tuple[str, ...] = ("diffusion", "network", "coordination", "hallucination", "cost", "history")
+Metric = Literal["diffusion", "network", "coordination", "hallucination", "cost", "history", "recall"]
+METRICS: tuple[str, ...] = ("diffusion", "network", "coordination", "hallucination", "cost", "history", "recall")
 
 
 class _Strict(BaseModel):
@@ -74,6 +75,10 @@ class Fact(_Strict):
             know it is made up).
         intention: the holders' memory text (default: ``text``).
         importance: the holders' memory rating (1..10); default: rated by the run's rater like any memory.
+        told_at: when the holders are *told* the fact instead of holding it from the start (a tick's
+            telling, :mod:`simulacra.schedule`): a ``dialogue`` memory ``'<told_by> told <Name>: "<text>"'`` tagged
+            with the fact as its news topic, so they pass it on like news they heard.
+        told_by: who tells them (default ``"A visitor from out of town"``); only with ``told_at``.
     """
 
     id: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]+$")]
@@ -83,10 +88,29 @@ class Fact(_Strict):
     holders: list[NonEmpty] = Field(default_factory=list)
     intention: NonEmpty | None = None
     importance: int | None = Field(None, ge=1, le=10)
+    told_at: Moment | None = None
+    told_by: NonEmpty | None = None
+
+    @model_validator(mode="after")
+    def _told(self) -> Fact:
+        if self.told_by is not None and self.told_at is None:
+            raise ValueError("told_by needs told_at (when the holders are told)")
+        if self.told_at is not None and self.intention is not None:
+            raise ValueError("a fact told at told_at is heard, not intended: give no intention")
+        return self
 
     @property
     def memory_text(self) -> str:
+        """The holders' memory: their intention (held from the start), or, told at ``told_at``, what they were told
+        (``{name}``: the holder's name, filled in when it is written)."""
+        if self.told_at is not None:
+            return f'{self.teller} told {{name}}: "{self.text}"'
         return self.intention or self.text
+
+    @property
+    def teller(self) -> str:
+        """Who tells the holders at ``told_at``."""
+        return self.told_by or "A visitor from out of town"
 
     @property
     def control(self) -> bool:
@@ -132,6 +156,22 @@ class Candidacy(_Strict):
     office: NonEmpty
 
 
+class Recall(_Strict):
+    """The recall test (issue 22, seed 000's "day 16 recalls day 4"): at each moment of ``at`` every simulated
+    resident is asked, inside the run (:func:`simulacra.schedule.probe_stage`), every fact's ``question``, the text of
+    every world event that has happened (``events``), and its own plan of each day of ``plan_days`` that has
+    ended; each under every retrieval profile of the run's config (``memory.profiles`` and ``situational``) plus
+    ``profiles``, which are added to the run's config for the probes only (no purpose is mapped to them).
+    ``answer``: the resident's mind also answers under its interview profile. :mod:`simulacra.evaluation.recall`
+    scores the answers against the trace's labels."""
+
+    at: list[Moment] = Field(min_length=1)
+    plan_days: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)
+    events: bool = True
+    answer: bool = True
+    profiles: dict[str, RetrievalProfile] = Field(default_factory=dict)
+
+
 class Scenario(_Strict):
     """A parsed scenario file (see the module docstring). ``source`` and ``world_path`` are set by
     :func:`load_scenario`."""
@@ -148,6 +188,7 @@ class Scenario(_Strict):
     facts: list[Fact] = Field(min_length=1)
     party: Party | None = None
     candidacy: Candidacy | None = None
+    recall: Recall | None = None
     measure: list[Metric] = Field(default_factory=lambda: list(METRICS))
     curve_every_minutes: int = Field(60, ge=10, description="game minutes between two points of a diffusion curve")
 
@@ -217,11 +258,23 @@ def load_scenario(path: str | Path) -> Scenario:
             raise ScenarioError(path, f"facts.{i}.id", f"duplicate fact id '{f.id}' (also facts.{ids.index(f.id)})")
         for j, h in enumerate(f.holders):
             resident(f"facts.{i}.holders.{j}", h)
+        if f.told_at is not None and not f.holders:
+            raise ScenarioError(path, f"facts.{i}.told_at", "a fact told at told_at needs holders (who is told)")
     start = world.start_minute
     end = sc.end_minute(start)
     if end <= start:
         raise ScenarioError(path, "until", f"the run would end at or before the world's start ({world.start_time} "
                                            f"on day 1)")
+    for i, f in enumerate(sc.facts):
+        if f.told_at is not None and not start <= f.told_at.minute < end:
+            raise ScenarioError(path, f"facts.{i}.told_at", "outside the run (from the world's start to until)")
+    if sc.recall is not None:
+        for i, m in enumerate(sc.recall.at):
+            if not start <= m.minute < end:
+                raise ScenarioError(path, f"recall.at.{i}", "outside the run (from the world's start to until)")
+        for name in sc.recall.profiles:
+            if name in ("situational", "recall"):  # the memory section's own fields; the shipped recall profile
+                raise ScenarioError(path, f"recall.profiles.{name}", "the name is taken by the run's own profiles")
     for key in ("party", "candidacy"):
         block = getattr(sc, key)
         if block is None:

@@ -11,8 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from simulacra.clock import MINUTES_PER_DAY
 from simulacra.cognition.mind import Engagement
 from simulacra.config import Config
+from simulacra.errors import ScenarioError
 from simulacra.evaluation.scenario import Scenario
 from simulacra.evaluation.variants import Variant, apply_ablations
 from simulacra.runtime import build_runtime
@@ -38,6 +40,8 @@ def seed_memories(rt, sc: Scenario, now: int) -> list[dict[str, Any]]:
     engagement = party_engagement(sc)
     recs = []
     for f in sc.facts:
+        if f.told_at is not None:  # told in the run (schedule)
+            continue
         for h in f.holders:
             extra = {"topic": f.text, "source": "own"}
             if f.importance is not None:
@@ -57,6 +61,47 @@ def seed_memories(rt, sc: Scenario, now: int) -> list[dict[str, Any]]:
     return ops
 
 
+def schedule(sc: Scenario, world, config: Config) -> dict[str, Any]:
+    """The run's schedule (:mod:`simulacra.schedule`): the tellings of the facts told during the run
+    (``told_at``) and the recall probes of ``sc.recall`` (every fact's question, from the start; every world event
+    by its text, from when it happens; each day of ``plan_days`` by ``"<name>'s plan for day <d>"``, from the end of
+    that day), under every retrieval profile of ``config`` (``situational`` first)."""
+    out: dict[str, Any] = {}
+    tellings = [{"minute": f.told_at.minute, "agents": list(f.holders), "text": f.memory_text, "topic": f.text,
+                 "importance": f.importance, "by": f.teller, "fact": f.id} for f in sc.facts if f.told_at is not None]
+    if tellings:
+        out["tellings"] = tellings
+    r = sc.recall
+    if r is not None:
+        start = world.start_minute
+        asks = [{"about": f"fact:{f.id}", "query": f.question, "after": start} for f in sc.facts]
+        if r.events:
+            asks += [{"about": f"event:{i}", "query": ev.text, "after": ev.minute}
+                     for i, ev in enumerate(world.events) if ev.minute >= start]
+        asks += [{"about": f"plan:{d}", "query": f"{{name}}'s plan for day {d}", "after": d * MINUTES_PER_DAY}
+                 for d in r.plan_days]
+        out["probes"] = {"minutes": [m.minute for m in r.at], "asks": asks, "answer": r.answer,
+                         "profiles": ["situational", *config.memory.profiles]}
+    return out
+
+
+def with_profiles(config: Config, sc: Scenario) -> Config:
+    """``config`` with the recall test's extra retrieval profiles (``sc.recall.profiles``) added to
+    ``memory.profiles`` (no purpose is mapped to them: only the probes retrieve with them).
+
+    Raises:
+        ScenarioError: a profile of the scenario has the name of one of the config's own.
+    """
+    extra = sc.recall.profiles if sc.recall is not None else {}
+    if not extra:
+        return config
+    clash = sorted(set(extra) & set(config.memory.profiles))
+    if clash:
+        raise ScenarioError(sc.source, f"recall.profiles.{clash[0]}", "the run's config defines a profile of this name")
+    memory = config.memory.model_copy(update={"profiles": {**config.memory.profiles, **extra}})
+    return config.model_copy(update={"memory": memory})
+
+
 def start_run(sc: Scenario, config: Config, v: Variant, db_dir: str | Path, run_name: str, embedder=None):
     """A :class:`~simulacra.simulation.Simulation` of ``sc`` under variant ``v`` (``config`` already holds the
     variant's overrides), ready to run, and the number of ticks to run.
@@ -66,20 +111,22 @@ def start_run(sc: Scenario, config: Config, v: Variant, db_dir: str | Path, run_
     """
     from simulacra.simulation import Simulation
 
+    config = with_profiles(config, sc)
     rt = build_runtime(sc.world_path, config, sc.personas_dir and str(Path(sc.source).parent / sc.personas_dir),
                        db_dir, run_name, True, embedder, sc.agents)
     try:
         apply_ablations(rt, v)
         start = rt.world.start_minute
         seeded = seed_memories(rt, sc, start - 1)  # formed before the first tick
-        rt.scenario = {"file": sc.source, **sc.to_header(), "variant": v.to_dict(), "seeded": seeded}
+        rt.scenario = {"file": sc.source, **sc.to_header(), "variant": v.to_dict(), "seeded": seeded,
+                       "schedule": schedule(sc, rt.world, config)}
         sim = Simulation(rt)
     except BaseException:
         rt.close()
         raise
     engagement = party_engagement(sc)
     for f in sc.facts:
-        for h in f.holders:
+        for h in f.holders if f.told_at is None else ():
             sim.state.agents[h].knows.add(f.text)
     if engagement is not None:
         sim.state.agents[engagement.host].invitations.append(engagement.to_dict())

@@ -1,0 +1,313 @@
+"""The recall test (issue 22 §3, after seed 000's 30-day planner whose day 16 must recall day 4): how much of what
+residents were told, saw and planned they can still retrieve days and weeks later.
+
+A scenario with a ``recall`` section asks every resident, inside the run at fixed game times, every fact's
+question, every world event (by its text) and its own plan of given days, under several retrieval profiles, and
+records what came back (:func:`simulacra.schedule.probe_stage`; the tick record's ``probes``). Here those records
+are scored against labels taken from the trace alone, so the test scales to any town:
+
+* a **fact** is known from when the agent first held it (:func:`simulacra.evaluation.metrics.heard_times`: told by
+  the scenario, told in a conversation, posted on the town's board);
+* a **world event** from when the agent's memory of it (kind ``event``) was written;
+* a **plan** of day ``d`` from the end of that day, when the agent made one (its ``plan`` memory
+  ``"<Name>'s plan for day <d>: ..."``).
+
+A retrieved memory *holds* a fact or event when its text does (:class:`~simulacra.evaluation.metrics.Similarity`:
+a sentence at least 0.7 cosine-similar to the text or a paraphrase) or, for a day summary or a reflection, when a
+memory it rests on (``evidence_ids``) does; it holds a day's plan when it is that plan memory, or the agent's day
+summary of that day (which lists what it planned). *Found*: one of the memories recalled (the interview's rule:
+:func:`simulacra.interview.recalled`) holds it. *Answered*: the mind's answer under the interview profile states
+it (a fact or event: the answer holds it; a plan: the answer cites a memory that holds it or holds the plan's
+text). The *age* of an item at a probe is the game time since the agent knew it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from simulacra.clock import MINUTES_PER_DAY, day_number, format_hhmm
+from simulacra.evaluation.metrics import Run, Similarity, heard_times
+from simulacra.evaluation.scenario import Scenario
+
+#: the age buckets of the report, in game days: [low, high)
+AGE_BUCKETS: tuple[tuple[float, float], ...] = ((0, 1), (1, 3), (3, 7), (7, 14), (14, 21), (21, 31))
+#: the kinds of item asked about
+KINDS = ("fact", "event", "plan")
+
+
+@dataclass(frozen=True)
+class Ref:
+    """What a memory must hold to count: a reference ``text`` and its paraphrases (``probes``), as a fact has."""
+
+    text: str
+    probes: tuple[str, ...] = ()
+
+
+@dataclass
+class Scan:
+    """What the recall test needs of a trace, read in one pass: its header, slim tick records (time,
+    conversations and notices: what :func:`heard_times` reads), every probe record, when each agent wrote its
+    memory of each world event and its plan of each day, and each memory's text and evidence ids."""
+
+    header: dict[str, Any]
+    ticks: list[dict[str, Any]]
+    probes: list[dict[str, Any]]
+    events_seen: dict[tuple[str, str], int]  # (agent, event text) -> first game minute
+    plans: dict[tuple[str, int], tuple[str, str]]  # (agent, day) -> (memory id, text)
+    texts: dict[str, str]
+    evidence: dict[str, list[str]]
+
+    @classmethod
+    def of(cls, header: dict[str, Any], records: Iterable[dict[str, Any]]) -> Scan:
+        """Scan tick ``records`` (a trace's lines after the header, in order)."""
+        names = {pid: p["name"] for pid, p in header["personas"].items()}
+        slim, probes = [], []
+        seen: dict[tuple[str, str], int] = {}
+        plans: dict[tuple[str, int], tuple[str, str]] = {}
+        texts: dict[str, str] = {}
+        evidence: dict[str, list[str]] = {}
+        for t in records:
+            now = int(t["time"])
+            slim.append({"time": now, "conversations": t["conversations"],
+                         "memory": [op for op in t["memory"] if op["op"] == "post"]})
+            for op in t["memory"]:
+                if op["op"] not in ("add", "reinforce") or "id" not in op:
+                    continue
+                texts.setdefault(op["id"], op["text"])
+                if op.get("evidence_ids"):
+                    evidence[op["id"]] = list(op["evidence_ids"])
+                if op["op"] == "add" and op["kind"] == "event":
+                    seen.setdefault((op["agent"], op["text"]), now)
+                elif op["op"] == "add" and op["kind"] == "plan":
+                    head = f"{names[op['agent']]}'s plan for day "
+                    if op["text"].startswith(head):
+                        day = op["text"][len(head):].split(":", 1)[0]
+                        if day.isdigit():
+                            plans.setdefault((op["agent"], int(day)), (op["id"], op["text"]))
+            if t.get("probes"):
+                probes.append(t["probes"])
+        return cls(header, slim, probes, seen, plans, texts, evidence)
+
+    @classmethod
+    def load(cls, run_dir) -> Scan:
+        """Scan a run's trace without holding all of it (a 30-day trace is several hundred MB)."""
+        from simulacra.trace import iter_trace
+
+        it = iter_trace(run_dir)
+        _, header = next(it)
+        return cls.of(header, (r for _, r in it))
+
+    @cached_property
+    def names(self) -> dict[str, str]:
+        """Agent id -> name."""
+        return {pid: p["name"] for pid, p in self.header["personas"].items()}
+
+    def run(self, run_dir="") -> Run:
+        """A :class:`Run` over the slim ticks (enough for :func:`heard_times`)."""
+        from pathlib import Path
+
+        return Run(Path(run_dir), self.header, self.ticks, None)
+
+
+def _bucket(age_days: float) -> str:
+    for lo, hi in AGE_BUCKETS:
+        if lo <= age_days < hi:
+            return f"{lo:g}-{hi:g}"
+    return f">={AGE_BUCKETS[-1][1]:g}"
+
+
+def _text(scan: Scan, probe: dict[str, Any], mid: str) -> str:
+    got = probe["memories"].get(mid)
+    return got[0] if got is not None else scan.texts.get(mid, "")
+
+
+def holds(scan: Scan, probe: dict[str, Any], mid: str, ref: Ref, sim: Similarity) -> bool:
+    """Whether memory ``mid`` (recalled in ``probe``) holds a fact or event: its text does, or a memory it rests on
+    (a summary's or a reflection's ``evidence_ids``) does."""
+    if sim.holds(_text(scan, probe, mid), ref):
+        return True
+    return any(sim.holds(scan.texts[e], ref) for e in scan.evidence.get(mid, ()) if e in scan.texts)
+
+
+def holds_plan(scan: Scan, probe: dict[str, Any], mid: str, agent: str, day: int) -> bool:
+    """Whether memory ``mid`` holds ``agent``'s plan of ``day``: it is that day's ``plan`` memory, or the plan
+    summary of that day (:func:`simulacra.cognition.summary.plan_summary_text`)."""
+    name = scan.names[agent]
+    plan = scan.plans.get((agent, day))
+    if plan is not None and mid == plan[0]:
+        return True
+    return _text(scan, probe, mid).startswith((f"{name}'s plan for day {day} (", f"{name}'s plan for day {day}:"))
+
+
+def rows(scan: Scan, sc: Scenario, sim: Similarity, heard: dict[str, dict[str, int]] | None = None
+         ) -> list[dict[str, Any]]:
+    """One row per probe, agent and item asked: ``{"time", "day", "agent", "about", "kind", "known" (bool),
+    "learned" (game minute or None), "age_days", "found": {profile: bool}, "answered": bool | None}``.
+
+    Args:
+        heard: per fact id, :func:`heard_times` of the run (computed when ``None``).
+    """
+    if heard is None:
+        heard = {f.id: heard_times(scan.run(), f, sim) for f in sc.facts}
+    events = scan.header["world"].get("events") or []
+    facts = {f"fact:{f.id}": f for f in sc.facts}
+    out = []
+    for probe in scan.probes:
+        at = int(probe["time"])
+        for ask in probe["asks"]:
+            agent, about = ask["agent"], ask["about"]
+            kind, key = about.split(":", 1)
+            ref = None
+            if kind == "fact":
+                if about not in facts:
+                    continue
+                f = facts[about]
+                learned, ref = heard[f.id].get(agent), Ref(f.text, tuple(f.probes))
+            elif kind == "event":
+                text = events[int(key)]["text"]
+                learned, ref = scan.events_seen.get((agent, text)), Ref(text)
+            else:
+                day = int(key)
+                plan = scan.plans.get((agent, day))
+                learned = day * MINUTES_PER_DAY if plan is not None else None
+                if plan is not None:
+                    ref = Ref(plan[1].split(": ", 1)[-1])
+
+            def match(mid: str, kind=kind, key=key, ref=ref, probe=probe, agent=agent) -> bool:
+                if kind == "plan":
+                    return holds_plan(scan, probe, mid, agent, int(key))
+                return holds(scan, probe, mid, ref, sim)
+
+            known = learned is not None and learned < at
+            found = {name: any(match(mid) for mid in ids) for name, ids in ask["results"].items()}
+            answered = None
+            if "answer" in ask and known:
+                answered = sim.holds(ask["answer"], ref) or (
+                    kind == "plan" and any(match(mid) for mid in ask.get("answer_ids", ())))
+            out.append({"time": at, "day": day_number(at - 1), "agent": agent, "about": about, "kind": kind,
+                        "known": known, "learned": learned,
+                        "age_days": round((at - learned) / MINUTES_PER_DAY, 3) if known else None,
+                        "found": found, "answered": answered})
+    return out
+
+
+def _share(xs: Sequence[bool]) -> float | None:
+    return round(sum(xs) / len(xs), 4) if xs else None
+
+
+def summarize(table: Sequence[dict[str, Any]], profiles: Sequence[str], interview: str) -> dict[str, Any]:
+    """The recall report of :func:`rows`: per profile and kind, the share found by age bucket (``by_age``) and by
+    probe (``by_probe``); the share answered likewise (``answered_by_age``); per fact and probe, the share of its
+    knowers who found it under ``interview`` (``by_fact``); and, for facts asked of residents who never heard them,
+    the share where something holding them came back anyway (``found_unknown``: made-up recall, 0 expected)."""
+    known = [r for r in table if r["known"]]
+    by_age: dict[str, dict[str, dict[str, Any]]] = {}
+    for p in profiles:
+        by_age[p] = {}
+        for kind in KINDS:
+            rows_k = [r for r in known if r["kind"] == kind]
+            buckets: dict[str, list[bool]] = {}
+            for r in rows_k:
+                buckets.setdefault(_bucket(r["age_days"]), []).append(r["found"][p])
+            by_age[p][kind] = {b: {"asked": len(v), "found": _share(v)} for b, v in buckets.items()}
+    answered: dict[str, dict[str, Any]] = {}
+    for kind in KINDS:
+        buckets = {}
+        for r in known:
+            if r["kind"] == kind and r["answered"] is not None:
+                buckets.setdefault(_bucket(r["age_days"]), []).append(r["answered"])
+        answered[kind] = {b: {"asked": len(v), "answered": _share(v)} for b, v in buckets.items()}
+    by_probe = []
+    for at in sorted({r["time"] for r in table}):
+        here = [r for r in known if r["time"] == at]
+        row: dict[str, Any] = {"time": at, "day": day_number(at - 1), "clock": format_hhmm(at % MINUTES_PER_DAY)}
+        for kind in KINDS:
+            ks = [r for r in here if r["kind"] == kind]
+            row[kind] = {"asked": len(ks), **{p: _share([r["found"][p] for r in ks]) for p in profiles},
+                         "answered": _share([r["answered"] for r in ks if r["answered"] is not None])}
+        by_probe.append(row)
+    by_fact: dict[str, dict[str, Any]] = {}
+    for r in known:
+        if r["kind"] == "fact":
+            by_fact.setdefault(r["about"][5:], {}).setdefault(str(r["day"]), []).append(r["found"][interview])
+    unknown = [r for r in table if r["kind"] == "fact" and not r["known"]]
+    return {
+        "profiles": list(profiles), "interview": interview, "asked": len(table), "known": len(known),
+        "overall": {p: {kind: _share([r["found"][p] for r in known if r["kind"] == kind]) for kind in KINDS}
+                    for p in profiles},
+        "by_age": by_age, "answered_by_age": answered, "by_probe": by_probe,
+        "by_fact": {f: {d: {"knowers": len(v), "found": _share(v)} for d, v in days.items()}
+                    for f, days in by_fact.items()},
+        "found_unknown": {p: _share([r["found"][p] for r in unknown]) for p in profiles},
+    }
+
+
+def memories_per_agent(scan: Scan) -> list[dict[str, Any]]:
+    """At each probe, the mean memories per agent in each tier and in all (the probe's ``counts``)."""
+    out = []
+    for probe in scan.probes:
+        counts = probe.get("counts") or {}
+        if not counts:
+            continue
+        tiers = sorted({t for c in counts.values() for t in c})
+        row = {"time": probe["time"], "day": day_number(int(probe["time"]) - 1)}
+        for t in tiers:
+            row[t] = round(sum(c.get(t, 0) for c in counts.values()) / len(counts), 2)
+        row["total"] = round(sum(sum(c.values()) for c in counts.values()) / len(counts), 2)
+        out.append(row)
+    return out
+
+
+def recall_metrics(run: Run | Scan, sc: Scenario, sim: Similarity, heard: dict[str, dict[str, int]] | None = None
+                   ) -> dict[str, Any]:
+    """The recall test's figures of one run (:func:`summarize` and :func:`memories_per_agent`), JSON-able.
+
+    Raises:
+        ValueError: the run holds no probe records (its scenario has no ``recall`` section, or it ended first).
+    """
+    scan = run if isinstance(run, Scan) else Scan.of(run.header, run.ticks)
+    if not scan.probes:
+        raise ValueError("the run holds no recall probe (a scenario without a recall section, or cut short)")
+    profiles = scan.probes[0]["profiles"]
+    out = summarize(rows(scan, sc, sim, heard), profiles, scan.probes[0]["interview"])
+    out["memories_per_agent"] = memories_per_agent(scan)
+    return out
+
+
+def plot_recall(results: dict[str, dict[str, Any]], path, kinds: Sequence[str] = ("fact", "event"),
+                profiles: Sequence[str] | None = None) -> None:
+    """Recall against age: one line per (run label, profile), the share found per age bucket (facts and events
+    pooled, weighted by the number asked), saved as a PNG at ``path``.
+
+    Args:
+        results: label (``"summary on"``) -> :func:`recall_metrics` of a run.
+        profiles: the profiles drawn (default: every profile of each run).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{lo:g}-{hi:g}" for lo, hi in AGE_BUCKETS]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    styles = ["-", "--", ":", "-."]
+    for i, (label, m) in enumerate(results.items()):
+        for prof in profiles or m["profiles"]:
+            ys = []
+            for b in labels:
+                asked = sum(m["by_age"][prof][k].get(b, {}).get("asked", 0) for k in kinds)
+                found = sum((m["by_age"][prof][k].get(b, {}).get("found") or 0)
+                            * m["by_age"][prof][k].get(b, {}).get("asked", 0) for k in kinds)
+                ys.append(found / asked if asked else float("nan"))
+            ax.plot(labels, ys, styles[i % len(styles)], marker="o", label=f"{label}: {prof}")
+    ax.set_xlabel("age of the fact or event when asked (game days)")
+    ax.set_ylabel(f"share found in what was recalled ({' + '.join(kinds)})")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
