@@ -1,0 +1,208 @@
+"""The 30-day recall test (issue 22 §2 and §3): ``scenarios/gullhaven-recall-30.yaml`` run with the nightly summaries
+and without them, side by side, scored by :mod:`simulacra.evaluation.recall`.
+
+Each variant runs in a child process (its peak RSS its own) with an in-process offline rater on a free port of
+127.0.0.1 and batched embedding (``embedding.exact=false``, as ``bench.scale``'s larger cases). Reported per
+variant: wall time (set-up and ticks), ticks per second, peak RSS, the trace's and the stores' size, memories per
+agent at each probe, and the recall figures: per retrieval profile and kind (fact, event, plan), the share of what
+residents knew that retrieval found, by the item's age, and the share the answer stated. The machine's 1-minute
+load average is sampled every 30 s.
+
+Variants: ``summary`` (the defaults: nightly summaries on), ``no-summary`` (``memory.day_summary=false``); ``--set``
+applies to both. ``--days N`` shortens the scenario to N game days (its probes and tellings after that dropped),
+``--agents N`` simulates the tellings' holders and the first others of the world up to N residents; ``--llm local``
+thinks and answers with the bundled SmolLM2 (the offline rater rates: the model rates too weakly, docs/llm.md).
+A variant whose run folder holds an unfinished run is resumed (``--resume``), so a long run survives a kill.
+
+Writes ``bench/results/recall.json`` (``--out``) and the plot ``docs/memory-recall.png`` (``--plot``; ``--plot ''``:
+none).
+
+Usage: ``python -m bench.recall [--days 30] [--variants summary,no-summary] [--db-dir /tmp/recall] [--resume]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from bench.scale import ROOT, dir_bytes, free_port, load_summary, run_sampling_load  # noqa: E402
+
+SCENARIO = ROOT / "scenarios" / "gullhaven-recall-30.yaml"
+RESULTS = ROOT / "bench" / "results" / "recall.json"
+PLOT = ROOT / "docs" / "memory-recall.png"
+VARIANTS = {"summary": (), "no-summary": ("memory.day_summary=false",)}
+
+
+def shortened(sc, days: int | None, agents: int | None):
+    """``sc`` cut to ``days`` game days (ending at 22:00 of the last; later probes and tellings dropped) and to
+    ``agents`` residents (the tellings' holders first, then the world's order)."""
+    from simulacra.evaluation.scenario import Moment
+    from simulacra.world import load_world
+
+    update = {}
+    if days is not None:
+        until = Moment(day=days, time="22:00")
+        facts = [f for f in sc.facts if f.told_at is None or f.told_at.minute < until.minute]
+        recall = sc.recall.model_copy(update={"at": [m for m in sc.recall.at if m.minute < until.minute],
+                                              "plan_days": [d for d in sc.recall.plan_days if d < days]})
+        update.update(until=until, facts=facts, recall=recall)
+    if agents is not None:
+        world = load_world(sc.world_path)
+        holders = list(dict.fromkeys(h for f in sc.facts for h in f.holders))
+        others = [p for p in world.personas if p not in holders]
+        update["agents"] = (holders + others)[:max(agents, len(holders))]
+    out = sc.model_copy(update=update)
+    out.source, out.world_path = sc.source, sc.world_path
+    return out
+
+
+def run_one(variant: str, args) -> dict:
+    """Run (or resume) one variant in this process; its figures."""
+    from simulacra.checkpoint import read_checkpoint
+    from simulacra.config import load_config
+    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.errors import CheckpointError
+    from simulacra.evaluation.metrics import Similarity
+    from simulacra.evaluation.recall import Scan, recall_metrics
+    from simulacra.evaluation.scenario import load_scenario
+    from simulacra.evaluation.setup import start_run
+    from simulacra.evaluation.variants import variant as full
+    from simulacra.simulation import Simulation
+
+    sc = shortened(load_scenario(args.scenario), args.days, args.agents)
+    overrides = [f"rater.url=http://127.0.0.1:{free_port()}/rate", "embedding.exact=false", *VARIANTS[variant],
+                 *args.overrides]
+    if args.llm == "local":
+        overrides += ["llm.provider=local", "rater.on_weak_model=offline"]
+    config = load_config(None, overrides)
+    e = config.embedding
+    embedder = CachedEmbedder(SentenceTransformerEmbedder(e.model, e.device, e.batch_size, e.exact), e.cache_size)
+    embedder.embed(["warm-up"])
+    db = Path(args.db_dir)
+    run_dir = db / variant
+    t0 = time.perf_counter()
+    sim = None
+    if args.resume and (run_dir / "checkpoint.json").is_file():
+        try:
+            read_checkpoint(run_dir)
+            sim = Simulation.resume(run_dir, embedder=embedder, rater_url=config.rater.url)
+        except CheckpointError as err:
+            print(f"bench.recall: {variant}: cannot resume ({err}); starting again", file=sys.stderr)
+    if sim is None:
+        sim, ticks = start_run(sc, config, full("full"), db, variant, embedder)
+        total = ticks
+    else:
+        total = max(1, (sc.end_minute(sim.world.start_minute) - sim.world.start_minute) // sim.world.tick_minutes)
+    setup_s = time.perf_counter() - t0
+    per_day = 1440 // sim.world.tick_minutes
+    t1 = time.perf_counter()
+
+    def progress(result) -> None:
+        if (sim.ticks_done % per_day) == 0:
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            print(f"bench.recall: {variant}: {sim.ticks_done}/{total} ticks, {time.perf_counter() - t1:.0f} s, "
+                  f"peak RSS {rss:.0f} MB", file=sys.stderr, flush=True)
+
+    with sim:
+        summary = sim.run(total - sim.ticks_done, progress)
+    ticks_s = time.perf_counter() - t1
+    if summary.get("stopped"):
+        raise SystemExit(f"bench.recall: {variant}: the run stopped: {summary['stopped']}")
+    t2 = time.perf_counter()
+    scan = Scan.load(run_dir)
+    metrics = recall_metrics(scan, sc, Similarity(embedder))
+    score_s = time.perf_counter() - t2
+    trace = run_dir / "trace.jsonl"
+    n = len(sim.rt.agents)
+    return {"variant": variant, "settings": overrides[1:], "agents": n, "days": args.days or 30,
+            "ticks": summary["ticks"], "setup_s": round(setup_s, 1), "ticks_s": round(ticks_s, 1),
+            "ticks_per_s": round(summary["ticks"] / max(ticks_s, 1e-9), 3), "score_s": round(score_s, 1),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "trace_mb": round(trace.stat().st_size / 2**20, 1),
+            "store_mb_per_agent": round((dir_bytes(run_dir) - trace.stat().st_size) / 2**20 / n, 2),
+            "recall": metrics}
+
+
+def table(results: dict[str, dict]) -> str:
+    """The side-by-side summary printed at the end."""
+    lines = []
+    for name, r in results.items():
+        m = r["recall"]
+        mem = m["memories_per_agent"][-1] if m["memories_per_agent"] else {}
+        lines.append(f"{name}: {r['agents']} agents x {r['days']} days, {r['ticks']} ticks in {r['ticks_s']:.0f} s "
+                     f"(set-up {r['setup_s']:.0f} s), peak RSS {r['peak_rss_mb']:.0f} MB, trace {r['trace_mb']} MB, "
+                     f"stores {r['store_mb_per_agent']} MB/agent; memories per agent at the last probe: "
+                     f"{mem.get('total')} ({mem.get('long_term')} long-term)")
+        for p in m["profiles"]:
+            lines.append(f"  {p:>14}: " + ", ".join(f"{k} {v:.0%}" if v is not None else f"{k} -"
+                                                      for k, v in m["overall"][p].items()))
+        for kind in ("fact", "event", "plan"):
+            row = m["by_age"][m["interview"]][kind]
+            lines.append(f"  {m['interview']} {kind} by age: " + ", ".join(
+                f"{b} d {c['found']:.0%} ({c['asked']})" for b, c in row.items() if c["found"] is not None))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scenario", default=str(SCENARIO))
+    ap.add_argument("--days", type=int, default=None, help="game days to run [the scenario's 30]")
+    ap.add_argument("--agents", type=int, default=None, help="residents simulated [all 25]")
+    ap.add_argument("--variants", default=",".join(VARIANTS), help=f"of {', '.join(VARIANTS)}")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE")
+    ap.add_argument("--llm", choices=["local"], default=None)
+    ap.add_argument("--db-dir", default=str(ROOT / "database" / "recall"))
+    ap.add_argument("--resume", action="store_true", help="resume a variant's unfinished run")
+    ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--plot", default=str(PLOT))
+    ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # child: run this variant, print its JSON
+    args = ap.parse_args(argv)
+    if args.one:
+        print(json.dumps(run_one(args.one, args)))
+        return 0
+    names = [v.strip() for v in args.variants.split(",") if v.strip()]
+    for v in names:
+        if v not in VARIANTS:
+            raise SystemExit(f"bench.recall: unknown variant {v!r}; expected one of {', '.join(VARIANTS)}")
+    given = list(argv if argv is not None else sys.argv[1:])
+    passed = []  # the child's arguments: ours but --variants
+    skip = False
+    for a in given:
+        if skip:
+            skip = False
+        elif a == "--variants":
+            skip = True
+        elif not a.startswith("--variants="):
+            passed.append(a)
+    results = {}
+    for v in names:
+        cmd = [sys.executable, "-m", "bench.recall", *passed, "--one", v]
+        stdout, stderr, code, loads = run_sampling_load(cmd)
+        sys.stderr.write(stderr[-4000:] if code else "")
+        if code:
+            raise SystemExit(f"bench.recall: variant {v} failed (exit {code})")
+        results[v] = {**json.loads(stdout.strip().splitlines()[-1]), "load_avg_1min": load_summary(loads)}
+        print(table({v: results[v]}), flush=True)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"scenario": args.scenario, "results": results}, indent=1), encoding="utf-8")
+    if args.plot:
+        from simulacra.evaluation.recall import plot_recall
+
+        plot_recall({f"{v}": r["recall"] for v, r in results.items()}, args.plot, profiles=["situational", "recall"])
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
