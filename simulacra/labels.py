@@ -338,10 +338,16 @@ class _Generator:
         return out
 
     def query(self, category: str, agent: str, time: float, text: str, expected: list[str], note: str) -> dict:
-        key = f"{self.f.run}|{agent}|{time:g}|{text}".encode()
-        split = "heldout" if hashlib.sha1(key).digest()[0] < 86 else "train"
         return {"agent": agent, "time": time, "query": text, "category": category,
-                "expected": [{"id": i} for i in expected], "note": note, "split": split}
+                "expected": [{"id": i} for i in expected], "note": note,
+                "split": split_of(self.f.run, agent, time, text)}
+
+
+def split_of(run: str, agent: str, time: float, text: str) -> str:
+    """The fixed split of a generated query: ``heldout`` when the first byte of the SHA-1 of
+    ``run|agent|time|query`` is under 86 (about a third), else ``train``."""
+    key = f"{run}|{agent}|{time:g}|{text}".encode()
+    return "heldout" if hashlib.sha1(key).digest()[0] < 86 else "train"
 
 
 def _covers(match: re.Match, minute: float, day: int) -> bool:

@@ -324,6 +324,28 @@ def test_cli_tune_end_to_end(tmp_path, monkeypatch, capsys):
     assert main(["tune", str(tmp_path / "nowhere"), "--queries", str(qfile)]) == 2
 
 
+def test_cli_tune_a_profile_writes_it_as_that_profile(tmp_path, monkeypatch, capsys):
+    """``--profile recall``: the baselines are taken as the recall profile retrieves (the shipped recall profile:
+    relevance alone), and the best setting is written as ``memory.profiles.recall``, which a run then uses for its
+    recall purposes only."""
+    import simulacra.embeddings
+    from simulacra.cli import main
+
+    run, qfile, embedder = important_but_far_store(tmp_path, n_queries=2)
+    monkeypatch.setattr(simulacra.embeddings, "SentenceTransformerEmbedder", lambda *a, **k: embedder)
+    out = tmp_path / "recall.yaml"
+    assert main(["tune", str(run), "--queries", str(qfile), "--random", "50", "--profile", "recall",
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    defaults = next(line for line in printed.splitlines() if line.rstrip().endswith("<- defaults"))
+    assert defaults.split()[:2] == ["0", "0"]  # a_rec, a_imp of the shipped recall profile
+    m = load_config(out).memory
+    assert "recall" in m.profiles and (m.a_rec, m.a_imp) == (0.25, 0.25)  # the section's own fields untouched
+    assert m.weights("recall")[1] > 0.3  # this store rewards importance, which the shipped recall profile ignores
+    assert main(["tune", str(run), "--queries", str(qfile), "--profile", "remembering"]) == 2
+    assert "no such retrieval profile" in capsys.readouterr().err
+
+
 def test_setting_from_config_rescales_to_a_rel_one():
     s = t.Setting.from_config(MemoryConfig(a_rec=0.5, a_imp=1.0, a_rel=2.0, threshold=0.7))
     assert (s.a_rec, s.a_imp, s.threshold) == (0.25, 0.5, 0.35)

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from simulacra.clock import MINUTES_PER_DAY, day_number, format_hhmm
@@ -107,8 +108,6 @@ class Scan:
 
     def run(self, run_dir="") -> Run:
         """A :class:`Run` over the slim ticks (enough for :func:`heard_times`)."""
-        from pathlib import Path
-
         return Run(Path(run_dir), self.header, self.ticks, None)
 
 
@@ -277,6 +276,65 @@ def recall_metrics(run: Run | Scan, sc: Scenario, sim: Similarity, heard: dict[s
     return out
 
 
+def recall_queries(run_dir, sc: Scenario, sim: Similarity, embedder, scan: Scan | None = None) -> list[dict]:
+    """Labelled queries (``simulacra tune --queries``; :mod:`simulacra.labels`' format) from a recall run's last
+    probe, so that retrieval settings can be compared on long horizons with the run's own stores: for every agent
+    and item it knew then (facts, events, its plans), the item's question at the probe's time, expecting every
+    memory of the agent's stores (as the run left them) that holds the item (:func:`holds`, :func:`holds_plan`);
+    ``category`` is the kind, ``split`` the generated queries' fixed rule (:func:`simulacra.labels.split_of`). An
+    item no stored memory holds any longer (forgotten) gets no query: tune measures the ranking of what is kept.
+
+    Raises:
+        ValueError: the run holds no probe record.
+    """
+    from simulacra.config import config_from_dict, recorded_config
+    from simulacra.labels import split_of
+    from simulacra.memory.stream import AgentMemory
+    from simulacra.runtime import open_shared, store_location
+
+    scan = scan or Scan.load(run_dir)
+    if not scan.probes:
+        raise ValueError(f"{run_dir}: the run holds no recall probe")
+    last = scan.probes[-1]
+    at = int(last["time"])
+    known = [r for r in rows(Scan(scan.header, scan.ticks, [last], scan.events_seen, scan.plans, scan.texts,
+                                  scan.evidence), sc, sim) if r["known"]]
+    config = config_from_dict(recorded_config(scan.header["config"]), f"{run_dir}/trace.jsonl header")
+    location = store_location(config.memory, run_dir)
+    shared = None
+    if scan.header["world"].get("shared_memory") and location.has_store("town", "shared"):
+        shared = open_shared(location, config.memory, embedder.dim)
+    queries_of = {(a["agent"], a["about"]): a["query"] for a in last["asks"]}
+    events = scan.header["world"].get("events") or []
+    facts = {f"fact:{f.id}": f for f in sc.facts}
+    run = Path(run_dir).name
+    out = []
+    for agent in scan.header["agents"]:
+        mem = AgentMemory(agent, Path(run_dir) / agent, config.memory, embedder.dim, shared=shared,
+                          location=location)
+        records = [r for name in mem.readable for r in mem.tier(name).records
+                   if r.timestamp is None or r.timestamp < at]
+        probe = {"memories": {r.id: [r.text, r.kind, None, r.timestamp] for r in records}}
+        view = Scan(scan.header, [], [], scan.events_seen, scan.plans,
+                    {**scan.texts, **{r.id: r.text for r in records}},
+                    {**scan.evidence, **{r.id: r.evidence_ids for r in records if r.evidence_ids}})
+        for r in (x for x in known if x["agent"] == agent):
+            kind, key = r["about"].split(":", 1)
+            if kind == "plan":
+                expected = [m.id for m in records if holds_plan(view, probe, m.id, agent, int(key))]
+            else:
+                f = facts.get(r["about"])
+                ref = Ref(f.text, tuple(f.probes)) if f is not None else Ref(events[int(key)]["text"])
+                expected = [m.id for m in records if holds(view, probe, m.id, ref, sim)]
+            if expected:
+                text = queries_of[(agent, r["about"])]
+                out.append({"agent": agent, "time": at, "query": text, "category": kind,
+                            "expected": [{"id": i} for i in expected],
+                            "note": f"{r['about']}, known for {r['age_days']:g} game days",
+                            "split": split_of(run, agent, at, text)})
+    return out
+
+
 def plot_recall(results: dict[str, dict[str, Any]], path, kinds: Sequence[str] = ("fact", "event"),
                 profiles: Sequence[str] | None = None) -> None:
     """Recall against age: one line per (run label, profile), the share found per age bucket (facts and events
@@ -311,3 +369,29 @@ def plot_recall(results: dict[str, dict[str, Any]], path, kinds: Sequence[str] =
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m simulacra.evaluation.recall RUN SCENARIO [--out FILE]``: write :func:`recall_queries` of a
+    finished recall run as a query file for ``simulacra tune`` (default ``<RUN>/recall-queries.yaml``)."""
+    import argparse
+
+    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.evaluation.scenario import load_scenario
+    from simulacra.labels import write
+
+    ap = argparse.ArgumentParser(prog="python -m simulacra.evaluation.recall", description=main.__doc__)
+    ap.add_argument("run", help="a finished run of a scenario with a recall section (database/<run>)")
+    ap.add_argument("scenario", help="its scenario file")
+    ap.add_argument("--out", default=None, help="query file to write [<run>/recall-queries.yaml]")
+    args = ap.parse_args(argv)
+    embedder = CachedEmbedder(SentenceTransformerEmbedder())
+    queries = recall_queries(args.run, load_scenario(args.scenario), Similarity(embedder), embedder)
+    path = write(queries, Path(args.run).name, args.out or Path(args.run) / "recall-queries.yaml",
+                 f"{args.run} (simulacra.evaluation.recall)")
+    print(f"{len(queries)} queries -> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
