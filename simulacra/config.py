@@ -72,8 +72,8 @@ class RetrievalProfile(_Section):
 
 
 def _default_profiles() -> dict[str, RetrievalProfile]:
-    # recall is led by relevance: no recency and no importance term (docs/memory.md, long horizons)
-    return {"recall": RetrievalProfile(a_rec=0.0, a_imp=0.0)}
+    # recall is led by relevance: no recency, a tenth of importance (docs/memory.md, "Long horizons")
+    return {"recall": RetrievalProfile(a_rec=0.0, a_imp=0.1)}
 
 
 def _default_purposes() -> dict[str, str]:
@@ -228,9 +228,9 @@ class MemoryConfig(_Section):
         default_factory=_default_profiles,
         description="named retrieval profiles, each replacing some of this section's scoring and selection fields "
         "(a_rec, a_imp, a_rel, gamma, relevance, normalize, threshold, top_k, ...) for the purposes mapped to it; "
-        "the section's own fields are the profile 'situational'. Default: recall = a_rec 0, a_imp 0 (relevance "
-        "alone: on long horizons recency and importance outweigh the relevance gap between the right memory and a "
-        "wrong one; docs/memory.md)",
+        "the section's own fields are the profile 'situational'. Default: recall = a_rec 0, a_imp 0.1 (led by "
+        "relevance: on long horizons recency and importance outweigh the relevance gap between the right memory and "
+        "a wrong one; docs/memory.md, Long horizons)",
     )
     purposes: dict[str, str] = Field(
         default_factory=_default_purposes,

@@ -9,7 +9,7 @@ import pytest
 from simulacra.config import MemoryConfig, load_config
 from simulacra.errors import SimulacraError
 from simulacra.explain import explain_tick, format_explanation
-from simulacra.memory.lexical import LexicalIndex, query_terms, tokenize
+from simulacra.memory.lexical import TOKEN_PATTERN, LexicalIndex, query_terms, tokenize
 from simulacra.memory.records import MemoryRecord, memory_id
 from simulacra.memory.scoring import ScoringParams, fuse_relevance
 from simulacra.memory.selection import RetrievalRule, rank
@@ -248,8 +248,20 @@ def test_tokenize_remembers_texts_without_sharing_its_lists():
 
     oven = "The baker lights the brick oven at dawn."
     texts = [oven, "Ruth mends the nets.", oven]
-    want = bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
+    want = bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False, token_pattern=TOKEN_PATTERN)
     got = tokenize(texts)
     assert got == [list(w) for w in want]
     got[0].append("changed")
     assert tokenize(texts[:1]) == [list(want[0])]
+
+
+def test_a_single_digit_is_a_word_so_day_4_is_not_day_5():
+    """bm25s's default pattern drops one-character tokens; simulacra keeps single digits, so a question about day 4
+    finds day 4's plan first among thirty days' plans (docs/memory.md, "Long horizons")."""
+    assert tokenize(["Ann's plan for day 4 (Tuesday): 06:30 a 12"]) == [
+        ["ann", "plan", "day", "4", "tuesday", "06", "30", "12"]]
+    index = LexicalIndex()
+    texts = [f"Ann Archer's plan for day {d}: mending nets at the harbour." for d in range(1, 31)]
+    index.append(texts)
+    rel = index.bm25("Ann Archer's plan for day 4")
+    assert int(np.argmax(rel)) == 3 and sorted(rel)[-2] < rel[3]

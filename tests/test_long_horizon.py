@@ -38,11 +38,11 @@ def test_each_purpose_has_its_profile_acting_now_situational_recalling_by_releva
         assert m.profile_of(purpose) == (SITUATIONAL if purpose in acting else "recall")
     # a trace's label names its purpose by its first word
     assert m.profile_of("conversation with ruth_calloway") == "recall"
-    assert m.weights() == (0.25, 0.25, 1.0) and m.weights("recall") == (0.0, 0.0, 1.0)
+    assert m.weights() == (0.25, 0.25, 1.0) and m.weights("recall") == (0.0, 0.1, 1.0)
     # a profile replaces only what it sets: the rest is the section's
     recall = m.for_profile("recall")
-    assert (recall.a_rec, recall.a_imp, recall.a_rel, recall.top_k, recall.relevance) == (0, 0, 1, m.top_k,
-                                                                                           m.relevance)
+    assert (recall.a_rec, recall.a_imp, recall.a_rel, recall.top_k, recall.relevance) == (0, 0.1, 1, m.top_k,
+                                                                                             m.relevance)
     # the seed's preset retrieves every purpose with the section's own fields, exactly as seed 003 says
     seed = load_config(preset_path("seed003")).memory
     assert all(seed.profile_of(p) == SITUATIONAL for p in PURPOSES)
@@ -78,7 +78,8 @@ def test_recall_finds_the_old_relevant_memory_that_recent_ones_crowd_out_of_acti
     recalled = mem.retrieve(query, now, profile="recall")
     assert recalled[0].id == old.id
     assert recalled[0].relevance > recalled[1].relevance and recalled[0].recency < 0.1
-    assert recalled[0].score == pytest.approx(recalled[0].relevance)  # relevance alone
+    # no recency term: relevance and a tenth of importance
+    assert recalled[0].score == pytest.approx(recalled[0].relevance + 0.1 * recalled[0].importance)
     # the trace says which profile retrieved, with the rule and candidates rescore needs
     op = mem.retrieval_record("the storm", "interview", recalled, query, now, profile="recall")
     assert op["profile"] == "recall" and [r["id"] for r in op["results"]] == [m.id for m in recalled]

@@ -68,8 +68,8 @@ def test_end_to_end_trace_memory_counts_and_news_passing(tmp_path, rater_url, em
         assert [t.get("asleep", []) for t in ticks] == [[]] * 11 + [["ann"]]
         assert len([r for r in retrievals if r["purpose"] == "focus"]) == 3 * 12 - 1
         # each under its purpose's profile: acting now (focus, reaction) with the seed's weights, recalling
-        # (conversation, plan) by relevance alone
-        weights = {"situational": (0.25, 0.25, 1.0), "recall": (0.0, 0.0, 1.0)}
+        # (conversation, plan) led by relevance
+        weights = {"situational": (0.25, 0.25, 1.0), "recall": (0.0, 0.1, 1.0)}
         assert {op["profile"] for op in retrievals} == {"situational", "recall"}
         for op in retrievals:
             assert op["profile"] == ("recall" if op["purpose"].split()[0] in ("conversation", "plan")

@@ -326,8 +326,8 @@ def test_cli_tune_end_to_end(tmp_path, monkeypatch, capsys):
 
 def test_cli_tune_a_profile_writes_it_as_that_profile(tmp_path, monkeypatch, capsys):
     """``--profile recall``: the baselines are taken as the recall profile retrieves (the shipped recall profile:
-    relevance alone), and the best setting is written as ``memory.profiles.recall``, which a run then uses for its
-    recall purposes only."""
+    no recency, a tenth of importance), and the best setting is written as ``memory.profiles.recall``, which a run
+    then uses for its recall purposes only."""
     import simulacra.embeddings
     from simulacra.cli import main
 
@@ -338,7 +338,7 @@ def test_cli_tune_a_profile_writes_it_as_that_profile(tmp_path, monkeypatch, cap
                  "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     defaults = next(line for line in printed.splitlines() if line.rstrip().endswith("<- defaults"))
-    assert defaults.split()[:2] == ["0", "0"]  # a_rec, a_imp of the shipped recall profile
+    assert defaults.split()[:2] == ["0", "0.1"]  # a_rec, a_imp of the shipped recall profile
     m = load_config(out).memory
     assert "recall" in m.profiles and (m.a_rec, m.a_imp) == (0.25, 0.25)  # the section's own fields untouched
     assert m.weights("recall")[1] > 0.3  # this store rewards importance, which the shipped recall profile ignores

@@ -1,7 +1,8 @@
 """Lexical relevance: Okapi BM25 over the memory texts of one tier (``memory.relevance: lexical | hybrid``).
 
 BM25 (Robertson et al., "Okapi at TREC-3", 1994) in the Lucene variant, as the ``bm25s`` package (Lu 2024) computes
-it: for query words ``t`` (lower-cased, English stop words removed, each counted once; ``bm25s.tokenize``),
+it: for query words ``t`` (lower-cased, English stop words removed, single digits kept, each counted once;
+``bm25s.tokenize``),
 
     bm25(d) = sum_t  ln(1 + (N - df_t + 0.5) / (df_t + 0.5)) * tf_td / (tf_td + k1 * (1 - b + b * |d| / avgdl))
 
@@ -44,11 +45,17 @@ _TOKENS: dict[str, tuple[str, ...]] = {}
 TOKEN_CACHE_SIZE = 200_000
 
 
+#: what a word is (``bm25s.tokenize``'s ``token_pattern``): a run of 2+ word characters (bm25s's default), or a
+#: single digit, which the default drops: "day 4" must not match "day 5" as well as itself (a resident's plan of
+#: day 4, asked on day 16, among thirty days' plans; ``docs/memory.md``, "Long horizons")
+TOKEN_PATTERN = r"(?u)\b\w\w+\b|\b\d\b"
+
+
 def tokenize(texts: Sequence[str]) -> list[list[str]]:
-    """Words of each text as BM25 counts them: lower case, runs of 2+ word characters, English stop words
-    removed (``bm25s.tokenize``). Each distinct text is tokenised once per process (``bm25s.tokenize`` is called
-    once per call for the texts not seen before: it costs about 0.1 ms a call whatever the texts, most of it
-    setting up its progress bar)."""
+    """Words of each text as BM25 counts them: lower case, runs of 2+ word characters and single digits
+    (:data:`TOKEN_PATTERN`), English stop words removed (``bm25s.tokenize``). Each distinct text is tokenised once
+    per process (``bm25s.tokenize`` is called once per call for the texts not seen before: it costs about 0.1 ms a
+    call whatever the texts, most of it setting up its progress bar)."""
     import bm25s
 
     if not texts:
@@ -56,7 +63,8 @@ def tokenize(texts: Sequence[str]) -> list[list[str]]:
     found = {t: _TOKENS.get(t) for t in texts}
     missing = [t for t, words in found.items() if words is None]
     if missing:
-        words = bm25s.tokenize(missing, stopwords="en", return_ids=False, show_progress=False)
+        words = bm25s.tokenize(missing, stopwords="en", return_ids=False, show_progress=False,
+                               token_pattern=TOKEN_PATTERN)
         new = dict(zip(missing, map(tuple, words)))
         if len(_TOKENS) + len(new) > TOKEN_CACHE_SIZE:
             _TOKENS.clear()
