@@ -17,7 +17,8 @@ A variant whose run folder holds an unfinished run is resumed (``--resume``), so
 Writes ``bench/results/recall.json`` (``--out``) and the plot ``docs/memory-recall.png`` (``--plot``; ``--plot ''``:
 none).
 
-Usage: ``python -m bench.recall [--days 30] [--variants summary,no-summary] [--db-dir /tmp/recall] [--resume]``
+Usage: ``python -m bench.recall [--days 30] [--variants summary,no-summary] [--db-dir /tmp/recall] [--resume]``;
+``python -m bench.recall --markdown bench/results/recall.json`` prints the tables of ``docs/memory.md``.
 """
 
 from __future__ import annotations
@@ -153,6 +154,64 @@ def table(results: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def score_again(args) -> int:
+    """Score the finished runs of ``--out``'s results again from their traces under ``--db-dir`` (run figures kept)."""
+    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.evaluation.metrics import Similarity
+    from simulacra.evaluation.recall import Scan, recall_metrics
+    from simulacra.evaluation.scenario import load_scenario
+
+    out = Path(args.out)
+    data = json.loads(out.read_text(encoding="utf-8"))
+    sc = shortened(load_scenario(args.scenario), args.days, args.agents)
+    sim = Similarity(CachedEmbedder(SentenceTransformerEmbedder()))
+    for name, r in data["results"].items():
+        r["recall"] = recall_metrics(Scan.load(Path(args.db_dir) / name), sc, sim)
+    out.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    print(table(data["results"]))
+    return 0
+
+
+def markdown(results: dict[str, dict]) -> str:
+    """The tables of ``docs/memory.md``: per variant and profile, the share found by kind, and by age for the facts
+    and events together and for the plans; the cost of each variant."""
+    from simulacra.evaluation.recall import AGE_BUCKETS
+
+    buckets = [f"{lo:g}-{hi:g}" for lo, hi in AGE_BUCKETS]
+    out = ["| variant | profile | facts | events | plan of day 4 | facts + events by age (game days): "
+           + " / ".join(buckets) + " | plan by age |", "|---|---|---|---|---|---|---|"]
+    for name, r in results.items():
+        m = r["recall"]
+        for p in m["profiles"]:
+            ages = []
+            for b in buckets:
+                cells = [m["by_age"][p][k].get(b) for k in ("fact", "event")]
+                asked = sum(c["asked"] for c in cells if c)
+                found = sum(c["asked"] * (c["found"] or 0) for c in cells if c)
+                ages.append(f"{found / asked:.0%}" if asked else "-")
+            plan = [f"{m['by_age'][p]['plan'][b]['found']:.0%}" if b in m["by_age"][p]["plan"] else "-"
+                    for b in buckets]
+            o = m["overall"][p]
+            out.append(f"| {name} | {p} | {_pc(o['fact'])} | {_pc(o['event'])} | {_pc(o['plan'])} | "
+                       + " / ".join(ages) + " | " + " / ".join(plan) + " |")
+    out += ["", "| variant | ticks | wall s (set-up + ticks) | load avg (mean, max) | peak RSS MB | trace MB | "
+            "stores MB/agent | memories per agent at days 2 / 8 / 16 / 30 (long-term) |",
+            "|---|---|---|---|---|---|---|---|"]
+    for name, r in results.items():
+        mem = {x["day"]: x for x in r["recall"]["memories_per_agent"]}
+        days = " / ".join(f"{mem[d]['total']:.0f} ({mem[d].get('long_term', 0):.0f})" if d in mem else "-"
+                          for d in (2, 8, 16, 30))
+        load = r.get("load_avg_1min") or {}
+        out.append(f"| {name} | {r['ticks']} | {r['setup_s'] + r['ticks_s']:.0f} ({r['setup_s']:.0f} + "
+                   f"{r['ticks_s']:.0f}) | {load.get('mean', '-')}, {load.get('max', '-')} | {r['peak_rss_mb']:.0f} | "
+                   f"{r['trace_mb']:.0f} | {r['store_mb_per_agent']} | {days} |")
+    return "\n".join(out)
+
+
+def _pc(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scenario", default=str(SCENARIO))
@@ -165,8 +224,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true", help="resume a variant's unfinished run")
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--plot", default=str(PLOT))
+    ap.add_argument("--markdown", default=None, metavar="RESULTS.json", help="print the docs' tables of a result")
+    ap.add_argument("--score-only", action="store_true",
+                    help="score the finished runs under --db-dir again (this code's scoring) into --out's results")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # child: run this variant, print its JSON
     args = ap.parse_args(argv)
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text(encoding="utf-8"))["results"]))
+        return 0
+    if args.score_only:
+        return score_again(args)
     if args.one:
         print(json.dumps(run_one(args.one, args)))
         return 0

@@ -56,7 +56,7 @@ class Scan:
     header: dict[str, Any]
     ticks: list[dict[str, Any]]
     probes: list[dict[str, Any]]
-    events_seen: dict[tuple[str, str], int]  # (agent, event text) -> first game minute
+    events_seen: dict[tuple[str, str], tuple[int, int]]  # (agent, event text) -> (first game minute, its rating)
     plans: dict[tuple[str, int], tuple[str, str]]  # (agent, day) -> (memory id, text)
     texts: dict[str, str]
     evidence: dict[str, list[str]]
@@ -66,7 +66,7 @@ class Scan:
         """Scan tick ``records`` (a trace's lines after the header, in order)."""
         names = {pid: p["name"] for pid, p in header["personas"].items()}
         slim, probes = [], []
-        seen: dict[tuple[str, str], int] = {}
+        seen: dict[tuple[str, str], tuple[int, int]] = {}
         plans: dict[tuple[str, int], tuple[str, str]] = {}
         texts: dict[str, str] = {}
         evidence: dict[str, list[str]] = {}
@@ -81,7 +81,7 @@ class Scan:
                 if op.get("evidence_ids"):
                     evidence[op["id"]] = list(op["evidence_ids"])
                 if op["op"] == "add" and op["kind"] == "event":
-                    seen.setdefault((op["agent"], op["text"]), now)
+                    seen.setdefault((op["agent"], op["text"]), (now, int(op.get("rating") or 0)))
                 elif op["op"] == "add" and op["kind"] == "plan":
                     head = f"{names[op['agent']]}'s plan for day "
                     if op["text"].startswith(head):
@@ -144,7 +144,8 @@ def holds_plan(scan: Scan, probe: dict[str, Any], mid: str, agent: str, day: int
 def rows(scan: Scan, sc: Scenario, sim: Similarity, heard: dict[str, dict[str, int]] | None = None
          ) -> list[dict[str, Any]]:
     """One row per probe, agent and item asked: ``{"time", "day", "agent", "about", "kind", "known" (bool),
-    "learned" (game minute or None), "age_days", "found": {profile: bool}, "answered": bool | None}``.
+    "learned" (game minute or None), "rating" (an event: the agent's memory of it as rated when written, 1..10;
+    else None), "age_days", "found": {profile: bool}, "answered": bool | None}``.
 
     Args:
         heard: per fact id, :func:`heard_times` of the run (computed when ``None``).
@@ -159,7 +160,7 @@ def rows(scan: Scan, sc: Scenario, sim: Similarity, heard: dict[str, dict[str, i
         for ask in probe["asks"]:
             agent, about = ask["agent"], ask["about"]
             kind, key = about.split(":", 1)
-            ref = None
+            ref, rating = None, None
             if kind == "fact":
                 if about not in facts:
                     continue
@@ -167,7 +168,8 @@ def rows(scan: Scan, sc: Scenario, sim: Similarity, heard: dict[str, dict[str, i
                 learned, ref = heard[f.id].get(agent), Ref(f.text, tuple(f.probes))
             elif kind == "event":
                 text = events[int(key)]["text"]
-                learned, ref = scan.events_seen.get((agent, text)), Ref(text)
+                learned, rating = scan.events_seen.get((agent, text), (None, None))
+                ref = Ref(text)
             else:
                 day = int(key)
                 plan = scan.plans.get((agent, day))
@@ -187,9 +189,22 @@ def rows(scan: Scan, sc: Scenario, sim: Similarity, heard: dict[str, dict[str, i
                 answered = sim.holds(ask["answer"], ref) or (
                     kind == "plan" and any(match(mid) for mid in ask.get("answer_ids", ())))
             out.append({"time": at, "day": day_number(at - 1), "agent": agent, "about": about, "kind": kind,
-                        "known": known, "learned": learned,
+                        "known": known, "learned": learned, "rating": rating,
                         "age_days": round((at - learned) / MINUTES_PER_DAY, 3) if known else None,
                         "found": found, "answered": answered})
+    return out
+
+
+#: an event "mattered" to a witness whose memory of it was rated at least this (what consolidation can keep: the
+#: promotion threshold is a rating above 5)
+MATTERED = 6
+
+
+def _by_bucket(rs: Sequence[dict[str, Any]], profile: str) -> dict[str, list[bool]]:
+    out: dict[str, list[bool]] = {}
+    for r in rs:
+        out.setdefault(_bucket(r["age_days"]), []).append(r["found"][profile])
+    out["all"] = [r["found"][profile] for r in rs]
     return out
 
 
@@ -200,8 +215,10 @@ def _share(xs: Sequence[bool]) -> float | None:
 def summarize(table: Sequence[dict[str, Any]], profiles: Sequence[str], interview: str) -> dict[str, Any]:
     """The recall report of :func:`rows`: per profile and kind, the share found by age bucket (``by_age``) and by
     probe (``by_probe``); the share answered likewise (``answered_by_age``); per fact and probe, the share of its
-    knowers who found it under ``interview`` (``by_fact``); and, for facts asked of residents who never heard them,
-    the share where something holding them came back anyway (``found_unknown``: made-up recall, 0 expected)."""
+    knowers who found it under ``interview`` (``by_fact``); per profile and age bucket, the share found of the
+    events whose witness rated its memory :data:`MATTERED` or more (``events_mattered``, with ``all``); and, for
+    facts asked of residents who never heard them, the share where something holding them came back anyway
+    (``found_unknown``: made-up recall, 0 expected)."""
     known = [r for r in table if r["known"]]
     by_age: dict[str, dict[str, dict[str, Any]]] = {}
     for p in profiles:
@@ -237,6 +254,10 @@ def summarize(table: Sequence[dict[str, Any]], profiles: Sequence[str], intervie
         "profiles": list(profiles), "interview": interview, "asked": len(table), "known": len(known),
         "overall": {p: {kind: _share([r["found"][p] for r in known if r["kind"] == kind]) for kind in KINDS}
                     for p in profiles},
+        # the events that mattered: those the witness's memory of rated at least 6, kept by consolidation
+        "events_mattered": {p: {b: _share(v) for b, v in _by_bucket(
+            [r for r in known if r["kind"] == "event" and (r["rating"] or 0) >= MATTERED], p).items()}
+            for p in profiles},
         "by_age": by_age, "answered_by_age": answered, "by_probe": by_probe,
         "by_fact": {f: {d: {"knowers": len(v), "found": _share(v)} for d, v in days.items()}
                     for f, days in by_fact.items()},
@@ -335,13 +356,13 @@ def recall_queries(run_dir, sc: Scenario, sim: Similarity, embedder, scan: Scan 
     return out
 
 
-def plot_recall(results: dict[str, dict[str, Any]], path, kinds: Sequence[str] = ("fact", "event"),
+def plot_recall(results: dict[str, dict[str, Any]], path, kinds: Sequence[str] = KINDS,
                 profiles: Sequence[str] | None = None) -> None:
-    """Recall against age: one line per (run label, profile), the share found per age bucket (facts and events
-    pooled, weighted by the number asked), saved as a PNG at ``path``.
+    """Recall against age, one panel per kind of item (facts, events, plans): one line per (run label, profile),
+    the share found per age bucket; saved as a PNG at ``path``.
 
     Args:
-        results: label (``"summary on"``) -> :func:`recall_metrics` of a run.
+        results: label (``"summary"``) -> :func:`recall_metrics` of a run.
         profiles: the profiles drawn (default: every profile of each run).
     """
     import matplotlib
@@ -350,22 +371,24 @@ def plot_recall(results: dict[str, dict[str, Any]], path, kinds: Sequence[str] =
     import matplotlib.pyplot as plt
 
     labels = [f"{lo:g}-{hi:g}" for lo, hi in AGE_BUCKETS]
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, axes = plt.subplots(1, len(kinds), figsize=(5.2 * len(kinds), 4.2), squeeze=False, sharey=True)
     styles = ["-", "--", ":", "-."]
-    for i, (label, m) in enumerate(results.items()):
-        for prof in profiles or m["profiles"]:
-            ys = []
-            for b in labels:
-                asked = sum(m["by_age"][prof][k].get(b, {}).get("asked", 0) for k in kinds)
-                found = sum((m["by_age"][prof][k].get(b, {}).get("found") or 0)
-                            * m["by_age"][prof][k].get(b, {}).get("asked", 0) for k in kinds)
-                ys.append(found / asked if asked else float("nan"))
-            ax.plot(labels, ys, styles[i % len(styles)], marker="o", label=f"{label}: {prof}")
-    ax.set_xlabel("age of the fact or event when asked (game days)")
-    ax.set_ylabel(f"share found in what was recalled ({' + '.join(kinds)})")
-    ax.set_ylim(0, 1.02)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    names = {"fact": "facts told", "event": "world events witnessed", "plan": "own plan of a past day"}
+    for ax, kind in zip(axes[0], kinds):
+        for i, (label, m) in enumerate(results.items()):
+            for prof in profiles or m["profiles"]:
+                cells = m["by_age"][prof][kind]
+                xy = [(x, cells[b]["found"]) for x, b in enumerate(labels)
+                      if b in cells and cells[b]["found"] is not None]  # buckets nobody was asked in left out
+                ax.plot([x for x, _ in xy], [y for _, y in xy], styles[i % len(styles)], marker="o",
+                        label=f"{label}: {prof}")
+        ax.set_xticks(range(len(labels)), labels)
+        ax.set_title(names.get(kind, kind))
+        ax.set_xlabel("age when asked (game days)")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("share found in what was recalled")
+    axes[0][-1].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -1,0 +1,94 @@
+"""Candidate recall profiles side by side on labelled queries of both horizons (issue 22 §1; ``docs/memory.md``,
+"Long horizons"): the shipped situational weights, the shipped recall profile, and the settings around it.
+
+Give one or more ``QUERIES:DB`` pairs: a folder of query files and the folder holding their runs (``run:`` of each
+file). The one-/two-day labels are ``simulacra.labels`` files of the runs of ``docs/tuning.md``; the long-horizon
+ones come from a finished ``bench.recall`` run (``python -m simulacra.evaluation.recall RUN SCENARIO --out F``:
+the last probe's questions, expecting every stored memory that holds the item). Prints and writes, per pair and
+setting, recall@k / MRR / nDCG@k over all queries with a findable memory and over the held-out ones, and nDCG@k
+per category (``simulacra.tune``'s metrics and selection).
+
+Usage: ``python -m bench.recall_profiles data/queries:database /tmp/lh:database/recall [--out FILE]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+RESULTS = Path(__file__).parent / "results" / "recall_profiles.json"
+
+
+def candidates():
+    """Name -> :class:`simulacra.tune.Setting`: the shipped two and the settings around the recall profile."""
+    from simulacra import tune as t
+
+    d = t.baseline_settings()["defaults"]
+    return {"situational (shipped)": d, "recall (shipped)": t.baseline_settings(profile="recall")["defaults"],
+            "a_rec 0, a_imp 0": replace(d, a_rec=0, a_imp=0), "a_rec 0, a_imp 0.25": replace(d, a_rec=0),
+            "a_rec 0.05, a_imp 0.25": replace(d, a_rec=0.05), "a_rec 0.1, a_imp 0.25": replace(d, a_rec=0.1),
+            "a_rec 0, a_imp 0, dense": replace(d, a_rec=0, a_imp=0, relevance="dense"),
+            "a_rec 0, a_imp 0, hybrid 0.5": replace(d, a_rec=0, a_imp=0, hybrid_weight=0.5),
+            "a_rec 0, a_imp 0.1, minmax": replace(d, a_rec=0, a_imp=0.1, normalize="minmax")}
+
+
+def measure(qdir: Path, db: Path, embedder) -> dict:
+    """Every candidate on the query files of ``qdir`` whose run is under ``db``."""
+    import yaml
+
+    from simulacra import tune as t
+
+    prepared, run_memory = [], None
+    for qfile in sorted(qdir.glob("*.yaml")):
+        run = (yaml.safe_load(qfile.read_text(encoding="utf-8")) or {}).get("run")
+        if not run or not (db / run / "trace.jsonl").is_file():
+            continue
+        info = t.read_run(db / run)
+        run_memory = run_memory or info.config.memory
+        prepared += t.prepare(db / run, t.load_queries(qfile, info.start_minute), embedder, qfile, run=info)
+    scored = [p for p in prepared if p.relevant]
+    held = [p for p in scored if p.query.split == "heldout"]
+    if not held:
+        raise SystemExit(f"bench.recall_profiles: no held-out query with a findable memory in {qdir} over {db}")
+    out = {"queries": len(scored), "heldout": len(held), "settings": {}}
+    for name, s in candidates().items():
+        a, h = (t.evaluate(q, [s], run_memory)[0] for q in (scored, held))
+        out["settings"][name] = {
+            "all": [round(a.recall, 3), round(a.mrr, 3), round(a.ndcg, 3)],
+            "heldout": [round(h.recall, 3), round(h.mrr, 3), round(h.ndcg, 3)],
+            "ndcg_by_category": {c: round(r.ndcg, 3) for c, r in t.by_category(scored, s, run_memory).items()}}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("pairs", nargs="+", metavar="QUERIES:DB")
+    ap.add_argument("--out", default=str(RESULTS))
+    args = ap.parse_args(argv)
+    embedder = CachedEmbedder(SentenceTransformerEmbedder())
+    results = {}
+    for pair in args.pairs:
+        qdir, _, db = pair.partition(":")
+        r = results[pair] = measure(Path(qdir), Path(db or "database"), embedder)
+        print(f"\n== {pair}: {r['queries']} queries with a findable memory, {r['heldout']} held out")
+        print(f"{'setting':<32} {'all: recall / MRR / nDCG':>26} {'held-out':>22}   nDCG by category")
+        for name, x in r["settings"].items():
+            cats = "  ".join(f"{c} {v:.3f}" for c, v in x["ndcg_by_category"].items())
+            print(f"{name:<32} {' / '.join(f'{v:.3f}' for v in x['all']):>26} "
+                  f"{' / '.join(f'{v:.3f}' for v in x['heldout']):>22}   {cats}")
+    Path(args.out).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
