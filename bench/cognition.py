@@ -139,13 +139,13 @@ def main() -> None:
 
     from rater_server import create_app
     from rater_server.backends import EmbeddingRater
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.embeddings import build_embedder
     from simulacra.rater import LocalRaterServer
     from tests.openai_double import OpenAIDouble
     from tests.schema_answers import SchemaAnswers
 
     results: dict = {"latency_s": args.latency}
-    rater = LocalRaterServer(create_app(EmbeddingRater(CachedEmbedder(SentenceTransformerEmbedder()))),
+    rater = LocalRaterServer(create_app(EmbeddingRater(build_embedder())),
                              "127.0.0.1", 0)
     double = OpenAIDouble()
     double.script([], then=SchemaAnswers(hooks={"reaction": sane_reaction}, delay_s=args.latency))

@@ -1,6 +1,6 @@
 """Load test of the importance rater over loopback HTTP: the real app, waitress, the offline backend, MiniLM.
 
-The rater app (``create_app`` over ``EmbeddingRater(CachedEmbedder(SentenceTransformerEmbedder()))``, as
+The rater app (``create_app`` over ``EmbeddingRater(build_embedder())``, as
 ``simulacra rater`` builds it) is served by waitress in this process on a free 127.0.0.1 port. Then:
 
 1. **uncached**: ``--clients`` threads, each with its own ``requests.Session``, post ``POST /rate`` with
@@ -169,12 +169,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from rater_server import create_app
     from rater_server.backends import EmbeddingRater
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.embeddings import build_embedder
 
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "Task queue depth is N": clients outnumber threads
     texts = town_memories(args.requests + 2 * args.repeats * args.batch_n + 8, seed=11)
     warm, load_texts, batch_texts = texts[:8], texts[8:8 + args.requests], texts[8 + args.requests:]
-    backend = EmbeddingRater(CachedEmbedder(SentenceTransformerEmbedder()))
+    backend = EmbeddingRater(build_embedder())
     server = Server(create_app(backend), args.server_threads)
     try:
         start = time.perf_counter()

@@ -30,13 +30,13 @@ def main() -> None:
 
     from rater_server.backends import EmbeddingRater
     from rater_server.llm_backend import LLMRater
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.embeddings import build_embedder
     from simulacra.errors import RaterError
     from simulacra.llm import OpenAIChatModel, RetryingModel, UsageMeter
     from simulacra.rater import connect_rater
     from tests.openai_double import OpenAIDouble, RatingModel
 
-    embedder = CachedEmbedder(SentenceTransformerEmbedder())
+    embedder = build_embedder()
     fallback = EmbeddingRater(embedder)
     fallback.rate(["warm up the embedder"])
     double = RatingModel(lambda text, position: 1 + sum(map(ord, text)) % 10,

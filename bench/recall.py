@@ -46,7 +46,7 @@ VARIANTS = {"summary": (), "no-summary": ("memory.day_summary=false",)}
 
 def shortened(sc, days: int | None, agents: int | None):
     """``sc`` cut to ``days`` game days (ending at 22:00 of the last; later probes and tellings dropped) and to
-    ``agents`` residents (the tellings' holders first, then the world's order)."""
+    ``agents`` residents (the facts' holders first, then the world's order; a fact told to none of them dropped)."""
     from simulacra.evaluation.scenario import Moment
     from simulacra.world import load_world
 
@@ -59,9 +59,12 @@ def shortened(sc, days: int | None, agents: int | None):
         update.update(until=until, facts=facts, recall=recall)
     if agents is not None:
         world = load_world(sc.world_path)
-        holders = list(dict.fromkeys(h for f in sc.facts for h in f.holders))
-        others = [p for p in world.personas if p not in holders]
-        update["agents"] = (holders + others)[:max(agents, len(holders))]
+        facts = update.get("facts", sc.facts)
+        holders = list(dict.fromkeys(h for f in facts for h in f.holders))
+        chosen = (holders + [p for p in world.personas if p not in holders])[:agents]
+        # a fact keeps the holders simulated; one told to nobody simulated is dropped (a control fact stays)
+        kept = [f.model_copy(update={"holders": [h for h in f.holders if h in chosen]}) for f in facts]
+        update.update(agents=chosen, facts=[f for f, old in zip(kept, facts) if f.holders or not old.holders])
     out = sc.model_copy(update=update)
     out.source, out.world_path = sc.source, sc.world_path
     return out
@@ -71,7 +74,7 @@ def run_one(variant: str, args) -> dict:
     """Run (or resume) one variant in this process; its figures."""
     from simulacra.checkpoint import read_checkpoint
     from simulacra.config import load_config
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.embeddings import build_embedder
     from simulacra.errors import CheckpointError
     from simulacra.evaluation.metrics import Similarity
     from simulacra.evaluation.recall import Scan, recall_metrics
@@ -86,8 +89,7 @@ def run_one(variant: str, args) -> dict:
     if args.llm == "local":
         overrides += ["llm.provider=local", "rater.on_weak_model=offline"]
     config = load_config(None, overrides)
-    e = config.embedding
-    embedder = CachedEmbedder(SentenceTransformerEmbedder(e.model, e.device, e.batch_size, e.exact), e.cache_size)
+    embedder = build_embedder(config.embedding)
     embedder.embed(["warm-up"])
     db = Path(args.db_dir)
     run_dir = db / variant
@@ -156,7 +158,7 @@ def table(results: dict[str, dict]) -> str:
 
 def score_again(args) -> int:
     """Score the finished runs of ``--out``'s results again from their traces under ``--db-dir`` (run figures kept)."""
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.embeddings import build_embedder
     from simulacra.evaluation.metrics import Similarity
     from simulacra.evaluation.recall import Scan, recall_metrics
     from simulacra.evaluation.scenario import load_scenario
@@ -164,7 +166,7 @@ def score_again(args) -> int:
     out = Path(args.out)
     data = json.loads(out.read_text(encoding="utf-8"))
     sc = shortened(load_scenario(args.scenario), args.days, args.agents)
-    sim = Similarity(CachedEmbedder(SentenceTransformerEmbedder()))
+    sim = Similarity(build_embedder())
     for name, r in data["results"].items():
         r["recall"] = recall_metrics(Scan.load(Path(args.db_dir) / name), sc, sim)
     out.write_text(json.dumps(data, indent=1), encoding="utf-8")

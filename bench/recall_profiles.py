@@ -69,13 +69,13 @@ def measure(qdir: Path, db: Path, embedder) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.embeddings import build_embedder
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("pairs", nargs="+", metavar="QUERIES:DB")
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
-    embedder = CachedEmbedder(SentenceTransformerEmbedder())
+    embedder = build_embedder()
     results = {}
     for pair in args.pairs:
         qdir, _, db = pair.partition(":")

@@ -33,7 +33,7 @@ def main() -> None:
     import yaml
 
     from simulacra import tune as t
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.embeddings import build_embedder
     from simulacra.errors import SimulacraError
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -61,7 +61,7 @@ def main() -> None:
             run_memory = run_memory or info.config.memory
             if embedder is None:
                 emb = info.config.embedding
-                embedder = CachedEmbedder(SentenceTransformerEmbedder(emb.model, emb.device, emb.batch_size))
+                embedder = build_embedder(emb)
             queries = t.load_queries(qfile, info.start_minute)
             try:
                 prepared[timed] += t.prepare(run_dir, queries, embedder, qfile, run=info, embed_time=timed)

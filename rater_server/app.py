@@ -251,9 +251,9 @@ def create_app(backend=None, token: str | None = None, *, max_body_bytes: int = 
     expected = token.encode("ascii") if token is not None else b""
     if backend is None:
         from rater_server.backends import EmbeddingRater
-        from simulacra.embeddings import SentenceTransformerEmbedder
+        from simulacra.embeddings import build_embedder
 
-        backend = EmbeddingRater(SentenceTransformerEmbedder())
+        backend = EmbeddingRater(build_embedder())
     app = Flask("rater_server")
     app.config["MAX_CONTENT_LENGTH"] = max_body_bytes
     app.extensions["rater_backend"] = backend

@@ -41,9 +41,9 @@ def evaluate(embedder, seeds=(0, 1, 2, 3, 4), holdout: float = 0.2) -> dict:
 def main() -> None:  # pragma: no cover - thin CLI
     argparse.ArgumentParser(description=__doc__).parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.embeddings import build_embedder
 
-    result = evaluate(CachedEmbedder(SentenceTransformerEmbedder()))
+    result = evaluate(build_embedder())
     for s in result["per_seed"]:
         print(f"seed {s['seed']}: Spearman {s['spearman']:.3f}  MAE {s['mae']:.2f}  (n={s['n_test']})")
     print(f"mean over {len(result['per_seed'])} splits of {result['n_examples']} labelled memories: "

@@ -81,12 +81,12 @@ def evaluate(embedder, thresholds: Sequence[float] = (0.4, 0.45, 0.5, 0.55, 0.6,
 def main() -> None:  # pragma: no cover - thin CLI
     argparse.ArgumentParser(description=__doc__).parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.embeddings import build_embedder
 
     kinds = ("trace", "hand", "all")
     print("| threshold | " + " | ".join(f"{k} P / R / F1" for k in kinds) + " |")
     print("|---" * (len(kinds) + 1) + "|")
-    for row in evaluate(CachedEmbedder(SentenceTransformerEmbedder())):
+    for row in evaluate(build_embedder()):
         cells = [f"{row[k]['precision']:.2f} / {row[k]['recall']:.2f} / {row[k]['f1']:.2f}" for k in kinds]
         print(f"| {row['threshold']:.2f} | " + " | ".join(cells) + " |")
 

@@ -418,7 +418,7 @@ def cmd_rater(args: argparse.Namespace) -> int:
     from rater_server import create_app
     from rater_server.app import check_token
     from rater_server.backends import EmbeddingRater
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.embeddings import build_embedder
     from simulacra.rater import TOKEN_ENV, token_from_env
 
     if args.threads < 1:
@@ -437,9 +437,8 @@ def cmd_rater(args: argparse.Namespace) -> int:
     if args.check and llm is None:
         raise SimulacraError("no model to check: set llm.model (or OPENAI_MODEL), e.g. --set llm.model=llama3.1:8b "
                              "--set llm.base_url=http://127.0.0.1:11434/v1")
-    e = config.embedding  # embedded as a run embeds (embedding.exact): a restarted rater rates exactly as before
-    backend = EmbeddingRater(CachedEmbedder(SentenceTransformerEmbedder(e.model, e.device, e.batch_size, e.exact),
-                                            e.cache_size), k=config.rater.neighbours)
+    # embedded as a run embeds (embedding.exact): a restarted rater rates exactly as before
+    backend = EmbeddingRater(build_embedder(config.embedding), k=config.rater.neighbours)
     if llm is not None:
         from rater_server.llm_backend import LLMRater
         from rater_server.quality import QualityCheck, describe, format_figures
@@ -619,7 +618,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from simulacra import tune as t
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.embeddings import build_embedder
 
     if args.random is not None and args.random < 1:
         raise SimulacraError(f"--random must be at least 1, got {args.random}")
@@ -632,8 +631,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         run = run or info  # the first run's config gives the parameters that are not searched
         queries = t.load_queries(queries_file, info.start_minute)
         if embedder is None:
-            emb = info.config.embedding
-            embedder = CachedEmbedder(SentenceTransformerEmbedder(emb.model, emb.device, emb.batch_size))
+            embedder = build_embedder(info.config.embedding)
         prepared += t.prepare(run_dir, queries, embedder, queries_file, hide_future=not args.include_future,
                               run=info, embed_time=args.embed_time)
     known = run.config.memory.profiles

@@ -185,3 +185,19 @@ class CachedEmbedder:
 
     def __len__(self) -> int:
         return len(self._cache)
+
+
+def build_embedder(config=None, cached: bool = True) -> Embedder:
+    """The embedder an ``embedding`` config section asks for: its model, device, batch size and ``exact`` mode,
+    behind a :class:`CachedEmbedder` of ``cache_size`` texts (``cached=False``: the bare model). The one place an
+    embedder is made from the config: a run, ``simulacra interview``, ``tune``, ``evaluate``, ``rater``, the
+    rater's offline backend and the benchmarks all call it, so that a run and the tools that read it embed alike.
+
+    Args:
+        config: a :class:`simulacra.config.EmbeddingConfig` (default: its defaults).
+    """
+    from simulacra.config import EmbeddingConfig
+
+    e = config if config is not None else EmbeddingConfig()
+    model = SentenceTransformerEmbedder(e.model, e.device, e.batch_size, e.exact)
+    return CachedEmbedder(model, e.cache_size) if cached else model

@@ -83,10 +83,9 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     place_names = {pid: p["name"] for pid, p in header["world"]["places"].items()}
     start_weekday, rest_days = header["world"].get("start_weekday") or "Monday", header["world"].get("rest_days") or ()
     if embedder is None:
-        from simulacra.embeddings import SentenceTransformerEmbedder
+        from simulacra.embeddings import build_embedder
 
-        e = config.embedding
-        embedder = SentenceTransformerEmbedder(e.model, e.device, e.batch_size)
+        embedder = build_embedder(config.embedding)
     shared = None
     if header["world"].get("shared_memory") and location.has_store("town", "shared"):
         shared = open_shared(location, config.memory, embedder.dim)

@@ -188,7 +188,7 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
         LLMError: the configured model cannot be set up (missing key, bundled model not installed).
         SimulacraError: ``agents`` names someone who is not a resident.
     """
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.embeddings import build_embedder
     from simulacra.rater import connect_rater
 
     world = load_world(world_path, personas_dir)
@@ -216,9 +216,7 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
     closers: list[Callable[[], None]] = [] if location.journal is None else [location.journal.close]
     try:
         if embedder is None:
-            e = config.embedding
-            embedder = CachedEmbedder(SentenceTransformerEmbedder(e.model, e.device, e.batch_size, e.exact),
-                                      e.cache_size)
+            embedder = build_embedder(config.embedding)
         llm = build_language_model(config, run_dir, closers, resume)
         r = config.rater
         backend = None

@@ -41,9 +41,9 @@ def at(day: int, hhmm: str) -> int:
 def exact_embedder():
     """Embeddings as a run makes them (``embedding.exact``: a text's vector never depends on its batch), so that
     in-process runs and a resumed run match the CLI's run bit for bit."""
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.embeddings import build_embedder
 
-    return CachedEmbedder(SentenceTransformerEmbedder(exact=True))
+    return build_embedder()
 
 
 @pytest.fixture(scope="module")

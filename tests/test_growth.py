@@ -142,10 +142,10 @@ def tiny_config(rater_url, *more):
 def runs(tmp_path_factory, rater_url):
     """The tiny town for 12 ticks: with rehearsal (uninterrupted, and stopped after 5 ticks with checkpoints every 3
     ticks then resumed), and without."""
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.embeddings import build_embedder
 
     db = tmp_path_factory.mktemp("growth")
-    embedder = CachedEmbedder(SentenceTransformerEmbedder(exact=True))
+    embedder = build_embedder()
     out = {}
     for name, more in (("on", ["simulation.checkpoint_every=3"]), ("off", ["memory.rehearse=false"])):
         with Simulation.create(DATA / "tiny.yaml", tiny_config(rater_url, *more), personas_dir=DATA / "personas",

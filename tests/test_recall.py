@@ -28,9 +28,9 @@ TICK = 30
 
 @pytest.fixture(scope="module")
 def exact_embedder():
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.embeddings import build_embedder
 
-    return CachedEmbedder(SentenceTransformerEmbedder(exact=True))
+    return build_embedder()
 
 
 def config(rater_url):

@@ -110,10 +110,10 @@ def test_restore_to_a_snapshot_before_a_reinforce_is_exact(tmp_path):
 def runs(tmp_path_factory, rater_url):
     """The tiny town for 12 ticks with reinforcement and a checkpoint every 3 ticks: an uninterrupted run, and a run
     stopped after 5 ticks (last checkpoint after tick 2, so the trash holds what ticks 3-4 replaced) then resumed."""
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.embeddings import build_embedder
 
     db = tmp_path_factory.mktemp("reinforce")
-    embedder = CachedEmbedder(SentenceTransformerEmbedder(exact=True))
+    embedder = build_embedder()
     # consolidated every tick: what is perceived twice in 12 ticks is already in long-term the second time
     config = load_config(None, [f"rater.url={rater_url}", *SETTINGS, "memory.reinforce_repeats=true",
                                 "memory.promote_threshold=0.1", "memory.consolidation_interval_minutes=10",

@@ -198,10 +198,10 @@ def test_resume_refuses_a_changed_persona_file_unless_allowed(tmp_path, rater_ur
 
 
 def test_checkpoint_every_n_ticks_resumes_from_the_last_one(tmp_path, rater_url, reference):
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.embeddings import build_embedder
 
     _, ref_ticks = reference
-    embedder = CachedEmbedder(SentenceTransformerEmbedder(exact=True))  # as the CLI's run (embedding.exact)
+    embedder = build_embedder()  # as the CLI's run (embedding.exact)
     config = load_config(None, [f"rater.url={rater_url}", *SETTINGS, "simulation.checkpoint_every=3"])
     sim = Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
                             run_name="n", embedder=embedder)

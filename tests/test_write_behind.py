@@ -167,7 +167,7 @@ def test_a_tick_writes_each_tier_at_most_once_and_chroma_ends_as_the_mirror(tmp_
 
 
 def test_chroma_holds_the_mirror_after_sigkills_and_a_resume(tmp_path, rater_url):
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.embeddings import build_embedder
 
     run_dir = tmp_path / "k"
     # the stores reach Chroma at ticks 2, 5, 8 and 11 (SETTINGS), the journal holds the ticks between: killed after
@@ -180,7 +180,7 @@ def test_chroma_holds_the_mirror_after_sigkills_and_a_resume(tmp_path, rater_url
     assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]
     assert read_checkpoint(run_dir)["ticks_done"] == 8
     assert (run_dir / "stores.journal").stat().st_size > 0  # ticks 6 and 7 are in the journal, not in Chroma
-    embedder = CachedEmbedder(SentenceTransformerEmbedder(exact=True))  # as the CLI's run (embedding.exact)
+    embedder = build_embedder()  # as the CLI's run (embedding.exact)
     with Simulation.resume(run_dir, embedder=embedder) as sim:
         restored = mirror(sim)
         assert sum(len(t) for label, t in restored.items() if label.endswith("/short_term")) > 0

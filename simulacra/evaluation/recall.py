@@ -399,16 +399,19 @@ def main(argv: list[str] | None = None) -> int:
     finished recall run as a query file for ``simulacra tune`` (default ``<RUN>/recall-queries.yaml``)."""
     import argparse
 
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.config import config_from_dict, recorded_config
+    from simulacra.embeddings import build_embedder
     from simulacra.evaluation.scenario import load_scenario
     from simulacra.labels import write
+    from simulacra.trace import read_header
 
     ap = argparse.ArgumentParser(prog="python -m simulacra.evaluation.recall", description=main.__doc__)
     ap.add_argument("run", help="a finished run of a scenario with a recall section (database/<run>)")
     ap.add_argument("scenario", help="its scenario file")
     ap.add_argument("--out", default=None, help="query file to write [<run>/recall-queries.yaml]")
     args = ap.parse_args(argv)
-    embedder = CachedEmbedder(SentenceTransformerEmbedder())
+    header = read_header(args.run)  # embedded as the run embedded
+    embedder = build_embedder(config_from_dict(recorded_config(header["config"]), f"{args.run} header").embedding)
     queries = recall_queries(args.run, load_scenario(args.scenario), Similarity(embedder), embedder)
     path = write(queries, Path(args.run).name, args.out or Path(args.run) / "recall-queries.yaml",
                  f"{args.run} (simulacra.evaluation.recall)")

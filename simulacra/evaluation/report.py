@@ -134,15 +134,14 @@ def evaluate(sc: Scenario, variants: Sequence[Variant], seeds: Sequence[int], ou
     Raises:
         SimulacraError (ConfigError, ...): a bad config or override; what a run raises.
     """
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.embeddings import build_embedder
 
     out = Path(out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     say = progress or (lambda s: None)
     base = load_config(config_path, list(overrides))
     if embedder is None:
-        e = base.embedding
-        embedder = CachedEmbedder(SentenceTransformerEmbedder(e.model, e.device, e.batch_size, e.exact), e.cache_size)
+        embedder = build_embedder(base.embedding)
     result: dict[str, Any] = {"scenario": sc.name, "scenario_file": sc.source, "seeds": list(seeds),
                               "similarity_threshold": threshold, "knows": KNOWS, "variants": {}}
     details: dict[str, dict[int, dict[str, Any]]] = {}
