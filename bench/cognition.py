@@ -138,9 +138,9 @@ def main() -> None:
     args = ap.parse_args()
 
     from rater_server import create_app
-    from rater_server.backends import EmbeddingRater
     from simulacra.embeddings import build_embedder
     from simulacra.rater import LocalRaterServer
+    from simulacra.rating.backends import EmbeddingRater
     from tests.openai_double import OpenAIDouble
     from tests.schema_answers import SchemaAnswers
 

@@ -168,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("every count must be at least 1 and --seconds positive")
 
     from rater_server import create_app
-    from rater_server.backends import EmbeddingRater
     from simulacra.embeddings import build_embedder
+    from simulacra.rating.backends import EmbeddingRater
 
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "Task queue depth is N": clients outnumber threads
     texts = town_memories(args.requests + 2 * args.repeats * args.batch_n + 8, seed=11)

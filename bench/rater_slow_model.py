@@ -28,12 +28,12 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from rater_server.backends import EmbeddingRater
-    from rater_server.llm_backend import LLMRater
     from simulacra.embeddings import build_embedder
     from simulacra.errors import RaterError
     from simulacra.llm import OpenAIChatModel, RetryingModel, UsageMeter
     from simulacra.rater import connect_rater
+    from simulacra.rating.backends import EmbeddingRater
+    from simulacra.rating.llm import LLMRater
     from tests.openai_double import OpenAIDouble, RatingModel
 
     embedder = build_embedder()

@@ -156,6 +156,86 @@ def table(results: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def model_answers(args) -> int:
+    """The bundled model answers questions of the last probe of the finished run ``--db-dir/<--variants' first>``:
+    a seeded sample of ``--sample`` asks per kind (fact, event, plan) of residents who knew the item, each put as
+    ``simulacra interview`` puts it at the run's end (the interview's retrieval on the stores as the run left them,
+    the mind's interview prompt) and judged as the probes' answers are (:func:`simulacra.evaluation.recall.rows`);
+    beside it, the scripted answers the run recorded for the same asks. Adds ``model_answers`` to ``--out``."""
+    import random
+
+    from simulacra.config import config_from_dict, load_config, recorded_config
+    from simulacra.embeddings import build_embedder
+    from simulacra.evaluation.metrics import Similarity
+    from simulacra.evaluation.recall import Scan, rows
+    from simulacra.evaluation.report import interview_mind
+    from simulacra.evaluation.scenario import load_scenario
+    from simulacra.interview import interview
+
+    name = args.variants.split(",")[0]
+    run_dir = Path(args.db_dir) / name
+    sc = shortened(load_scenario(args.scenario), args.days, args.agents)
+    scan = Scan.load(run_dir)
+    config = config_from_dict(recorded_config(scan.header["config"]), f"{run_dir} header")
+    embedder = build_embedder(config.embedding)
+    sim = Similarity(embedder)
+    last = scan.probes[-1]
+    table = rows(Scan(scan.header, scan.ticks, [last], scan.events_seen, scan.plans, scan.texts, scan.evidence),
+                 sc, sim)
+    rng = random.Random(args.seed)
+    chosen = []
+    for kind in ("fact", "event", "plan"):
+        known = [i for i, r in enumerate(table) if r["known"] and r["kind"] == kind
+                 and (kind != "event" or (r["rating"] or 0) >= 6)]
+        chosen += sorted(rng.sample(known, min(args.sample, len(known))))
+    asks = last["asks"]
+    mind, closers = interview_mind(load_config(None, ["llm.provider=local", "cognition.backend=llm"]), run_dir)
+    t0 = time.perf_counter()
+    answered = []
+    try:
+        for i in chosen:
+            r = table[i]
+            ask = next(a for a in asks if a["agent"] == r["agent"] and a["about"] == r["about"])
+            got = interview(run_dir, r["agent"], ask["query"], embedder=embedder, mind=mind,
+                            trace=(scan.header, [scan.last_tick]))
+            answered.append({**ask, "answer": got["answer"], "answer_source": got["source"],
+                             "answer_ids": [m["id"] for m in got["used"]], "scripted": ask.get("answer")})
+            print(f"bench.recall: {len(answered)}/{len(chosen)} {r['agent']} {r['about']}: {got['answer'][:100]!r}",
+                  file=sys.stderr, flush=True)
+    finally:
+        for c in reversed(closers):
+            c()
+    seconds = time.perf_counter() - t0
+    probe = {**last, "asks": answered}
+    model = rows(Scan(scan.header, scan.ticks, [probe], scan.events_seen, scan.plans, scan.texts, scan.evidence),
+                 sc, sim)
+    scripted = [table[i] for i in chosen]
+    sources = [a["answer_source"] for a in answered]
+    out = {"variant": name, "time": last["time"], "asked": len(chosen), "seconds": round(seconds, 1),
+           "sources": {s: sources.count(s) for s in sorted(set(sources))},
+           "by_kind": {k: {"asked": sum(r["kind"] == k for r in model),
+                           # over the answers the model gave (an unusable one falls back to the scripted mind's)
+                           "model_answered": sum(r["kind"] == k and s == "llm" for r, s in zip(model, sources)),
+                           "model_states_it": _share_of([r["answered"] for r, s in zip(model, sources)
+                                                         if r["kind"] == k and s == "llm"]),
+                           "scripted_states_it": _share_of([r["answered"] for r in scripted if r["kind"] == k]),
+                           "retrieval_found_it": _share_of([r["found"][last["interview"]] for r in scripted
+                                                            if r["kind"] == k])}
+                       for k in ("fact", "event", "plan")},
+           "answers": [{k: a[k] for k in ("agent", "about", "query", "answer", "answer_source", "scripted")}
+                       for a in answered]}
+    path = Path(args.out)
+    data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"results": {}}
+    data["model_answers"] = out
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    print(json.dumps({k: v for k, v in out.items() if k != "answers"}, indent=1))
+    return 0
+
+
+def _share_of(xs) -> float | None:
+    return round(sum(bool(x) for x in xs) / len(xs), 3) if xs else None
+
+
 def score_again(args) -> int:
     """Score the finished runs of ``--out``'s results again from their traces under ``--db-dir`` (run figures kept)."""
     from simulacra.embeddings import build_embedder
@@ -227,6 +307,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--plot", default=str(PLOT))
     ap.add_argument("--markdown", default=None, metavar="RESULTS.json", help="print the docs' tables of a result")
+    ap.add_argument("--model-answers", action="store_true",
+                    help="the bundled model answers a sample of the last probe's questions of the finished run of "
+                         "--db-dir/<first of --variants>")
+    ap.add_argument("--sample", type=int, default=20, help="with --model-answers: asks per kind [%(default)s]")
+    ap.add_argument("--seed", type=int, default=0, help="with --model-answers: seed of the sample [%(default)s]")
     ap.add_argument("--score-only", action="store_true",
                     help="score the finished runs under --db-dir again (this code's scoring) into --out's results")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # child: run this variant, print its JSON
@@ -236,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.score_only:
         return score_again(args)
+    if args.model_answers:
+        return model_answers(args)
     if args.one:
         print(json.dumps(run_one(args.one, args)))
         return 0

@@ -7,11 +7,11 @@ Endpoints (all JSON):
 * ``POST /rate/batch`` — ``{"memories": [str, ...]}`` -> ``{"ratings": [{"rating", "explanation"}, ...]}``.
 * ``POST /reflect`` — ``{"agent"?: str, "memories": [{"id": str, "text": str, "rating"?: 1..10}, ...] (1..500,
   ids unique), "max_insights"?: 1..10 (default 3)}`` -> ``{"insights": [{"text": str, "evidence": [id, ...]}]}``,
-  the best first; ``[]`` when no memories relate (seed 003's reflection; :mod:`rater_server.reflection`).
+  the best first; ``[]`` when no memories relate (seed 003's reflection; :mod:`simulacra.rating.reflection`).
 * ``GET /health`` — backend name, model, cache size and counters, ``belongs_to`` (who the rater's life is bound
   to: ``null`` for a standalone ``simulacra rater``, e.g. ``"simulacra run gullhaven-seed0 (pid 4242)"`` for one a
   run serves in-process and stops at its end); a backend with a ``health()`` method adds its fields (the LLM
-  backend: ``quality``, ``using``, ``limits``, see :mod:`rater_server.llm_backend`).
+  backend: ``quality``, ``using``, ``limits``, see :mod:`simulacra.rating.llm`).
 
 A backend with ``rate_with_usage`` (the LLM backend) also says what each rating request cost: both rating
 answers then carry ``"usage": {"llm_calls", "llm_errors", "truncations", "fallbacks", "seconds"}``.
@@ -236,7 +236,7 @@ def create_app(backend=None, token: str | None = None, *, max_body_bytes: int = 
     """Build the rater app.
 
     Args:
-        backend: a :class:`rater_server.backends.RaterBackend`; default the offline k-NN rater over the
+        backend: a :class:`simulacra.rating.backends.RaterBackend`; default the offline k-NN rater over the
             default embedder (loaded on first request).
         token: when given, every request except ``GET /health`` must send ``Authorization: Bearer <token>``
             (401 otherwise); printable ASCII without spaces.
@@ -250,8 +250,8 @@ def create_app(backend=None, token: str | None = None, *, max_body_bytes: int = 
     token = check_token(token)
     expected = token.encode("ascii") if token is not None else b""
     if backend is None:
-        from rater_server.backends import EmbeddingRater
         from simulacra.embeddings import build_embedder
+        from simulacra.rating.backends import EmbeddingRater
 
         backend = EmbeddingRater(build_embedder())
     app = Flask("rater_server")

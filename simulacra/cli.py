@@ -417,9 +417,9 @@ def cmd_rater(args: argparse.Namespace) -> int:
 
     from rater_server import create_app
     from rater_server.app import check_token
-    from rater_server.backends import EmbeddingRater
     from simulacra.embeddings import build_embedder
     from simulacra.rater import TOKEN_ENV, token_from_env
+    from simulacra.rating.backends import EmbeddingRater
 
     if args.threads < 1:
         raise SimulacraError(f"--threads must be at least 1, got {args.threads}")
@@ -440,8 +440,8 @@ def cmd_rater(args: argparse.Namespace) -> int:
     # embedded as a run embeds (embedding.exact): a restarted rater rates exactly as before
     backend = EmbeddingRater(build_embedder(config.embedding), k=config.rater.neighbours)
     if llm is not None:
-        from rater_server.llm_backend import LLMRater
-        from rater_server.quality import QualityCheck, describe, format_figures
+        from simulacra.rating.llm import LLMRater
+        from simulacra.rating.quality import QualityCheck, describe, format_figures
 
         backend = LLMRater.from_config(llm, backend, config.rater)
         if args.check:  # with rater.check_sample = 0, the default sample

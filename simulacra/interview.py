@@ -28,7 +28,8 @@ from simulacra.trace import read_trace
 
 
 def interview(run: str | Path, agent: str, question: str, tick: int | None = None,
-              overrides: Sequence[str] = (), embedder=None, mind=None, ablated: bool = True) -> dict[str, Any]:
+              overrides: Sequence[str] = (), embedder=None, mind=None, ablated: bool = True,
+              trace: tuple[dict[str, Any], list[dict[str, Any]]] | None = None) -> dict[str, Any]:
     """Ask ``agent`` of ``run`` a question.
 
     Args:
@@ -39,6 +40,8 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         embedder, mind: parts to use instead of building them from the config (tests).
         ablated: put the run's recorded ablations (trace header ``scenario.variant.ablate``) into the agent's
             memory and the mind, as during the run; ``False``: the agent's whole stores and the bare mind.
+        trace: the run's trace header and tick records, already read (many questions to a long run: its trace
+            can be a GB); ``tick`` then indexes these records.
 
     Returns:
         ``{"agent", "name", "question", "time", "clock" ("day 2 (Sunday, rest day) 09:00"), "answer", "source",
@@ -60,7 +63,7 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     run_dir = Path(run)
     if run_dir.name == "trace.jsonl":
         run_dir = run_dir.parent
-    header, ticks = read_trace(run_dir)
+    header, ticks = trace if trace is not None else read_trace(run_dir)
     if agent not in header["agents"]:
         raise SimulacraError(f"{run_dir}: no agent {agent!r}; agents: {', '.join(header['agents'])}")
     if not ticks:

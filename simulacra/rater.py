@@ -318,7 +318,7 @@ class RaterClient:
     def model_quality(self, refresh: bool = True) -> dict | None:
         """The rater model's measured quality (``GET /health`` ``quality``: ``sample``, ``parsed``,
         ``spearman``, ``mae``, ``min_spearman``, ``weak``, ``reason``, ``using``, ...; see
-        :mod:`rater_server.quality`), or ``None`` when the rater has no model or did not measure it. With
+        :mod:`simulacra.rating.quality`), or ``None`` when the rater has no model or did not measure it. With
         ``refresh``, asks ``/health`` again; when it does not answer (e.g. after the in-process rater was
         closed), the last figures read are returned."""
         if refresh:
@@ -329,8 +329,8 @@ class RaterClient:
         """What a run's summary shows of its rater: ``{"truncations", "model_calls", "model_errors",
         "model_fallbacks": int, "model_s": float (seconds in model calls), "slow_requests": int, "waited_s":
         float (seconds waiting for the rater), "fallbacks": int (unusable answers), "quality": dict | None
-        (:meth:`model_quality`), "quality_line": str (one line, :func:`rater_server.quality.describe`)}``."""
-        from rater_server.quality import describe
+        (:meth:`model_quality`), "quality_line": str (one line, :func:`simulacra.rating.quality.describe`)}``."""
+        from simulacra.rating.quality import describe
 
         quality = self.model_quality(refresh)
         return {"truncations": self.truncations, "model_calls": self.model_calls, "model_errors": self.model_errors,
@@ -485,7 +485,7 @@ class LocalRaterServer:
 def _log_quality(client: RaterClient, health: dict) -> None:
     quality = health.get("quality")
     if isinstance(quality, dict):
-        from rater_server.quality import describe
+        from simulacra.rating.quality import describe
 
         (log.warning if quality.get("weak") or quality.get("error") else log.info)(
             "the rater's model %s: %s", health.get("model"), describe(quality))
@@ -511,7 +511,7 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
         start_local: whether to start a rater in-process when nothing answers at a local ``url``.
         embedder, neighbours: the offline rater started in-process is
             ``EmbeddingRater(embedder, k=neighbours)``, unless ``backend`` is given.
-        backend: the :class:`rater_server.backends.RaterBackend` of a rater started in-process (not used when
+        backend: the :class:`simulacra.rating.backends.RaterBackend` of a rater started in-process (not used when
             a rater already answers at ``url``).
         token: bearer token; ``None`` takes it from :data:`TOKEN_ENV`, ``""`` sends none. A rater started
             in-process requires the same token.
@@ -521,7 +521,7 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
             by its pid.
 
     Before a rater is started in-process, its backend's start-up check runs when it has one
-    (``backend.ensure_checked()``: :class:`rater_server.llm_backend.LLMRater` with a quality check), and the
+    (``backend.ensure_checked()``: :class:`simulacra.rating.llm.LLMRater` with a quality check), and the
     backend is fitted (``backend.fit()``: the offline rater embeds its labelled examples, about 10 s idle and a
     minute under load, which as the first rating of a tick could outlast the client's timeout).
     The client reads the rater's ``limits`` and ``quality`` from ``/health`` (:meth:`RaterClient.refresh_limits`)
@@ -558,7 +558,7 @@ def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neigh
     elif not local:
         raise RaterError(f"no rater answers at {url} (start one with 'simulacra rater', or use a local URL)")
     from rater_server import create_app
-    from rater_server.backends import EmbeddingRater
+    from simulacra.rating.backends import EmbeddingRater
 
     secret = client._token
     if callable(getattr(backend, "ensure_checked", None)):

@@ -221,8 +221,8 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
         r = config.rater
         backend = None
         if llm is not None:
-            from rater_server.backends import EmbeddingRater
-            from rater_server.llm_backend import LLMRater
+            from simulacra.rating.backends import EmbeddingRater
+            from simulacra.rating.llm import LLMRater
 
             backend = LLMRater.from_config(llm, EmbeddingRater(embedder, k=r.neighbours), r)
         # the client's waits follow from the rater's model settings (its GET /health "limits")

@@ -26,7 +26,7 @@ def embedder():
 
 @pytest.fixture(scope="session")
 def rater_backend(embedder):
-    from rater_server.backends import EmbeddingRater
+    from simulacra.rating.backends import EmbeddingRater
 
     return EmbeddingRater(embedder)
 

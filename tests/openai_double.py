@@ -155,7 +155,7 @@ _ONE = re.compile(r'A memory(?: of [^:\n]*)?: "(.*)"\n', re.S)
 
 
 class RatingModel:
-    """Answers the rater's rating prompts (``rater_server.llm_backend``) as a scripted local model would.
+    """Answers the rater's rating prompts (``simulacra.rating.llm``) as a scripted local model would.
 
     Args:
         rating: ``(memory text, 1-based position in the prompt) -> rating``.

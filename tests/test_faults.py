@@ -245,10 +245,10 @@ def test_a_rater_whose_language_model_is_gone_answers_503_and_the_client_gives_u
     """The rater's model server closed: the rater does not quietly rate offline for the rest of the run; it answers
     503 naming the model, and the run's client, after its retries, raises the RaterError that stops the run."""
     from rater_server import create_app
-    from rater_server.llm_backend import LLMRater
     from simulacra.errors import RaterError
     from simulacra.llm import OpenAIChatModel, RetryingModel
     from simulacra.rater import LocalRaterServer, RaterClient
+    from simulacra.rating.llm import LLMRater
 
     double = OpenAIDouble()
     double.script([], then=SchemaAnswers())

@@ -7,10 +7,10 @@ import pytest
 import requests
 
 from rater_server import create_app
-from rater_server.llm_backend import LLMRater
 from simulacra.config import load_config
 from simulacra.llm import BudgetedModel, OpenAIChatModel, RecordingModel, RetryingModel, UsageMeter
 from simulacra.rater import LocalRaterServer
+from simulacra.rating.llm import LLMRater
 from simulacra.simulation import Simulation
 from simulacra.trace import read_trace
 from tests.conftest import DATA

@@ -1,10 +1,10 @@
-"""Defensive parsing of LLM answers (rater_server.parsing): ratings, batches of ratings, reflection insights."""
+"""Defensive parsing of LLM answers (simulacra.rating.parsing): ratings, batches of ratings, reflection insights."""
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rater_server.parsing import MAX_CHARS, ParsedRating, parse_insights, parse_rating, parse_ratings
+from simulacra.rating.parsing import MAX_CHARS, ParsedRating, parse_insights, parse_rating, parse_ratings
 
 # --------------------------------------------------------------------------------------------- one rating
 

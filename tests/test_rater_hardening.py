@@ -539,8 +539,8 @@ def test_a_first_rating_fits_once_however_many_requests_wait_for_it(embedder):
     rater started in-process is fitted before it serves anything."""
     import threading
 
-    from rater_server.backends import EmbeddingRater
     from simulacra.rater import connect_rater
+    from simulacra.rating.backends import EmbeddingRater
 
     class Counting:
         def __init__(self, inner):

@@ -1,7 +1,7 @@
 """The offline rater's held-out quality must not regress (figures in docs/rater.md)."""
 
-from rater_server.backends import load_examples
-from rater_server.evaluate import evaluate
+from simulacra.rating.backends import load_examples
+from simulacra.rating.evaluate import evaluate
 
 
 def test_labelled_set_spans_the_scale():

@@ -11,14 +11,14 @@ import socket
 import pytest
 import requests
 
-from rater_server.backends import load_examples
-from rater_server.llm_backend import ITEM_TOKENS, LLMRater, batch_tokens, even_chunks
-from rater_server.quality import QualityCheck, check_sample, score
 from simulacra.cli import main
 from simulacra.config import load_config
 from simulacra.errors import RaterError
 from simulacra.llm import OpenAIChatModel, RetryingModel, UsageMeter, call_time_bound_s
 from simulacra.rater import RaterClient, connect_rater
+from simulacra.rating.backends import load_examples
+from simulacra.rating.llm import ITEM_TOKENS, LLMRater, batch_tokens, even_chunks
+from simulacra.rating.quality import QualityCheck, check_sample, score
 from simulacra.simulation import Simulation
 from tests.conftest import DATA
 from tests.openai_double import RatingModel

@@ -4,9 +4,9 @@ import pytest
 import requests
 from flask import Flask, jsonify, request
 
-from rater_server.reflection import OfflineReflector, shared_words
 from simulacra.errors import RaterError
 from simulacra.rater import LocalRaterServer, RaterClient
+from simulacra.rating.reflection import OfflineReflector, shared_words
 
 AGENT = "Bram Ostrowski"
 MILL = [
@@ -136,8 +136,8 @@ def test_an_insight_reflected_on_again_joins_its_topic(embedder):
 
 def test_clustering_quality_on_the_labelled_scenes(embedder):
     """Figures of docs/rater.md at the default threshold must not regress."""
-    from rater_server.evaluate_reflection import evaluate
-    from rater_server.reflection import DEFAULT_THRESHOLD
+    from simulacra.rating.evaluate_reflection import evaluate
+    from simulacra.rating.reflection import DEFAULT_THRESHOLD
 
     (row,) = evaluate(embedder, thresholds=(DEFAULT_THRESHOLD,))
     assert row["all"]["f1"] >= 0.74 and row["hand"]["precision"] >= 0.95 and row["trace"]["recall"] >= 0.75, row

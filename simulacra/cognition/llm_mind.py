@@ -217,7 +217,7 @@ class LLMMind:
         config: the run's config (``cognition``, ``llm.temperature``, ``simulation.seed``, ``memory``).
         tick_minutes: game minutes per tick of the world (the shortest action the model may plan).
         reflector: where insights come from: the run's rater, which reflects with this model when it measured well
-            (one reflection prompt, in ``rater_server.llm_backend``), else offline.
+            (one reflection prompt, in ``simulacra.rating.llm``), else offline.
     Attributes:
         usage: Counter of ``<kind>_calls``, ``<kind>_retries`` (second asks), ``<kind>_prompt_tokens`` and
             ``<kind>_completion_tokens`` per decision kind (fallbacks are counted from the decisions, in the run).

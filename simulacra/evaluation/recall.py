@@ -60,6 +60,7 @@ class Scan:
     plans: dict[tuple[str, int], tuple[str, str]]  # (agent, day) -> (memory id, text)
     texts: dict[str, str]
     evidence: dict[str, list[str]]
+    last_tick: dict[str, Any] | None = None  # the trace's last tick record, whole
 
     @classmethod
     def of(cls, header: dict[str, Any], records: Iterable[dict[str, Any]]) -> Scan:
@@ -70,7 +71,9 @@ class Scan:
         plans: dict[tuple[str, int], tuple[str, str]] = {}
         texts: dict[str, str] = {}
         evidence: dict[str, list[str]] = {}
+        last = None
         for t in records:
+            last = t
             now = int(t["time"])
             slim.append({"time": now, "conversations": t["conversations"],
                          "memory": [op for op in t["memory"] if op["op"] == "post"]})
@@ -90,7 +93,7 @@ class Scan:
                             plans.setdefault((op["agent"], int(day)), (op["id"], op["text"]))
             if t.get("probes"):
                 probes.append(t["probes"])
-        return cls(header, slim, probes, seen, plans, texts, evidence)
+        return cls(header, slim, probes, seen, plans, texts, evidence, last)
 
     @classmethod
     def load(cls, run_dir) -> Scan:

@@ -3,7 +3,7 @@
 A small model can answer every request in valid JSON and still rate nothing: the 16 memories of a batch
 rated 1, 2, 3, ... in order, a greeting rated 10. Parsing cannot notice that; comparing with labels can. The
 check rates a fixed, seeded sample of the shipped labelled memories (``data/rated_memories.jsonl``, the set
-the offline rater is fitted on and :mod:`rater_server.evaluate` scores it on) through the model's own rating
+the offline rater is fitted on and :mod:`simulacra.rating.evaluate` scores it on) through the model's own rating
 path (the same prompts, batches and parsing as in a run, no offline fallback) and reports:
 
 * ``spearman``: Spearman's rank correlation (scipy) between the model's ratings and the labels, over the
@@ -24,7 +24,7 @@ from typing import Literal
 
 import numpy as np
 
-from rater_server.backends import load_examples
+from simulacra.rating.backends import load_examples
 
 #: seed of the sample's choice and order (fixed: the same sample every run, so figures compare)
 CHECK_SEED = 13
@@ -148,7 +148,7 @@ def format_figures(quality: dict, model: str) -> str:
     rho = "n/a" if quality["spearman"] is None else f"{quality['spearman']:.3f}"
     mae = "n/a" if quality["mae"] is None else f"{quality['mae']:.2f}"
     return (f"rater model:  {model}\n"
-            f"sample:       {quality['sample']} labelled memories (rater_server/data/rated_memories.jsonl, "
+            f"sample:       {quality['sample']} labelled memories (simulacra/rating/data/rated_memories.jsonl, "
             f"seed {CHECK_SEED})\n"
             f"parsed:       {quality['parsed']} of {quality['sample']} answers\n"
             f"Spearman:     {rho} (floor rater.min_spearman = {quality['min_spearman']:g})\n"

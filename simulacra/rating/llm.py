@@ -2,7 +2,7 @@
 
 Importance is asked in the spirit of seed 003's prompt (1 = an ordinary moment of routine, 10 = a turning
 point of a life; an explanation and a rating as JSON), in this project's own words. Answers are parsed
-defensively (:mod:`rater_server.parsing`: JSON, JSON inside prose, a bare number, a number word) and clamped
+defensively (:mod:`simulacra.rating.parsing`: JSON, JSON inside prose, a bare number, a number word) and clamped
 to 1..10. A memory whose answer does not parse, or whose call fails after the model's retries, gets the
 offline backend's rating instead: the raw answer is logged and the fallback counted (``GET /health``),
 never silent. A spent budget (:class:`simulacra.llm.BudgetExceeded`) is not papered over: it propagates so
@@ -11,7 +11,7 @@ that the run stops with its message. Identical memories are answered from a cach
 Batches: a request's uncached memories are split into as few calls of at most ``batch_size`` as possible,
 of even sizes (17 memories: 9 + 8), each asking for ``ITEM_TOKENS`` completion tokens per memory plus
 ``BATCH_TOKENS``. An answer cut at ``max_tokens`` (``finish_reason == "length"``) is not asked again whole:
-the items it completed are kept (:func:`rater_server.parsing.parse_ratings` reads the complete items of a
+the items it completed are kept (:func:`simulacra.rating.parsing.parse_ratings` reads the complete items of a
 cut JSON array) and only the rest is asked, as one batch; when it completed none, the rest is split in two
 halves. A complete answer that misses items has those asked one by one. Each truncation is counted
 (``truncations`` in ``GET /health`` and in each answer's ``usage``). Worst case, a request for ``n``
@@ -21,7 +21,7 @@ one by one costs ``m``; by induction a batch of ``m`` costs at most ``2m - 1``. 
 bound per call (:func:`simulacra.llm.call_time_bound_s`) that is what ``GET /health`` publishes as
 ``limits`` so that clients wait long enough (:class:`simulacra.rater.RaterClient`).
 
-Quality: with a :class:`rater_server.quality.QualityCheck`, :meth:`LLMRater.ensure_checked` rates labelled
+Quality: with a :class:`simulacra.rating.quality.QualityCheck`, :meth:`LLMRater.ensure_checked` rates labelled
 memories through the same path once, before serving (``simulacra rater`` and
 :func:`simulacra.rater.connect_rater` call it), reports the figures in the log and ``GET /health``
 (``quality``), and with ``on_weak_model: offline`` a weak model is no longer asked.
@@ -35,11 +35,11 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
-from rater_server.backends import Rating, RatingCache
-from rater_server.parsing import ParsedRating, parse_insights, parse_rating, parse_ratings
-from rater_server.quality import QualityCheck, describe, measure
-from rater_server.reflection import Insight
 from simulacra.llm import BudgetExceeded, Completion, LLMError, LLMUnreachable, call_time_bound_s
+from simulacra.rating.backends import Rating, RatingCache
+from simulacra.rating.parsing import ParsedRating, parse_insights, parse_rating, parse_ratings
+from simulacra.rating.quality import QualityCheck, describe, measure
+from simulacra.rating.reflection import Insight
 
 log = logging.getLogger(__name__)
 
@@ -140,13 +140,13 @@ class LLMRater:
 
     Args:
         model: a :class:`simulacra.llm.LanguageModel` (usually wrapped with retries, budget, recorder, meter).
-        fallback: the offline backend (:class:`rater_server.backends.EmbeddingRater`) used when an answer
+        fallback: the offline backend (:class:`simulacra.rating.backends.EmbeddingRater`) used when an answer
             does not parse or a call fails; its answers are marked ``fallback`` in the explanation.
         batch_size: most memories per rating call (1 asks one by one).
         cache_size: memories whose ratings are kept.
         check: measure the model at start (:meth:`ensure_checked`); ``None``: no check.
     Attributes:
-        quality: the check's figures (:func:`rater_server.quality.measure` plus ``using``, ``seconds``,
+        quality: the check's figures (:func:`simulacra.rating.quality.measure` plus ``using``, ``seconds``,
             ``model_calls``, ``truncations``), ``{"error": str}`` when the check could not run, or ``None``.
         use_model: ``False`` once a weak model was replaced by the offline backend (``on_weak_model: offline``).
     Raises (from :meth:`rate` / :meth:`reflect`):
@@ -332,7 +332,7 @@ class LLMRater:
         return self._cache.answer(keys, fresh), dict(usage)
 
     def fit(self) -> None:
-        """Fit the offline fallback now (:meth:`rater_server.backends.EmbeddingRater.fit`), when it can be."""
+        """Fit the offline fallback now (:meth:`simulacra.rating.backends.EmbeddingRater.fit`), when it can be."""
         if callable(getattr(self.fallback, "fit", None)):
             self.fallback.fit()
 

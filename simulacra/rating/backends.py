@@ -3,7 +3,7 @@
 The offline backend is real behaviour, not a constant: it embeds a labelled set of rated memories
 (``data/rated_memories.jsonl``, written for this project, ratings 1..10) with the same sentence
 embedder as the simulation and predicts a new memory's rating from it (:class:`EmbeddingRater`); it
-reflects by clustering memories over the same embedder (:class:`rater_server.reflection.OfflineReflector`).
+reflects by clustering memories over the same embedder (:class:`simulacra.rating.reflection.OfflineReflector`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Protocol
 
 import numpy as np
 
-from rater_server.reflection import Insight, OfflineReflector
+from simulacra.rating.reflection import Insight, OfflineReflector
 
 DATA_PATH = Path(__file__).parent / "data" / "rated_memories.jsonl"
 
@@ -159,7 +159,7 @@ class EmbeddingRater:
         lam: ridge penalty (> 0).
         cache_size: memories whose rating is remembered (identical memories are answered from the cache).
         reflector: what :meth:`reflect` delegates to; default an
-            :class:`~rater_server.reflection.OfflineReflector` over the same ``embedder``.
+            :class:`~simulacra.rating.reflection.OfflineReflector` over the same ``embedder``.
     """
 
     name = "offline-embedding"
@@ -236,7 +236,7 @@ class EmbeddingRater:
 
     def reflect(self, memories: Sequence[dict], agent: str | None = None, max_insights: int = 3) -> list[Insight]:
         """Insights about ``memories`` from the reflector (see
-        :meth:`rater_server.reflection.OfflineReflector.reflect`); counted in :meth:`stats` as ``reflections``
+        :meth:`simulacra.rating.reflection.OfflineReflector.reflect`); counted in :meth:`stats` as ``reflections``
         (calls) and ``insights`` (returned)."""
         insights = self.reflector.reflect(memories, agent=agent, max_insights=max_insights)
         with self._lock:

@@ -1,7 +1,7 @@
-"""Held-out evaluation of the offline rater: ``python -m rater_server.evaluate``.
+"""Held-out evaluation of the offline rater: ``python -m simulacra.rating.evaluate``.
 
 Splits the labelled set with a seeded permutation (80 % to fit, 20 % held out), fits
-:class:`~rater_server.backends.EmbeddingRater` on the first part and reports the Spearman correlation and
+:class:`~simulacra.rating.backends.EmbeddingRater` on the first part and reports the Spearman correlation and
 the mean absolute error of its integer ratings on the held-out part, averaged over several seeds.
 """
 
@@ -13,7 +13,7 @@ import os
 import numpy as np
 from scipy.stats import spearmanr
 
-from rater_server.backends import EmbeddingRater, load_examples
+from simulacra.rating.backends import EmbeddingRater, load_examples
 
 
 def evaluate(embedder, seeds=(0, 1, 2, 3, 4), holdout: float = 0.2) -> dict:

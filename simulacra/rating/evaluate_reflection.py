@@ -1,4 +1,4 @@
-"""How well the offline reflector groups memories by topic: ``python -m rater_server.evaluate_reflection``.
+"""How well the offline reflector groups memories by topic: ``python -m simulacra.rating.evaluate_reflection``.
 
 The labelled set ``data/reflection_scenes.jsonl`` holds scenes, each the memories one agent might reflect on:
 ``{"scene", "agent", "id", "text", "rating", "topic": str | null}``. The ``trace:<agent>`` scenes are the distinct
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rater_server.reflection import OfflineReflector
+from simulacra.rating.reflection import OfflineReflector
 
 SCENES_PATH = Path(__file__).parent / "data" / "reflection_scenes.jsonl"
 

@@ -6,7 +6,7 @@ Offline, :class:`OfflineReflector` does the same from the embeddings, determinis
 
 1. strip each distinct text to what it is about (:func:`topic_view`), embed it, and cluster by
    average-linkage agglomeration on cosine distance cut at :data:`DEFAULT_THRESHOLD` (chosen on town
-   memories with ``python -m rater_server.evaluate_reflection``; figures in ``docs/rater.md``);
+   memories with ``python -m simulacra.rating.evaluate_reflection``; figures in ``docs/rater.md``);
 2. keep clusters of at least two distinct texts and rank them by summed rating (a missing rating counts as
    :data:`MISSING_RATING`), then by number of memories, then by the position of their first memory;
 3. word each of the best: the content words common to at least half (and at least two) of its distinct texts
