@@ -137,15 +137,14 @@ def main() -> None:
     ap.add_argument("--local-hours", type=float, default=1.0)
     args = ap.parse_args()
 
-    from rater_server import create_app
+    from rater_server import ThreadedServer, create_app
     from simulacra.embeddings import build_embedder
-    from simulacra.rater import LocalRaterServer
     from simulacra.rating.backends import EmbeddingRater
     from tests.openai_double import OpenAIDouble
     from tests.schema_answers import SchemaAnswers
 
     results: dict = {"latency_s": args.latency}
-    rater = LocalRaterServer(create_app(EmbeddingRater(build_embedder())),
+    rater = ThreadedServer(create_app(EmbeddingRater(build_embedder())),
                              "127.0.0.1", 0)
     double = OpenAIDouble()
     double.script([], then=SchemaAnswers(hooks={"reaction": sane_reaction}, delay_s=args.latency))

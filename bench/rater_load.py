@@ -7,9 +7,10 @@ The rater app (``create_app`` over ``EmbeddingRater(build_embedder())``, as
    distinct memory texts (:func:`bench.data.town_memories`) until ``--requests`` are sent or ``--seconds``
    pass, so every request embeds a new text;
 2. **cached**: the same texts again: the rater's cache answers, which measures HTTP, Flask and validation;
-3. **batch vs single**: one client rates ``--batch-n`` fresh memories one request each, and another
-   ``--batch-n`` fresh memories in one ``POST /rate/batch`` (at most 1024 per request); memories per second of
-   each, the fastest of ``--repeats``, and their ratio.
+3. **batch vs single vs in-process**: one client rates ``--batch-n`` fresh memories one request each, and
+   another ``--batch-n`` fresh memories in one ``POST /rate/batch`` (at most 1024 per request); a run's
+   in-process rater (no HTTP) rates ``--batch-n`` more with the same backend; memories per second of each, the
+   fastest of ``--repeats``, and their ratios.
 
 Every answer is checked (HTTP 200, a rating 1..10); the run exits with status 1 when any request failed.
 Prints the figures and writes ``bench/results/rater.json``.
@@ -130,15 +131,19 @@ def load(url: str, texts: list[str], clients: int, max_requests: int, max_second
             "errors": len(errors), "first_errors": errors[:3]}
 
 
-def batch_vs_single(base: str, texts: list[str], n: int, repeats: int) -> dict:
-    """Memories/s rating ``n`` fresh memories one request each vs in ``/rate/batch`` requests, one client;
-    the fastest of ``repeats`` (each repeat and each mode on its own fresh texts)."""
-    single_best = batch_best = float("inf")
+def batch_vs_single(base: str, texts: list[str], n: int, repeats: int, backend) -> dict:
+    """Memories/s rating ``n`` fresh memories one request each vs in ``/rate/batch`` requests, one client, vs a
+    run's in-process rater over the same ``backend`` (:class:`simulacra.rater.InProcessRater`, no HTTP); the
+    fastest of ``repeats`` (each repeat and each mode on its own fresh texts)."""
+    from simulacra.rater import InProcessRater
+
+    single_best = batch_best = local_best = float("inf")
     errors = 0
+    local = InProcessRater(backend, wait_report_s=0)
     chunks = iter(texts[i:i + n] for i in range(0, len(texts), n))
     with requests.Session() as session:
         for _ in range(repeats):
-            singles, batch = next(chunks), next(chunks)
+            singles, batch, in_process = next(chunks), next(chunks), next(chunks)
             start = time.perf_counter()
             for text in singles:
                 errors += not _ok(session.post(base + "/rate", json={"memory": text}, timeout=60))
@@ -148,9 +153,13 @@ def batch_vs_single(base: str, texts: list[str], n: int, repeats: int) -> dict:
                 part = batch[i:i + MAX_BATCH]
                 errors += not _ok(session.post(base + "/rate/batch", json={"memories": part}, timeout=300), len(part))
             batch_best = min(batch_best, time.perf_counter() - start)
-    single, batched = n / single_best, n / batch_best
+            start = time.perf_counter()
+            errors += sum(not 1 <= r <= 10 for r in local.rate_many(in_process))
+            local_best = min(local_best, time.perf_counter() - start)
+    single, batched, in_proc = n / single_best, n / batch_best, n / local_best
     return {"memories": n, "single_memories_per_s": round(single, 1), "batch_memories_per_s": round(batched, 1),
-            "speedup": round(batched / single, 2), "errors": errors}
+            "speedup": round(batched / single, 2), "in_process_memories_per_s": round(in_proc, 1),
+            "in_process_over_batch": round(in_proc / batched, 2), "errors": errors}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     from simulacra.rating.backends import EmbeddingRater
 
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "Task queue depth is N": clients outnumber threads
-    texts = town_memories(args.requests + 2 * args.repeats * args.batch_n + 8, seed=11)
+    texts = town_memories(args.requests + 3 * args.repeats * args.batch_n + 8, seed=11)
     warm, load_texts, batch_texts = texts[:8], texts[8:8 + args.requests], texts[8 + args.requests:]
     backend = EmbeddingRater(build_embedder())
     server = Server(create_app(backend), args.server_threads)
@@ -186,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         url = server.base + "/rate"
         uncached = load(url, load_texts, args.clients, args.requests, args.seconds)
         cached = load(url, load_texts[:uncached["requests"]], args.clients, args.requests, args.seconds)
-        batch = batch_vs_single(server.base, batch_texts, args.batch_n, args.repeats)
+        batch = batch_vs_single(server.base, batch_texts, args.batch_n, args.repeats, backend)
         health = requests.get(server.base + "/health", timeout=10).json()
     finally:
         server.close()
@@ -199,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['p99_ms']:7.2f} {r['errors']:6d}")
     print(f"batch vs single, {batch['memories']} fresh memories, one client (fastest of {args.repeats}): "
           f"single {batch['single_memories_per_s']:.1f} memories/s, batch {batch['batch_memories_per_s']:.1f} "
-          f"memories/s, speed-up {batch['speedup']:.1f}x")
+          f"memories/s, speed-up {batch['speedup']:.1f}x; in-process (no HTTP) "
+          f"{batch['in_process_memories_per_s']:.1f} memories/s, {batch['in_process_over_batch']:.2f}x batch")
     errors = uncached["errors"] + cached["errors"] + batch["errors"]
     result = {
         "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",

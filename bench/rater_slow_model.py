@@ -5,9 +5,9 @@
 A scripted OpenAI-compatible server on 127.0.0.1 (``tests/openai_double.py``, :class:`RatingModel`) answers
 every call after ``--latency`` seconds; a batch answer holds as many items as fit in the call's
 ``max_tokens`` at ``--item-tokens`` tokens each, and is cut there (``finish_reason: length``) like a small
-local model's. The run's own client (``connect_rater`` with the in-process rater and the LLM backend) rates
-16 fresh memories in one request. Prints seconds, model calls and outcome as JSON. Uses only the API that
-existed before issue 13, so the same script measures the code before and after.
+local model's. A rater with the LLM backend, served over HTTP on a thread (``rater_server.ThreadedServer``), is
+asked by a run's client (``connect_rater``, which reads the rater's limits) to rate 16 fresh memories in one
+request. Prints seconds, model calls and outcome as JSON.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import time
 
 
@@ -28,6 +27,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+    from rater_server import ThreadedServer, create_app
     from simulacra.embeddings import build_embedder
     from simulacra.errors import RaterError
     from simulacra.llm import OpenAIChatModel, RetryingModel, UsageMeter
@@ -49,11 +49,8 @@ def main() -> None:
         server.script([], then=double)
         llm = UsageMeter(RetryingModel(OpenAIChatModel("double-model", base_url=server.url, timeout_s=30.0),
                                        attempts=4))
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            url = f"http://127.0.0.1:{s.getsockname()[1]}/rate"
-        client, rater = connect_rater(url, args.client_timeout, True, embedder,
-                                      backend=LLMRater(llm, fallback, batch_size=16))
+        rater = ThreadedServer(create_app(LLMRater(llm, fallback, batch_size=16)))
+        client = connect_rater(rater.url, args.client_timeout, False, embedder)
         start = time.perf_counter()
         try:
             client.rate_many(memories)

@@ -8,10 +8,8 @@ Endpoints (all JSON):
 * ``POST /reflect`` — ``{"agent"?: str, "memories": [{"id": str, "text": str, "rating"?: 1..10}, ...] (1..500,
   ids unique), "max_insights"?: 1..10 (default 3)}`` -> ``{"insights": [{"text": str, "evidence": [id, ...]}]}``,
   the best first; ``[]`` when no memories relate (seed 003's reflection; :mod:`simulacra.rating.reflection`).
-* ``GET /health`` — backend name, model, cache size and counters, ``belongs_to`` (who the rater's life is bound
-  to: ``null`` for a standalone ``simulacra rater``, e.g. ``"simulacra run gullhaven-seed0 (pid 4242)"`` for one a
-  run serves in-process and stops at its end); a backend with a ``health()`` method adds its fields (the LLM
-  backend: ``quality``, ``using``, ``limits``, see :mod:`simulacra.rating.llm`).
+* ``GET /health`` — backend name, model, cache size and counters; a backend with a ``health()`` method adds its
+  fields (the LLM backend: ``quality``, ``using``, ``limits``, see :mod:`simulacra.rating.llm`).
 
 A backend with ``rate_with_usage`` (the LLM backend) also says what each rating request cost: both rating
 answers then carry ``"usage": {"llm_calls", "llm_errors", "truncations", "fallbacks", "seconds"}``.
@@ -222,17 +220,15 @@ def _duplicate_id(memories: list[ReflectMemory]):
 
 
 def _rate(backend, memories: list[str], agent: str | None, context: str | None) -> tuple[list, dict]:
-    """The backend's ratings, and ``{"usage": {...}}`` when it says what they cost (``rate_with_usage``:
-    model calls, truncated answers, fallbacks, seconds), else ``{}``."""
-    with_usage = getattr(backend, "rate_with_usage", None)
-    if callable(with_usage):
-        ratings, usage = with_usage(memories, agent=agent, context=context)
-        return ratings, {"usage": usage}
-    return backend.rate(memories, agent=agent, context=context), {}
+    """The backend's ratings, and ``{"usage": {...}}`` when it says what they cost
+    (:func:`simulacra.rating.backends.rate_with_usage`), else ``{}``."""
+    from simulacra.rating.backends import rate_with_usage
+
+    ratings, usage = rate_with_usage(backend, memories, agent=agent, context=context)
+    return ratings, ({} if usage is None else {"usage": usage})
 
 
-def create_app(backend=None, token: str | None = None, *, max_body_bytes: int = 1_000_000,
-               belongs_to: str | None = None) -> Flask:
+def create_app(backend=None, token: str | None = None, *, max_body_bytes: int = 1_000_000) -> Flask:
     """Build the rater app.
 
     Args:
@@ -241,8 +237,6 @@ def create_app(backend=None, token: str | None = None, *, max_body_bytes: int = 
         token: when given, every request except ``GET /health`` must send ``Authorization: Bearer <token>``
             (401 otherwise); printable ASCII without spaces.
         max_body_bytes: larger requests get 413.
-        belongs_to: for a rater served inside another program (a run's in-process rater), who it belongs to and
-            stops with; ``GET /health`` says it, so that other runs do not come to depend on it.
 
     Raises:
         ValueError: ``token`` is empty or holds characters a header cannot carry.
@@ -349,7 +343,7 @@ def create_app(backend=None, token: str | None = None, *, max_body_bytes: int = 
             mine = dict(counts)
         extra = backend.health() if callable(getattr(backend, "health", None)) else {}
         return jsonify({"status": "ok", "backend": backend.name, "model": backend.model,
-                        "token_required": token is not None, "belongs_to": belongs_to,
+                        "token_required": token is not None,
                         "cache_size": stats.get("cache_size", 0),
                         "counts": {**mine, **stats}, **extra})
 

@@ -1,5 +1,5 @@
-"""Command line: ``simulacra run | rater | check | view | replay | inspect | rescore | tune | interview | evaluate``
-(``python run_sim.py`` is ``simulacra run``)."""
+"""Command line: ``simulacra run | rater | generate-town | check | view | replay | inspect | rescore | tune |
+interview | evaluate`` (``python run_sim.py`` is ``simulacra run``)."""
 
 from __future__ import annotations
 
@@ -73,20 +73,23 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="simulate a town, offline by default",
                          description="Simulate a town and print a summary of what each agent remembers.")
     _add_run_args(run)
-    rater = sub.add_parser("rater", help="serve the importance rater over HTTP (waitress)",
-                           description="Serve the importance rater over HTTP (waitress). When the environment "
-                                       "variable SIMULACRA_RATER_TOKEN is set, every request but GET /health "
-                                       "must send 'Authorization: Bearer <token>'.")
-    rater.add_argument("--host", default="127.0.0.1", help="address to bind [%(default)s]")
-    rater.add_argument("--port", type=int, default=5000, help="port [%(default)s]")
-    rater.add_argument("--threads", type=int, default=4, help="worker threads answering requests [%(default)s]")
-    rater.add_argument("--config", default=None, help="YAML config file (the llm and rater sections are used)")
-    rater.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
-                       help="e.g. --set llm.model=llama3.1:8b --set llm.base_url=http://127.0.0.1:11434/v1; with "
-                            "no model configured (nor OPENAI_MODEL) the offline backend answers")
-    rater.add_argument("--check", action="store_true",
-                       help="measure the configured model on rater.check_sample labelled memories (Spearman "
-                            "against the labels, answers parsed), print the figures and exit: status 0 ok, 1 weak")
+    sub.add_parser("rater", help="serve the importance rater over HTTP (waitress; python -m rater_server)",
+                           add_help=False,
+                           description="Serve the importance rater over HTTP: runs python -m rater_server with the "
+                                       "same arguments (simulacra rater --help lists them).")
+    gen = sub.add_parser("generate-town", help="write a generated town of N residents (world + personas)",
+                         description="Write a generated town: a world file and one persona file per resident "
+                                     "(households, workplaces, public places, routines, relationships, events), "
+                                     "the same for the same --residents and --seed. The world file names its "
+                                     "personas folder, so 'simulacra run --world OUT' finds them.")
+    gen.add_argument("--residents", type=int, required=True, help="number of residents (3..20000)")
+    gen.add_argument("--seed", type=int, default=0, help="generator seed [%(default)s]")
+    gen.add_argument("--out", required=True, metavar="WORLD.yaml",
+                     help="world file to write, e.g. worlds/town1000.yaml")
+    gen.add_argument("--personas-dir", default=None,
+                     help="folder for the persona files [the folder <OUT stem>_personas beside OUT]")
+    gen.add_argument("--name", default=None, help="the town's name [generated from the seed]")
+    gen.add_argument("--overwrite", action="store_true", help="replace existing files")
     check = sub.add_parser("check", help="validate a world file and its personas")
     check.add_argument("world", nargs="?", default=DEFAULT_WORLD)
     check.add_argument("--personas-dir", default=None)
@@ -412,58 +415,42 @@ def format_summary(summary: dict) -> str:
     return "\n".join(out)
 
 
-def cmd_rater(args: argparse.Namespace) -> int:
-    import waitress
+def run_rater(args: list[str]) -> int:
+    """``simulacra rater ARGS`` runs ``python -m rater_server ARGS`` and returns its exit status: the HTTP shell over
+    :mod:`simulacra.rating` lives in ``rater_server``, which imports simulacra and is never imported by it.
+    SIGTERM to this process is passed on to the rater; Ctrl-C reaches both (one process group)."""
+    import signal
+    import subprocess
 
-    from rater_server import create_app
-    from rater_server.app import check_token
-    from simulacra.embeddings import build_embedder
-    from simulacra.rater import TOKEN_ENV, token_from_env
-    from simulacra.rating.backends import EmbeddingRater
-
-    if args.threads < 1:
-        raise SimulacraError(f"--threads must be at least 1, got {args.threads}")
-    if not 0 <= args.port <= 65535:
-        raise SimulacraError(f"--port must be 0..65535, got {args.port}")
+    proc = subprocess.Popen([sys.executable, "-m", "rater_server", *args])
     try:
-        token = check_token(token_from_env())
-    except ValueError as err:
-        raise SimulacraError(f"{TOKEN_ENV}: {err}") from None
-    from simulacra.config import load_config
-    from simulacra.llm import build_model
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signum))
+    except ValueError:  # not the main thread: nothing to pass on
+        previous = None
+    try:
+        while True:
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:  # the rater got it too and is stopping
+                continue
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
-    config = load_config(args.config, args.overrides)
-    llm = build_model(config.llm)
-    if args.check and llm is None:
-        raise SimulacraError("no model to check: set llm.model (or OPENAI_MODEL), e.g. --set llm.model=llama3.1:8b "
-                             "--set llm.base_url=http://127.0.0.1:11434/v1")
-    # embedded as a run embeds (embedding.exact): a restarted rater rates exactly as before
-    backend = EmbeddingRater(build_embedder(config.embedding), k=config.rater.neighbours)
-    if llm is not None:
-        from simulacra.rating.llm import LLMRater
-        from simulacra.rating.quality import QualityCheck, describe, format_figures
 
-        backend = LLMRater.from_config(llm, backend, config.rater)
-        if args.check:  # with rater.check_sample = 0, the default sample
-            r = config.rater
-            backend.check = backend.check or QualityCheck(min_spearman=r.min_spearman, on_weak_model=r.on_weak_model)
-            quality = backend.ensure_checked()
-            print(format_figures(quality, backend.model))
-            return 1 if quality.get("weak") or quality.get("error") else 0
-        if backend.check is not None:
-            print(f"simulacra rater: measuring {backend.model} on {backend.check.sample} labelled memories ...",
-                  file=sys.stderr)
-            print(f"simulacra rater: {describe(backend.ensure_checked())}", file=sys.stderr)
-    print(f"simulacra rater: backend {backend.name}, model {backend.model}", file=sys.stderr)
-    app = create_app(backend, token=token)
-    host = f"[{args.host}]" if ":" in args.host else args.host
-    auth = f"token required ({TOKEN_ENV})" if token else f"no token required (set {TOKEN_ENV} to require one)"
-    print(f"simulacra rater: serving on http://{host}:{args.port}/rate (waitress, {args.threads} threads; {auth})",
-          file=sys.stderr)
-    if token is None and args.host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"simulacra rater: warning: {args.host} may be reachable from other machines and no token is "
-              f"required; set {TOKEN_ENV}", file=sys.stderr)
-    waitress.serve(app, host=args.host, port=args.port, threads=args.threads)
+def cmd_generate_town(args: argparse.Namespace) -> int:
+    from simulacra.world import check_world
+    from simulacra.world.generate import write_town
+
+    try:
+        world_path, pdir = write_town(args.out, args.residents, args.seed, args.personas_dir, args.overwrite,
+                                      args.name)
+    except (ValueError, FileExistsError) as err:
+        raise SimulacraError(str(err)) from None
+    world = check_world(world_path)  # what was written passes the check a user runs
+    print(f"{world_path}: {world.name}, {len(world.personas)} residents, {len(world.places)} places, "
+          f"{len(world.paths)} paths, {len(world.events)} events; personas in {pdir}\n"
+          f"run it with: simulacra run --world {world_path}")
     return 0
 
 
@@ -669,8 +656,12 @@ def _dispatch(func, args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+    if command is not None and argv[command] == "rater":
+        return run_rater([a for a in argv[:command] if a in ("-v", "--verbose")] + argv[command + 1:])
     args = build_parser().parse_args(argv)
-    func = {"run": cmd_run, "rater": cmd_rater, "check": cmd_check, "replay": cmd_replay,
+    func = {"run": cmd_run, "generate-town": cmd_generate_town, "check": cmd_check, "replay": cmd_replay,
             "view": cmd_view, "inspect": cmd_inspect, "rescore": cmd_rescore, "tune": cmd_tune,
             "interview": cmd_interview, "evaluate": cmd_evaluate}[args.command]
     return _dispatch(func, args)

@@ -326,11 +326,12 @@ class EmbeddingConfig(_Section):
 
 
 class RaterConfig(_Section):
-    """The HTTP importance rater (seed 003: ``http://127.0.0.1:5000/rate``)."""
+    """The importance rater (seed 003): the one answering over HTTP at ``url`` (``simulacra rater``), else the
+    library's rater in-process (:func:`simulacra.rater.connect_rater`)."""
 
     url: str = "http://127.0.0.1:5000/rate"
     timeout_s: float = Field(30.0, gt=0, description="seconds per HTTP request")
-    start_local: bool = Field(True, description="start an in-process rater when nothing answers at url")
+    start_local: bool = Field(True, description="rate in-process (no HTTP) when nothing answers at a loopback url")
     attempts: int = Field(3, ge=1, description="tries per request on connection errors, timeouts and 5xx "
                           "(exponential backoff from 0.2 s); then the run stops at its last complete tick")
     neighbours: int = Field(11, ge=1, description="k of the offline rater's nearest-neighbour half")

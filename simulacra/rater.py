@@ -1,20 +1,24 @@
-"""Client of the HTTP importance rater (seed 003: ``http://127.0.0.1:5000/rate``).
+"""The run's importance rater (seed 003): :class:`InProcessRater` rates with a backend of
+:mod:`simulacra.rating` in this process; :class:`RaterClient` asks a rater over HTTP (``simulacra rater`` or any
+server speaking seed 003's ``POST /rate``, e.g. ``http://127.0.0.1:5000/rate``). :func:`connect_rater` picks: the
+rater answering at ``rater.url`` if one does, else the in-process one. Both are a :class:`Rater`: they cache
+ratings by text, rate a tick's new memories in one request, check what the rater answers (an unusable rating is
+:data:`FALLBACK_RATING`, logged and counted), and :meth:`Rater.reflect` asks for insights about several
+memories, each citing the memories it rests on.
 
-The simulation rates every new memory of a tick in one request to ``<url>/batch`` (falling back to one
-``POST <url>`` per memory for a rater that only speaks seed 003's single form), caches ratings by text,
-retries transient failures with backoff (tenacity), and, when nothing answers at a local URL, starts the
-offline rater in-process on that address. :meth:`RaterClient.reflect` asks ``<base>/reflect`` for insights
-about several memories, each citing the memories it rests on.
+Over HTTP the client sends every new memory of a tick in one request to ``<url>/batch`` (falling back to one
+``POST <url>`` per memory for a rater that only speaks seed 003's single form) and retries transient failures
+with backoff (tenacity).
 
-Slow models: a rater whose backend asks a language model publishes in ``GET /health`` how long one model
-call can take with its retries (``limits.model_call_s``, derived from ``llm.timeout_s``, ``llm.attempts`` and
-the backoff) and how many calls a request can make (fewer than ``limits.model_calls_per_memory`` per memory;
-one for ``/reflect``). The client reads it when it connects and waits, per request,
-``timeout_s + calls * model_call_s`` seconds (:meth:`RaterClient.request_timeout_s`), so a slow model makes
-a slow run, not a dead one; while it waits it reports every ``wait_report_s`` seconds (a warning in the log,
-or the ``on_wait`` callback). What the rater's model cost is summed from the answers' ``usage``
-(:attr:`RaterClient.truncations`, ...) and its measured quality read from ``/health``
-(:meth:`RaterClient.model_quality`); :meth:`RaterClient.report` has both for a run's summary.
+Slow models: a rater whose backend asks a language model says in its health (``GET /health``, or the backend's
+``health()`` in-process) how long one model call can take with its retries (``limits.model_call_s``, derived
+from ``llm.timeout_s``, ``llm.attempts`` and the backoff) and how many calls a request can make (fewer than
+``limits.model_calls_per_memory`` per memory; one for a reflection). The HTTP client reads it when it connects
+and waits, per request, ``timeout_s + calls * model_call_s`` seconds (:meth:`RaterClient.request_timeout_s`), so
+a slow model makes a slow run, not a dead one; while a request waits, either rater reports every
+``wait_report_s`` seconds (a warning in the log, or the ``on_wait`` callback). What the rater's model cost is
+summed from the answers' ``usage`` (:attr:`Rater.truncations`, ...) and its measured quality read from its health
+(:meth:`Rater.model_quality`); :meth:`Rater.report` has both for a run's summary.
 
 A rater started with a token (``SIMULACRA_RATER_TOKEN``) wants ``Authorization: Bearer <token>`` on every
 request but ``GET /health``: the client sends the token given to it or, by default, the one in the same
@@ -30,23 +34,22 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 from urllib.parse import urlparse
 
 import requests
 from tenacity import (
-    Retrying,
     retry,
     retry_if_exception_type,
-    retry_if_result,
     stop_after_attempt,
-    stop_after_delay,
     wait_exponential,
-    wait_fixed,
 )
 
 from simulacra.errors import RaterError
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: rating used when the rater answers something unusable (logged and counted, never silent)
 FALLBACK_RATING = 3
@@ -131,28 +134,24 @@ class _Waiting:
         return (self._end if self._end is not None else time.perf_counter()) - self.start
 
 
-class RaterClient:
-    """Rates memories over HTTP.
+class Rater:
+    """What every rater of a run does, whether its backend answers over HTTP (:class:`RaterClient`) or in this
+    process (:class:`InProcessRater`): it caches ratings by text (a resumed run asks exactly what the uninterrupted
+    one asked, :meth:`counters`), turns an unusable rating into :data:`FALLBACK_RATING` (logged and counted),
+    checks reflections' insights against the memories sent, sums what the rater's model spent, and reports
+    waits of ``wait_report_s`` seconds or more.
 
     Args:
-        url: the ``/rate`` endpoint.
-        timeout_s: seconds per request for everything but the rater's model calls (HTTP, queueing, the
-            offline backend); a request that may call a model waits longer (:meth:`request_timeout_s`).
-        attempts: tries per request on connection errors, timeouts and 5xx.
-        token: bearer token sent with every request; ``None`` (default) takes it from :data:`TOKEN_ENV`,
-            ``""`` sends none.
         on_wait: called as ``on_wait(what, elapsed_s, limit_s)`` every ``wait_report_s`` seconds while a
             request is unanswered (``what`` e.g. ``"rating 16 memories"``); default: a logged warning.
         wait_report_s: seconds between two ``on_wait`` calls; 0 = never.
-    Raises:
-        RaterError: the token holds characters an HTTP header cannot carry (non-ASCII, spaces, controls).
     Attributes:
         fallbacks: memories that got :data:`FALLBACK_RATING` because the answer was unusable.
-        requests_sent: HTTP requests made.
+        requests_sent: requests made (HTTP requests, or calls of the in-process backend).
         reflections_requested: calls of :meth:`reflect`.
         insights_dropped: insights :meth:`reflect` left out because they were unusable (logged).
-        model_call_s: seconds one call of the rater's model can take with its retries (from ``/health``,
-            :meth:`refresh_limits`); ``None``: unknown or no model, requests wait ``timeout_s``.
+        model_call_s: seconds one call of the rater's model can take with its retries (``limits.model_call_s`` of
+            the rater's health); ``None``: unknown or no model.
         model_calls_per_memory: a rating request for ``n`` memories makes fewer than this times ``n`` calls.
         truncations, model_calls, model_errors, model_fallbacks, model_s: summed over the rating answers'
             ``usage``: the rater's model answers cut at ``max_tokens``, its calls, its failed calls, memories
@@ -161,11 +160,13 @@ class RaterClient:
             all requests.
     """
 
-    def __init__(self, url: str, timeout_s: float = 30.0, attempts: int = 3, token: str | None = None, *,
-                 on_wait: Callable[[str, float, float], None] | None = None, wait_report_s: float = 10.0):
-        self.url = url.rstrip("/")
-        self.timeout_s = timeout_s
-        self.attempts = attempts
+    #: what the rater counted (summed into a run's summary), saved by a checkpoint with the ratings it cached
+    COUNTERS = ("truncations", "model_calls", "model_errors", "model_fallbacks", "model_s", "slow_requests",
+                "waited_s", "fallbacks", "requests_sent", "reflections_requested", "insights_dropped")
+    #: names the rater in messages
+    where = "the rater"
+
+    def __init__(self, *, on_wait: Callable[[str, float, float], None] | None = None, wait_report_s: float = 10.0):
         self.on_wait = on_wait or _log_wait
         self.wait_report_s = wait_report_s
         self.model_call_s: float | None = None
@@ -175,23 +176,11 @@ class RaterClient:
         self.model_s = 0.0
         self.slow_requests = 0
         self.waited_s = 0.0
-        token = token_from_env() if token is None else (token.strip() or None)
-        if token is not None and (not token.isascii() or not token.isprintable() or " " in token):
-            raise RaterError(f"the rater token ({TOKEN_ENV}) must be printable ASCII without spaces")
-        self._token = token  # never logged or shown
-        self._session = requests.Session()
-        if token is not None:
-            self._session.headers["Authorization"] = f"Bearer {token}"
         self._cache: dict[str, int] = {}
-        self._batch_supported: bool | None = None
         self.fallbacks = 0
         self.requests_sent = 0
         self.reflections_requested = 0
         self.insights_dropped = 0
-
-    #: what the client counted (summed into a run's summary), saved by a checkpoint with the ratings it cached
-    COUNTERS = ("truncations", "model_calls", "model_errors", "model_fallbacks", "model_s", "slow_requests",
-                "waited_s", "fallbacks", "requests_sent", "reflections_requested", "insights_dropped")
 
     def counters(self) -> dict:
         """``{counter: value}`` of :data:`COUNTERS` and ``"ratings"``: ``{memory text: rating}`` cached so far
@@ -204,6 +193,238 @@ class RaterClient:
             if k in saved:
                 setattr(self, k, saved[k])
         self._cache = {str(t): int(r) for t, r in saved.get("ratings", {}).items()}
+
+    def request_timeout_s(self, model_calls: int) -> float:
+        """Seconds a request that can make ``model_calls`` calls of the rater's model may take before it is
+        reported as a wait's limit: ``model_calls * model_call_s`` (0 when unknown); :class:`RaterClient` adds its
+        ``timeout_s``."""
+        return 0.0 if self.model_call_s is None else max(1, model_calls) * self.model_call_s
+
+    def _calls_for(self, memories: int) -> int:
+        return max(1, self.model_calls_per_memory * memories - 1)
+
+    def _read_limits(self, health: dict) -> None:
+        """Take ``limits`` (``model_call_s``, ``model_calls_per_memory``) and ``quality`` from a health answer."""
+        limits = health.get("limits")
+        if isinstance(limits, dict):
+            call_s, per = limits.get("model_call_s"), limits.get("model_calls_per_memory")
+            ok = isinstance(call_s, (int, float)) and not isinstance(call_s, bool) and math.isfinite(call_s)
+            self.model_call_s = float(call_s) if ok and call_s > 0 else None
+            if isinstance(per, int) and not isinstance(per, bool) and per >= 1:
+                self.model_calls_per_memory = per
+        if isinstance(health.get("quality"), dict):
+            self._quality = health["quality"]
+
+    def _waiting(self, what: str, limit_s: float) -> _Waiting:
+        return _Waiting(self.wait_report_s, lambda elapsed: self.on_wait(what, elapsed, limit_s))
+
+    def _waited(self, waiting: _Waiting, what: str) -> None:
+        """Count a request's wait (``waited_s``; ``slow_requests`` and a warning past ``wait_report_s``)."""
+        self.waited_s += waiting.elapsed_s
+        if self.wait_report_s > 0 and waiting.elapsed_s >= self.wait_report_s:
+            self.slow_requests += 1
+            log.warning("%s answered %s after %.0f s", self.where, what, waiting.elapsed_s)
+
+    def _add_usage(self, answer) -> None:
+        """Sum a rating answer's ``usage`` (what the rater's model spent on it) into the counters."""
+        usage = answer.get("usage") if isinstance(answer, dict) else None
+        if not isinstance(usage, dict):
+            return
+
+        def number(key: str) -> float:
+            value = usage.get(key)
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            return max(0.0, float(value)) if ok else 0.0
+
+        self.truncations += int(number("truncations"))
+        self.model_calls += int(number("llm_calls") + number("llm_errors"))
+        self.model_errors += int(number("llm_errors"))
+        self.model_fallbacks += int(number("fallbacks"))
+        self.model_s += number("seconds")
+
+    def model_quality(self, refresh: bool = True) -> dict | None:
+        """The rater model's measured quality (``quality`` of its health: ``sample``, ``parsed``, ``spearman``,
+        ``mae``, ``min_spearman``, ``weak``, ``reason``, ``using``, ...; see :mod:`simulacra.rating.quality`), or
+        ``None`` when the rater has no model or did not measure it. With ``refresh``, reads the health again;
+        when it does not answer, the last figures read are returned."""
+        return self._quality
+
+    def report(self, refresh: bool = True) -> dict:
+        """What a run's summary shows of its rater: ``{"truncations", "model_calls", "model_errors",
+        "model_fallbacks": int, "model_s": float (seconds in model calls), "slow_requests": int, "waited_s":
+        float (seconds waiting for the rater), "fallbacks": int (unusable answers), "quality": dict | None
+        (:meth:`model_quality`), "quality_line": str (one line, :func:`simulacra.rating.quality.describe`)}``."""
+        from simulacra.rating.quality import describe
+
+        quality = self.model_quality(refresh)
+        return {"truncations": self.truncations, "model_calls": self.model_calls, "model_errors": self.model_errors,
+                "model_fallbacks": self.model_fallbacks, "model_s": round(self.model_s, 3),
+                "slow_requests": self.slow_requests, "waited_s": round(self.waited_s, 3), "fallbacks": self.fallbacks,
+                "quality": quality, "quality_line": describe(quality)}
+
+    def _rating_from(self, answer, memory: str) -> int:
+        rating = _coerce_rating(answer.get("rating")) if isinstance(answer, dict) else None
+        if rating is None:
+            self.fallbacks += 1
+            log.warning("%s answered no usable rating for %r: %r; using %d", self.where, memory, answer,
+                        FALLBACK_RATING)
+            return FALLBACK_RATING
+        return rating
+
+    def rate_many(self, memories: Sequence[str]) -> list[int]:
+        """Ratings 1..10 for ``memories`` (same order); one request for all uncached texts.
+
+        Raises:
+            RaterError: the rater is unreachable or rejects the request (4xx; 401 for a missing or wrong
+                token) after retries.
+            LLMError: the in-process rater's model cannot be used (budget spent, unreachable after retries).
+        """
+        todo = [m for m in dict.fromkeys(memories) if m not in self._cache]
+        if todo:
+            for text, rating in zip(todo, self._rate_uncached(todo)):
+                self._cache[text] = rating
+        return [self._cache[m] for m in memories]
+
+    def _rate_uncached(self, todo: list[str]) -> list[int]:  # pragma: no cover - each rater has its own
+        raise NotImplementedError
+
+    def _reflect(self, items: list[dict], agent: str | None, max_insights: int) -> object:
+        """The raw ``insights`` answered for ``items`` (checked by :meth:`reflect`)."""
+        raise NotImplementedError  # pragma: no cover - each rater has its own
+
+    def reflect(self, memories: Sequence[dict], agent: str | None = None, max_insights: int = 3) -> list[dict]:
+        """Insights about ``memories``, the best first (seed 003's reflection).
+
+        Args:
+            memories: ``{"id": str, "text": str, "rating"?: int 1..10 | None}`` each, ids unique (1..500).
+            agent: the reflecting agent's name.
+            max_insights: at most this many insights (1..10).
+
+        Returns:
+            ``[{"text": str, "evidence": [id, ...]}, ...]``, possibly empty. The answer is checked: an
+            insight with empty text is dropped, evidence ids that are not among ``memories``' ids are
+            dropped (and repeats), an insight left with no evidence is dropped; each drop is logged and
+            counted in ``insights_dropped``.
+
+        Raises:
+            RaterError: the rater rejects the request (4xx, e.g. a rater without ``/reflect``), is unreachable
+                or failing after the retries, or answers something without an ``insights`` list of objects
+                with ``text`` and ``evidence``.
+        """
+        self.reflections_requested += 1
+        items = [{"id": m["id"], "text": m["text"], **({"rating": m["rating"]} if m.get("rating") is not None else {})}
+                 for m in memories]
+        insights = self._reflect(items, agent, max_insights)
+        if not isinstance(insights, list) or not all(
+                isinstance(i, dict) and "text" in i and isinstance(i.get("evidence"), list) for i in insights):
+            raise RaterError(f"{self.where} answered no usable 'insights' list of {{'text', 'evidence': [...]}}: "
+                             f"{str(insights)[:200]!r}")
+        known = {m["id"] for m in memories}
+        out = []
+        for n, insight in enumerate(insights):
+            text = insight["text"].strip() if isinstance(insight["text"], str) else ""
+            if not text:
+                self.insights_dropped += 1
+                log.warning("rater insight %d has no text: %r; dropped", n, insight)
+                continue
+            evidence = [e for e in dict.fromkeys(e for e in insight["evidence"] if isinstance(e, str)) if e in known]
+            unknown = [e for e in insight["evidence"] if not isinstance(e, str) or e not in known]
+            if unknown:
+                log.warning("rater insight %d cites ids that were not sent: %r; dropped them", n, unknown)
+            if not evidence:
+                self.insights_dropped += 1
+                log.warning("rater insight %d cites none of the memories sent: %r; dropped", n, insight)
+                continue
+            out.append({"text": text, "evidence": evidence})
+        return out
+
+    def close(self) -> None:
+        """Release what the rater holds (safe twice)."""
+
+
+class InProcessRater(Rater):
+    """Rates with a backend in this process, no HTTP between (what a run uses when no rater answers at its
+    ``rater.url``, and what each shard of a town builds for its agents).
+
+    Args:
+        backend: a :class:`simulacra.rating.backends.RaterBackend` (fitted before the first rating is best:
+            :func:`connect_rater` does it).
+        on_wait, wait_report_s: as :class:`Rater`; a backend call that takes ``wait_report_s`` seconds or more
+            (a slow model) is reported while it runs.
+    """
+
+    def __init__(self, backend, *, on_wait: Callable[[str, float, float], None] | None = None,
+                 wait_report_s: float = 10.0):
+        super().__init__(on_wait=on_wait, wait_report_s=wait_report_s)
+        self.backend = backend
+        self.where = f"the in-process {backend.name} rater"
+        self.model_quality(refresh=True)
+
+    def _call(self, what: str, model_calls: int, fn: Callable[[], T]) -> T:
+        self.requests_sent += 1
+        waiting = self._waiting(what, self.request_timeout_s(model_calls))
+        try:
+            with waiting:
+                return fn()
+        finally:
+            self._waited(waiting, what)
+
+    def _rate_uncached(self, todo: list[str]) -> list[int]:
+        from simulacra.rating.backends import rate_with_usage
+
+        ratings, usage = self._call(f"rating {len(todo)} memories", self._calls_for(len(todo)),
+                                    lambda: rate_with_usage(self.backend, todo))
+        if usage is not None:
+            self._add_usage({"usage": usage})
+        if len(ratings) != len(todo):  # pragma: no cover - a backend's contract
+            log.warning("%s answered %d ratings for %d memories", self.where, len(ratings), len(todo))
+            ratings = [None] * len(todo)
+        return [self._rating_from(None if r is None else r.to_dict(), m) for r, m in zip(ratings, todo)]
+
+    def _reflect(self, items: list[dict], agent: str | None, max_insights: int) -> object:
+        insights = self._call(f"reflecting on {len(items)} memories", 1,
+                              lambda: self.backend.reflect(items, agent=agent, max_insights=max_insights))
+        return [i.to_dict() for i in insights]
+
+    def model_quality(self, refresh: bool = True) -> dict | None:
+        if refresh and callable(getattr(self.backend, "health", None)):
+            self._read_limits(self.backend.health())
+        return self._quality
+
+
+class RaterClient(Rater):
+    """Rates memories over HTTP (a ``simulacra rater`` or any server speaking seed 003's ``/rate``).
+
+    Args:
+        url: the ``/rate`` endpoint.
+        timeout_s: seconds per request for everything but the rater's model calls (HTTP, queueing, the
+            offline backend); a request that may call a model waits longer (:meth:`request_timeout_s`).
+        attempts: tries per request on connection errors, timeouts and 5xx.
+        token: bearer token sent with every request; ``None`` (default) takes it from :data:`TOKEN_ENV`,
+            ``""`` sends none.
+        on_wait, wait_report_s: as :class:`Rater`.
+    Raises:
+        RaterError: the token holds characters an HTTP header cannot carry (non-ASCII, spaces, controls).
+    Attributes:
+        as :class:`Rater`; ``model_call_s`` and ``model_calls_per_memory`` come from ``GET /health``
+        (:meth:`refresh_limits`); ``None``: unknown or no model, requests wait ``timeout_s``.
+    """
+
+    def __init__(self, url: str, timeout_s: float = 30.0, attempts: int = 3, token: str | None = None, *,
+                 on_wait: Callable[[str, float, float], None] | None = None, wait_report_s: float = 10.0):
+        super().__init__(on_wait=on_wait, wait_report_s=wait_report_s)
+        self.url = url.rstrip("/")
+        self.where = f"the rater at {self.url}"
+        self.timeout_s = timeout_s
+        self.attempts = attempts
+        token = token_from_env() if token is None else (token.strip() or None)
+        if token is not None and (not token.isascii() or not token.isprintable() or " " in token):
+            raise RaterError(f"the rater token ({TOKEN_ENV}) must be printable ASCII without spaces")
+        self._token = token  # never logged or shown
+        self._session = requests.Session()
+        if token is not None:
+            self._session.headers["Authorization"] = f"Bearer {token}"
+        self._batch_supported: bool | None = None
 
     @property
     def has_token(self) -> bool:
@@ -234,15 +455,7 @@ class RaterClient:
         health = self.health(timeout_s=max(1.0, min(self.timeout_s, 10.0))) if health is None else health
         if health is None:
             return None
-        limits = health.get("limits")
-        if isinstance(limits, dict):
-            call_s, per = limits.get("model_call_s"), limits.get("model_calls_per_memory")
-            ok = isinstance(call_s, (int, float)) and not isinstance(call_s, bool) and math.isfinite(call_s)
-            self.model_call_s = float(call_s) if ok and call_s > 0 else None
-            if isinstance(per, int) and not isinstance(per, bool) and per >= 1:
-                self.model_calls_per_memory = per
-        if isinstance(health.get("quality"), dict):
-            self._quality = health["quality"]
+        self._read_limits(health)
         return health
 
     def request_timeout_s(self, model_calls: int) -> float:
@@ -256,12 +469,7 @@ class RaterClient:
         bound is reached only by a rater that is stuck; a slow model only makes the wait long, reported
         every ``wait_report_s`` seconds.
         """
-        if self.model_call_s is None:
-            return self.timeout_s
-        return self.timeout_s + max(1, model_calls) * self.model_call_s
-
-    def _calls_for(self, memories: int) -> int:
-        return max(1, self.model_calls_per_memory * memories - 1)
+        return self.timeout_s + super().request_timeout_s(model_calls)
 
     def _post(self, url: str, body: dict, model_calls: int = 1, what: str = "a request") -> requests.Response:
         limit = self.request_timeout_s(model_calls)
@@ -270,7 +478,7 @@ class RaterClient:
                retry=retry_if_exception_type(_Transient), reraise=True)
         def send():
             self.requests_sent += 1
-            waiting = _Waiting(self.wait_report_s, lambda elapsed: self.on_wait(what, elapsed, limit))
+            waiting = self._waiting(what, limit)
             try:
                 with waiting:
                     resp = self._session.post(url, json=body, timeout=(min(self.timeout_s, 10.0), limit))
@@ -281,10 +489,7 @@ class RaterClient:
             except requests.ConnectionError as err:
                 raise _Transient(str(err)) from err
             finally:
-                self.waited_s += waiting.elapsed_s
-            if self.wait_report_s > 0 and waiting.elapsed_s >= self.wait_report_s:
-                self.slow_requests += 1
-                log.warning("the rater answered %s after %.0f s", what, waiting.elapsed_s)
+                self._waited(waiting, what)
             if resp.status_code >= 500 or resp.status_code == 429:
                 raise _Transient(f"HTTP {resp.status_code}: {resp.text[:200]}")
             if resp.status_code == 401:  # retrying cannot help
@@ -298,66 +503,10 @@ class RaterClient:
         except _Transient as err:
             raise RaterError(f"rater at {url} failed after {self.attempts} attempts: {err}") from None
 
-    def _add_usage(self, answer) -> None:
-        """Sum a rating answer's ``usage`` (what the rater's model spent on it) into the counters."""
-        usage = answer.get("usage") if isinstance(answer, dict) else None
-        if not isinstance(usage, dict):
-            return
-
-        def number(key: str) -> float:
-            value = usage.get(key)
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-            return max(0.0, float(value)) if ok else 0.0
-
-        self.truncations += int(number("truncations"))
-        self.model_calls += int(number("llm_calls") + number("llm_errors"))
-        self.model_errors += int(number("llm_errors"))
-        self.model_fallbacks += int(number("fallbacks"))
-        self.model_s += number("seconds")
-
     def model_quality(self, refresh: bool = True) -> dict | None:
-        """The rater model's measured quality (``GET /health`` ``quality``: ``sample``, ``parsed``,
-        ``spearman``, ``mae``, ``min_spearman``, ``weak``, ``reason``, ``using``, ...; see
-        :mod:`simulacra.rating.quality`), or ``None`` when the rater has no model or did not measure it. With
-        ``refresh``, asks ``/health`` again; when it does not answer (e.g. after the in-process rater was
-        closed), the last figures read are returned."""
         if refresh:
             self.refresh_limits()
         return self._quality
-
-    def report(self, refresh: bool = True) -> dict:
-        """What a run's summary shows of its rater: ``{"truncations", "model_calls", "model_errors",
-        "model_fallbacks": int, "model_s": float (seconds in model calls), "slow_requests": int, "waited_s":
-        float (seconds waiting for the rater), "fallbacks": int (unusable answers), "quality": dict | None
-        (:meth:`model_quality`), "quality_line": str (one line, :func:`simulacra.rating.quality.describe`)}``."""
-        from simulacra.rating.quality import describe
-
-        quality = self.model_quality(refresh)
-        return {"truncations": self.truncations, "model_calls": self.model_calls, "model_errors": self.model_errors,
-                "model_fallbacks": self.model_fallbacks, "model_s": round(self.model_s, 3),
-                "slow_requests": self.slow_requests, "waited_s": round(self.waited_s, 3), "fallbacks": self.fallbacks,
-                "quality": quality, "quality_line": describe(quality)}
-
-    def _rating_from(self, answer, memory: str) -> int:
-        rating = _coerce_rating(answer.get("rating")) if isinstance(answer, dict) else None
-        if rating is None:
-            self.fallbacks += 1
-            log.warning("rater answered no usable rating for %r: %r; using %d", memory, answer, FALLBACK_RATING)
-            return FALLBACK_RATING
-        return rating
-
-    def rate_many(self, memories: Sequence[str]) -> list[int]:
-        """Ratings 1..10 for ``memories`` (same order); one HTTP request for all uncached texts.
-
-        Raises:
-            RaterError: the rater is unreachable or rejects the request (4xx; 401 for a missing or wrong
-                token) after retries.
-        """
-        todo = [m for m in dict.fromkeys(memories) if m not in self._cache]
-        if todo:
-            for text, rating in zip(todo, self._rate_uncached(todo)):
-                self._cache[text] = rating
-        return [self._cache[m] for m in memories]
 
     def _rate_uncached(self, todo: list[str]) -> list[int]:
         if self._batch_supported is not False:
@@ -394,29 +543,8 @@ class RaterClient:
             out.append(self._rating_from(answer, memory))
         return out
 
-    def reflect(self, memories: Sequence[dict], agent: str | None = None, max_insights: int = 3) -> list[dict]:
-        """Insights about ``memories`` from ``POST <base_url>/reflect``, the best first.
-
-        Args:
-            memories: ``{"id": str, "text": str, "rating"?: int 1..10 | None}`` each, ids unique (1..500).
-            agent: the reflecting agent's name.
-            max_insights: at most this many insights (1..10).
-
-        Returns:
-            ``[{"text": str, "evidence": [id, ...]}, ...]``, possibly empty. The answer is checked: an
-            insight with empty text is dropped, evidence ids that are not among ``memories``' ids are
-            dropped (and repeats), an insight left with no evidence is dropped; each drop is logged and
-            counted in ``insights_dropped``.
-
-        Raises:
-            RaterError: the rater rejects the request (4xx, e.g. a rater without ``/reflect``), is unreachable
-                or failing after the retries, or answers something without an ``insights`` list of objects
-                with ``text`` and ``evidence``.
-        """
-        self.reflections_requested += 1
+    def _reflect(self, items: list[dict], agent: str | None, max_insights: int) -> object:
         url = f"{self.base_url}/reflect"
-        items = [{"id": m["id"], "text": m["text"], **({"rating": m["rating"]} if m.get("rating") is not None else {})}
-                 for m in memories]
         body: dict = {"memories": items, "max_insights": max_insights}
         if agent is not None:
             body["agent"] = agent
@@ -427,170 +555,75 @@ class RaterClient:
             answer = resp.json()
         except ValueError:
             answer = None
-        insights = answer.get("insights") if isinstance(answer, dict) else None
-        if not isinstance(insights, list) or not all(
-                isinstance(i, dict) and "text" in i and isinstance(i.get("evidence"), list) for i in insights):
-            raise RaterError(f"rater at {url} answered no usable 'insights' list of {{'text', 'evidence': [...]}}: "
-                             f"{resp.text[:200]!r}")
-        known = {m["id"] for m in memories}
-        out = []
-        for n, insight in enumerate(insights):
-            text = insight["text"].strip() if isinstance(insight["text"], str) else ""
-            if not text:
-                self.insights_dropped += 1
-                log.warning("rater insight %d has no text: %r; dropped", n, insight)
-                continue
-            evidence = [e for e in dict.fromkeys(e for e in insight["evidence"] if isinstance(e, str)) if e in known]
-            unknown = [e for e in insight["evidence"] if not isinstance(e, str) or e not in known]
-            if unknown:
-                log.warning("rater insight %d cites ids that were not sent: %r; dropped them", n, unknown)
-            if not evidence:
-                self.insights_dropped += 1
-                log.warning("rater insight %d cites none of the memories sent: %r; dropped", n, insight)
-                continue
-            out.append({"text": text, "evidence": evidence})
-        return out
+        return answer.get("insights") if isinstance(answer, dict) else resp.text[:200]
 
     def close(self) -> None:
         self._session.close()
 
 
-class LocalRaterServer:
-    """The rater app served in-process on a background thread (werkzeug's threaded server).
-
-    Used when nothing answers at the configured URL; stopped by :meth:`close`.
-    """
-
-    def __init__(self, app, host: str, port: int):
-        from werkzeug.serving import make_server
-
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log line per request
-        try:
-            self._server = make_server(host, port, app, threaded=True)
-        except SystemExit:  # werkzeug exits the process when the port is taken; say it as the OSError it is
-            raise OSError(98, f"port {port} is in use") from None
-        self.host, self.port = host, self._server.server_port
-        self._thread = threading.Thread(target=self._server.serve_forever, name="rater", daemon=True)
-        self._thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}/rate"
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._thread.join(timeout=5)
-
-
-def _log_quality(client: RaterClient, health: dict) -> None:
-    quality = health.get("quality")
+def _log_quality(client: Rater) -> None:
+    quality = client.model_quality(refresh=False)
     if isinstance(quality, dict):
         from simulacra.rating.quality import describe
 
         (log.warning if quality.get("weak") or quality.get("error") else log.info)(
-            "the rater's model %s: %s", health.get("model"), describe(quality))
+            "%s's model: %s", client.where, describe(quality))
     if client.model_call_s is not None:
         log.info("the rater's model calls take at most %.0f s each with their retries; a request for n memories "
-                 "waits up to %.0f s + %d*n-1 such calls", client.model_call_s, client.timeout_s,
+                 "waits up to %.0f s + %d*n-1 such calls", client.model_call_s, getattr(client, "timeout_s", 0),
                  client.model_calls_per_memory)
-
-
-#: seconds a rater another process is starting on the port may take to answer (:func:`connect_rater`)
-RACE_WAIT_S = 10.0
 
 
 def connect_rater(url: str, timeout_s: float, start_local: bool, embedder, neighbours: int = 11, *,
                   backend=None, token: str | None = None,
                   on_wait: Callable[[str, float, float], None] | None = None, wait_report_s: float = 10.0,
-                  attempts: int = 3, owner: str = "simulacra"):
-    """A :class:`RaterClient` for ``url``; starts a rater in-process if nothing answers there, or if what answers
-    is another program's in-process rater.
+                  attempts: int = 3) -> Rater:
+    """The run's rater: a :class:`RaterClient` when a rater answers at ``url``, else (a loopback ``url`` and
+    ``start_local``) an :class:`InProcessRater` rating with ``backend`` in this process, no HTTP between.
 
     Args:
-        url, timeout_s: the rater's ``/rate`` endpoint and the seconds per request.
-        start_local: whether to start a rater in-process when nothing answers at a local ``url``.
-        embedder, neighbours: the offline rater started in-process is
-            ``EmbeddingRater(embedder, k=neighbours)``, unless ``backend`` is given.
-        backend: the :class:`simulacra.rating.backends.RaterBackend` of a rater started in-process (not used when
-            a rater already answers at ``url``).
-        token: bearer token; ``None`` takes it from :data:`TOKEN_ENV`, ``""`` sends none. A rater started
-            in-process requires the same token.
-        on_wait, wait_report_s: progress while a request waits (:class:`RaterClient`).
-        attempts: tries per request (:class:`RaterClient`); after them a :class:`RaterError` stops the run.
-        owner: names this program in the ``belongs_to`` of a rater started in-process (``GET /health``), followed
-            by its pid.
+        url, timeout_s: the rater's ``/rate`` endpoint and the seconds per request. Port 0 never asks anything
+            and rates in-process.
+        start_local: whether to rate in-process when nothing answers at a loopback ``url``.
+        embedder, neighbours: the in-process backend is ``EmbeddingRater(embedder, k=neighbours)``, unless
+            ``backend`` is given (:func:`simulacra.rating.backends.build_backend`).
+        backend: the :class:`simulacra.rating.backends.RaterBackend` to rate with in-process (not used when a
+            rater answers at ``url``).
+        token: bearer token for the rater at ``url``; ``None`` takes it from :data:`TOKEN_ENV`, ``""`` sends none.
+        on_wait, wait_report_s: progress while a request waits (:class:`Rater`).
+        attempts: tries per HTTP request (:class:`RaterClient`); after them a :class:`RaterError` stops the run.
 
-    Before a rater is started in-process, its backend's start-up check runs when it has one
+    Before the in-process rater rates, its backend's start-up check runs when it has one
     (``backend.ensure_checked()``: :class:`simulacra.rating.llm.LLMRater` with a quality check), and the
     backend is fitted (``backend.fit()``: the offline rater embeds its labelled examples, about 10 s idle and a
-    minute under load, which as the first rating of a tick could outlast the client's timeout).
-    The client reads the rater's ``limits`` and ``quality`` from ``/health`` (:meth:`RaterClient.refresh_limits`)
-    and logs the quality.
+    minute under load, so that the first tick does not pay it). The rater's quality is logged.
 
-    When the port turns out to be taken as the rater is started (another run started one there after this one
-    looked: two runs launched together), the rater that answers there within :data:`RACE_WAIT_S` seconds is used.
-
-    A rater found at ``url`` whose ``/health`` names a ``belongs_to`` is another run's in-process rater: it stops
-    when that run ends, and this run would then stop with a :class:`RaterError` at a random tick. So, when
-    ``start_local`` allows, this run starts its own in-process rater on a free port instead (logged), with its own
-    config's backend; else it uses that rater and warns.
-
-    Returns:
-        ``(client, server)``; ``server`` is a :class:`LocalRaterServer` to close, or ``None``.
     Raises:
-        RaterError: nothing answers, and the URL is not local or ``start_local`` is false, or the port is
-            taken by something that is not a rater; or the rater answering requires a token and there is none.
+        RaterError: nothing answers, and the URL is not local or ``start_local`` is false; or the rater
+            answering requires a token and there is none.
     """
     waiting = {"on_wait": on_wait, "wait_report_s": wait_report_s}
     client = RaterClient(url, timeout_s, attempts, token=token, **waiting)
     p = urlparse(url)
-    # port 0 means "start one on a free port": never ask whoever listens at the scheme's default port
+    # port 0 means "no server": never ask whoever listens at the scheme's default port
     health = None if p.port == 0 else client.health()
-    host = p.hostname or "127.0.0.1"
-    local = start_local and host in ("127.0.0.1", "localhost", "::1")
-    port = 80 if p.port is None else p.port  # 0: the OS picks a free port
     if health is not None:
-        if not (health.get("belongs_to") and local):
-            return _use_running(client, url, health), None
-        log.info("the rater at %s belongs to %s and stops with it: starting this run's own on a free port", url,
-                 health["belongs_to"])
-        port = 0
-    elif not local:
-        raise RaterError(f"no rater answers at {url} (start one with 'simulacra rater', or use a local URL)")
-    from rater_server import create_app
+        return _use_running(client, url, health)
+    client.close()
+    if not (start_local and (p.hostname or "127.0.0.1") in ("127.0.0.1", "localhost", "::1")):
+        raise RaterError(f"no rater answers at {url} (start one with 'simulacra rater', or use a loopback URL "
+                         "with rater.start_local to rate in-process)")
     from simulacra.rating.backends import EmbeddingRater
 
-    secret = client._token
     if callable(getattr(backend, "ensure_checked", None)):
         backend.ensure_checked()
     chosen = backend if backend is not None else EmbeddingRater(embedder, k=neighbours)
     if callable(getattr(chosen, "fit", None)):
-        chosen.fit()  # during set-up: a first rating that fits under the client's timeout can stop a run (load)
-    app = create_app(chosen, token=secret, belongs_to=f"{owner} (pid {os.getpid()})")
-    try:
-        server = LocalRaterServer(app, host, port)
-    except OSError as err:
-        # taken since we looked: a rater another run is starting there answers within a few seconds
-        waited = Retrying(stop=stop_after_delay(RACE_WAIT_S), wait=wait_fixed(0.25),
-                          retry=retry_if_result(lambda h: h is None), retry_error_callback=lambda _: None)
-        health = waited(client.health) if port else None
-        if health is None:
-            raise RaterError(f"nothing answers as a rater at {url} and its port cannot be used: {err}") from None
-        if not health.get("belongs_to"):
-            return _use_running(client, url, health), None
-        log.info("the rater another program started at %s meanwhile belongs to %s: starting this run's own on a "
-                 "free port", url, health["belongs_to"])
-        server = LocalRaterServer(app, host, 0)
-    log.info("started the %s rater in-process at %s%s", app.extensions["rater_backend"].name, server.url,
-             " (token required)" if secret else "")
-    client.close()
-    # a free port the OS picked: talk to the one it gave
-    client = RaterClient(url if server.port == p.port else server.url, timeout_s, attempts, token=secret or "",
-                         **waiting)
-    health = client.refresh_limits()
-    if health is not None:
-        _log_quality(client, health)
-    return client, server
+        chosen.fit()  # during set-up, not in the first tick
+    rater = InProcessRater(chosen, **waiting)
+    log.info("rating in-process with the %s rater (nothing answers at %s)", chosen.name, url)
+    _log_quality(rater)
+    return rater
 
 
 def _use_running(client: RaterClient, url: str, health: dict) -> RaterClient:
@@ -599,12 +632,10 @@ def _use_running(client: RaterClient, url: str, health: dict) -> RaterClient:
     Raises:
         RaterError: it requires a token and the client has none.
     """
-    if health.get("belongs_to"):
-        log.warning("the rater at %s belongs to %s: this run stops when that one ends", url, health["belongs_to"])
     if health.get("token_required") and not client.has_token:
         client.close()
         raise RaterError(f"the rater at {url} requires a token: set {TOKEN_ENV} to the token it was started with")
     log.info("using the rater at %s", url)
     client.refresh_limits(health)
-    _log_quality(client, health)
+    _log_quality(client)
     return client

@@ -65,7 +65,8 @@ class Runtime:
         world, config, run_dir: the run's inputs and folder.
         agents: ids of the simulated residents; names: id -> full name (simulated residents);
             place_names: place id -> name.
-        embedder: :class:`~simulacra.embeddings.Embedder`; rater: :class:`~simulacra.rater.RaterClient`.
+        embedder: :class:`~simulacra.embeddings.Embedder`; rater: a :class:`~simulacra.rater.Rater` (in-process,
+            or a client of the HTTP rater).
         memories: agent id -> :class:`AgentMemory`; shared: the town's shared tier or ``None``.
         mind: the agents' :class:`~simulacra.cognition.mind.Mind`; llm: the language model (``None`` offline).
         location: where the stores live (:func:`store_location`).
@@ -174,8 +175,8 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
 
     Order: world and personas (validated), run folder (writable, ``simulation.min_free_mb`` free), the Chroma server
     when ``memory.chroma_url`` is set (reachable; a new run's collections not there yet), embedder, language model (a
-    bundled local model is started here when ``llm.provider: local``), rater (connected, or started in-process with the
-    model's backend), mind, memory stores with the static memories embedded.
+    bundled local model is started here when ``llm.provider: local``), rater (the one answering at ``rater.url``, or
+    in-process with the model's backend: :func:`build_rater`), mind, memory stores with the static memories embedded.
 
     Raises:
         WorldError, PersonaError: invalid input files (naming file and field).
@@ -184,12 +185,11 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
             collections.
         RunFolderError: the run folder cannot be created or written, or its disk is short of free space.
         StoreUnavailable: no Chroma server answers at ``memory.chroma_url``.
-        RaterError: no rater answers and none can be started.
+        RaterError: no rater answers at a ``rater.url`` that is not loopback.
         LLMError: the configured model cannot be set up (missing key, bundled model not installed).
         SimulacraError: ``agents`` names someone who is not a resident.
     """
     from simulacra.embeddings import build_embedder
-    from simulacra.rater import connect_rater
 
     world = load_world(world_path, personas_dir)
     ids = agents if agents is not None else list(world.personas)
@@ -218,22 +218,8 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
         if embedder is None:
             embedder = build_embedder(config.embedding)
         llm = build_language_model(config, run_dir, closers, resume)
-        r = config.rater
-        backend = None
-        if llm is not None:
-            from simulacra.rating.backends import EmbeddingRater
-            from simulacra.rating.llm import LLMRater
-
-            backend = LLMRater.from_config(llm, EmbeddingRater(embedder, k=r.neighbours), r)
-        # the client's waits follow from the rater's model settings (its GET /health "limits")
-        rater, server = connect_rater(r.url, r.timeout_s, r.start_local, embedder, r.neighbours, backend=backend,
-                                      attempts=r.attempts, owner=f"simulacra run {run_name}")
+        rater = build_rater(config, embedder, llm, run_name)
         closers.append(rater.close)
-        if server is not None:
-            closers.append(server.close)
-        elif llm is not None:
-            log.warning("a rater already answers at %s, so the configured LLM (%s) does not rate this run's "
-                        "memories; stop that rater or point rater.url elsewhere", r.url, llm.name)
         mind = build_mind(config, llm, world.tick_minutes, rater.reflect)
         memories, shared = open_stores(world, config, run_dir, embedder, ids, location)
     except BaseException:
@@ -242,6 +228,27 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
         raise
     return Runtime(world=world, config=config, run_dir=run_dir, agents=list(ids), embedder=embedder, rater=rater,
                    mind=mind, memories=memories, shared=shared, llm=llm, location=location, closers=closers)
+
+
+def build_rater(config: Config, embedder, llm=None, run_name: str = "the run"):
+    """The run's rater (:func:`simulacra.rater.connect_rater`): the one answering at ``rater.url``, else one rating
+    in-process with :func:`simulacra.rating.backends.build_backend` (the language-model rater over ``llm`` when a
+    model is configured, the offline one otherwise).
+
+    Raises:
+        RaterError: no rater answers at a URL that is not loopback (or ``rater.start_local`` is false).
+    """
+    from simulacra.rater import RaterClient, connect_rater
+    from simulacra.rating.backends import build_backend
+
+    r = config.rater
+    backend = build_backend(r, embedder, llm)
+    rater = connect_rater(r.url, r.timeout_s, r.start_local, embedder, r.neighbours, backend=backend,
+                          attempts=r.attempts)
+    if isinstance(rater, RaterClient) and llm is not None:
+        log.warning("a rater already answers at %s, so the configured LLM (%s) does not rate %s's memories; stop "
+                    "that rater or point rater.url elsewhere", r.url, llm.name, run_name)
+    return rater
 
 
 def build_language_model(config: Config, run_dir: Path, closers: list[Callable[[], None]], resume: bool = False):

@@ -58,9 +58,42 @@ from simulacra.tick import (
     summarise_stage,
     world_events,
 )
-from simulacra.trace import TraceWriter, read_header
+from simulacra.trace import TraceFormatError, TraceWriter, read_header
 
 log = logging.getLogger(__name__)
+
+
+def _recorded_run(run_dir: Path, allow_changed: bool, rater_url: str | None, chroma_url: str | None
+                  ) -> tuple[Config, str, dict[str, Any]]:
+    """``(config, world path, header)`` of the run at ``run_dir`` as its trace header records them, the rater's and
+    the Chroma server's addresses replaced when given.
+
+    Raises:
+        CheckpointError: a header without its input files (an older simulacra), a scenario run with ablations, or
+            an input file changed since the run started (unless ``allow_changed``: then logged).
+        TraceFormatError: the trace has no valid header.
+    """
+    header = read_header(run_dir)
+    if "inputs" not in header:
+        raise CheckpointError(f"{run_dir / 'trace.jsonl'}: the header does not record its input files (a run of an "
+                              f"older simulacra); it cannot be resumed")
+    ablated = ((header.get("scenario") or {}).get("variant") or {}).get("ablate")
+    if ablated:  # the ablations wrap the mind and the stores in simulacra.evaluation; a resume would lose them
+        raise CheckpointError(f"cannot resume {run_dir}: a scenario run with ablations ({', '.join(ablated)}); run "
+                              f"simulacra evaluate again")
+    changed = changed_inputs(header["inputs"])
+    if changed and not allow_changed:
+        raise CheckpointError(f"cannot resume {run_dir}: " + "; ".join(changed)
+                              + ". Restore the file, or pass --allow-changed to resume with it as it is now")
+    for problem in changed:
+        log.warning("resuming %s although its %s", run_dir, problem)
+    data = recorded_config(header["config"])
+    if rater_url is not None:
+        data = {**data, "rater": {**data["rater"], "url": rater_url}}
+    if chroma_url is not None:
+        data = {**data, "memory": {**data.get("memory", {}), "chroma_url": chroma_url}}
+    config = config_from_dict(data, f"{run_dir / 'trace.jsonl'}: header config")
+    return config, next(iter(header["inputs"]["world"])), header
 
 
 @dataclass
@@ -114,7 +147,7 @@ class Simulation:
         if sorted(ck["memory"]) != sorted(rt.agents):
             raise CheckpointError(f"{rt.run_dir / CHECKPOINT}: agents {sorted(ck['memory'])} differ from the run's "
                                   f"{sorted(rt.agents)}")
-        self.state = TownState.from_dict(ck["state"])
+        self.state = TownState.from_dict(ck["state"], order=rt.agents)
         self.ticks_done = int(ck["ticks_done"])
         self.target_ticks = ck.get("target_ticks")
         self.history_usage = Counter(ck.get("history_usage", {}))
@@ -204,28 +237,10 @@ class Simulation:
             TraceFormatError: the trace has no valid header.
         """
         run_dir = Path(run_dir)
+        if not (run_dir / CHECKPOINT).is_file():
+            return cls._start_again(run_dir, embedder, allow_changed, rater_url, chroma_url)
         ck = read_checkpoint(run_dir)
-        header = read_header(run_dir)
-        if "inputs" not in header:
-            raise CheckpointError(f"{run_dir / 'trace.jsonl'}: the header does not record its input files (a run of an "
-                                  f"older simulacra); it cannot be resumed")
-        ablated = ((header.get("scenario") or {}).get("variant") or {}).get("ablate")
-        if ablated:  # the ablations wrap the mind and the stores in simulacra.evaluation; a resume would lose them
-            raise CheckpointError(f"cannot resume {run_dir}: a scenario run with ablations ({', '.join(ablated)}); run "
-                                  f"simulacra evaluate again")
-        changed = changed_inputs(header["inputs"])
-        if changed and not allow_changed:
-            raise CheckpointError(f"cannot resume {run_dir}: " + "; ".join(changed)
-                                  + ". Restore the file, or pass --allow-changed to resume with it as it is now")
-        for problem in changed:
-            log.warning("resuming %s although its %s", run_dir, problem)
-        data = recorded_config(header["config"])
-        if rater_url is not None:
-            data = {**data, "rater": {**data["rater"], "url": rater_url}}
-        if chroma_url is not None:
-            data = {**data, "memory": {**data.get("memory", {}), "chroma_url": chroma_url}}
-        config = config_from_dict(data, f"{run_dir / 'trace.jsonl'}: header config")
-        world_path = next(iter(header["inputs"]["world"]))
+        config, world_path, header = _recorded_run(run_dir, allow_changed, rater_url, chroma_url)
         rt = build_runtime(world_path, config, header["personas_dir"], run_dir.parent, run_dir.name,
                            embedder=embedder, agents=header["agents"], resume=True)
         rt.scenario = header.get("scenario")  # its schedule (tellings, probes) goes on where the run stopped
@@ -234,6 +249,30 @@ class Simulation:
         except BaseException:
             rt.close()
             raise
+
+    @classmethod
+    def _start_again(cls, run_dir: Path, embedder, allow_changed: bool, rater_url: str | None,
+                     chroma_url: str | None) -> Simulation:
+        """A run stopped before its first checkpoint (while it was being set up) has no tick to resume: it starts
+        again, in the same folder, from the settings its trace header records (config, world, personas, agents).
+
+        Raises:
+            CheckpointError: not even a trace header was written (the settings are unknown), the run is a
+                scenario's (``simulacra evaluate`` sets it up), or an input file changed (unless allowed).
+        """
+        try:
+            read_header(run_dir)
+        except TraceFormatError:
+            raise CheckpointError(f"{run_dir}: stopped before it recorded its settings (no checkpoint, no trace "
+                                  f"header): start it again with its arguments and --overwrite") from None
+        config, world_path, header = _recorded_run(run_dir, allow_changed, rater_url, chroma_url)
+        if header.get("scenario") is not None:
+            raise CheckpointError(f"cannot resume {run_dir}: a scenario run stopped before its first tick; run "
+                                  f"simulacra evaluate again")
+        log.warning("%s stopped before its first checkpoint: starting it again from the settings its trace header "
+                    "records", run_dir)
+        return cls.create(world_path, config, header["personas_dir"], run_dir.parent, run_dir.name, overwrite=True,
+                          embedder=embedder, agents=header["agents"])
 
     # conveniences over the runtime
     @property

@@ -9,6 +9,7 @@ plus the stores; the stores' ids are deterministic, so writing a tick again over
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,13 +125,21 @@ class TownState:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TownState:
+    def from_dict(cls, d: dict[str, Any], order: Sequence[str] | None = None) -> TownState:
+        """The state :meth:`to_dict` wrote. ``order``: the run's agent ids in the order its ticks visit them (the
+        world's order, or ``--agents``'); a checkpoint's JSON has sorted keys, so without it the agents come back
+        in alphabetical order (a resumed trace would then list them otherwise than the uninterrupted run's).
+
+        Raises:
+            KeyError: ``order`` names an agent the state does not hold.
+        """
         rng = np.random.default_rng()
         rng.bit_generator.state = d["rng"]
         return cls(
             start_minute=int(d["start_minute"]), tick_minutes=int(d["tick_minutes"]), rng=rng,
             object_states=dict(d["object_states"]),
-            agents={pid: AgentState.from_dict(a) for pid, a in d["agents"].items()}, tick=int(d["tick"]),
+            agents={pid: AgentState.from_dict(d["agents"][pid]) for pid in (d["agents"] if order is None else order)},
+            tick=int(d["tick"]),
             pair_last_talk={k: int(v) for k, v in d.get("pair_last_talk", {}).items()},
             posted_topics=set(d.get("posted_topics", [])), counters=Counter(d.get("counters", {})),
         )

@@ -35,12 +35,11 @@ def rater_backend(embedder):
 def rater_url(rater_backend):
     """URL of a real rater app served over HTTP on a free loopback port (its model fitted before it serves, so that
     a run's first request does not wait for the fit, which on a loaded machine can outlast the client's timeout)."""
-    from rater_server import create_app
-    from simulacra.rater import LocalRaterServer
+    from rater_server import ThreadedServer, create_app
 
     rater_backend.rate(["The rater fits its model at its first rating."])
 
-    server = LocalRaterServer(create_app(rater_backend), "127.0.0.1", 0)
+    server = ThreadedServer(create_app(rater_backend), "127.0.0.1", 0)
     yield server.url
     server.close()
 

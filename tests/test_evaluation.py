@@ -711,10 +711,9 @@ party: {{fact: party, host: greta_lund, place: tavern, start: "08:00", end: "09:
 def test_a_run_cut_short_by_a_failed_part_is_not_reported_as_finished(tmp_path, embedder, rater_backend):
     """A rater that fails for good after its first answers stops the run early; evaluate says so and writes no
     report, instead of measuring the cut-short run as if the news had stopped spreading."""
-    from rater_server import create_app
+    from rater_server import ThreadedServer, create_app
     from simulacra.errors import SimulacraError
     from simulacra.evaluation.report import evaluate
-    from simulacra.rater import LocalRaterServer
 
     class FailsAfterTwo:  # the real backend, broken for good from the third rating request on
         def __init__(self, inner):
@@ -729,7 +728,7 @@ def test_a_run_cut_short_by_a_failed_part_is_not_reported_as_finished(tmp_path, 
         def __getattr__(self, name):
             return getattr(self.inner, name)
 
-    server = LocalRaterServer(create_app(FailsAfterTwo(rater_backend)), "127.0.0.1", 0)
+    server = ThreadedServer(create_app(FailsAfterTwo(rater_backend)), "127.0.0.1", 0)
     try:
         over = [f"rater.url={server.url}", "rater.start_local=false", "rater.attempts=1"]
         with pytest.raises(SimulacraError, match="did not reach the scenario's end"):

@@ -244,10 +244,10 @@ def test_a_read_only_run_folder_is_refused_before_the_first_tick(tmp_path, embed
 def test_a_rater_whose_language_model_is_gone_answers_503_and_the_client_gives_up(tmp_path, rater_backend):
     """The rater's model server closed: the rater does not quietly rate offline for the rest of the run; it answers
     503 naming the model, and the run's client, after its retries, raises the RaterError that stops the run."""
-    from rater_server import create_app
+    from rater_server import ThreadedServer, create_app
     from simulacra.errors import RaterError
     from simulacra.llm import OpenAIChatModel, RetryingModel
-    from simulacra.rater import LocalRaterServer, RaterClient
+    from simulacra.rater import RaterClient
     from simulacra.rating.llm import LLMRater
 
     double = OpenAIDouble()
@@ -255,7 +255,7 @@ def test_a_rater_whose_language_model_is_gone_answers_503_and_the_client_gives_u
     model = RetryingModel(OpenAIChatModel("double-model", base_url=double.url, timeout_s=2.0), attempts=2,
                           initial_wait_s=0.01, max_wait_s=0.05)
     backend = LLMRater(model, rater_backend, batch_size=4)
-    server = LocalRaterServer(create_app(backend), "127.0.0.1", 0)
+    server = ThreadedServer(create_app(backend), "127.0.0.1", 0)
     try:
         client = RaterClient(server.url, timeout_s=10, attempts=2)
         assert len(client.rate_many(["Ann found a coin by the well."])) == 1 and double.requests  # the model rated

@@ -6,10 +6,9 @@ import json
 import pytest
 import requests
 
-from rater_server import create_app
+from rater_server import ThreadedServer, create_app
 from simulacra.config import load_config
 from simulacra.llm import BudgetedModel, OpenAIChatModel, RecordingModel, RetryingModel, UsageMeter
-from simulacra.rater import LocalRaterServer
 from simulacra.rating.llm import LLMRater
 from simulacra.simulation import Simulation
 from simulacra.trace import read_trace
@@ -41,7 +40,7 @@ def stack(url, tmp_path, max_calls=None, timeout_s=2.0):
 def served(openai_double, rater_backend, tmp_path):
     """``(rater base URL, LLMRater)``: the rater app over HTTP with an LLM backend talking to the double."""
     backend = LLMRater(stack(openai_double.url, tmp_path, timeout_s=0.3), rater_backend, batch_size=4)
-    server = LocalRaterServer(create_app(backend), "127.0.0.1", 0)
+    server = ThreadedServer(create_app(backend), "127.0.0.1", 0)
     yield server.url.rsplit("/", 1)[0], backend
     server.close()
 

@@ -1,16 +1,15 @@
 """Rater hardening over real HTTP on 127.0.0.1: bearer token, malformed requests, fuzzed bodies, the CLI."""
 
 import json
-import os
-import time
 
 import pytest
 import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rater_server import ThreadedServer
 from simulacra.errors import RaterError
-from simulacra.rater import TOKEN_ENV, LocalRaterServer, RaterClient, connect_rater
+from simulacra.rater import TOKEN_ENV, InProcessRater, RaterClient, connect_rater
 
 TOKEN = "s3cret-Token_0123"
 ENDPOINTS = ["/rate", "/rate/batch", "/reflect"]
@@ -27,7 +26,7 @@ def protected_url(rater_backend):
     """A real rater app that requires ``TOKEN``, served on a free loopback port; yields its base URL."""
     from rater_server import create_app
 
-    server = LocalRaterServer(create_app(rater_backend, token=TOKEN), "127.0.0.1", 0)
+    server = ThreadedServer(create_app(rater_backend, token=TOKEN), "127.0.0.1", 0)
     yield base(server.url)
     server.close()
 
@@ -171,128 +170,46 @@ def test_connect_checks_the_token_up_front(protected_url, embedder, monkeypatch)
     with pytest.raises(RaterError, match=f"requires a token: set {TOKEN_ENV}"):
         connect_rater(protected_url + "/rate", 5, True, embedder)
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
-    client, server = connect_rater(protected_url + "/rate", 5, True, embedder)
-    assert server is None and 1 <= client.rate_many(["The school bell rang."])[0] <= 10
+    client = connect_rater(protected_url + "/rate", 5, True, embedder)
+    assert isinstance(client, RaterClient) and 1 <= client.rate_many(["The school bell rang."])[0] <= 10
 
 
-def test_an_in_process_rater_requires_the_clients_token(embedder, rater_backend, monkeypatch):
+def test_nothing_answering_means_rating_in_process_with_the_same_answers(embedder, rater_backend, protected_url,
+                                                                          monkeypatch):
+    """No rater at the URL (port 0 never asks anyone): the run rates in-process, no HTTP, no port opened, with
+    the ratings and insights the same backend gives over HTTP."""
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
-    client, server = connect_rater("http://127.0.0.1:0/rate", 5, True, embedder, backend=rater_backend)
-    try:
-        assert server is not None and client.health()["token_required"] is True
-        assert 1 <= client.rate_many(["The baker burned the bread."])[0] <= 10
-        assert requests.post(server.url, json=VALID["/rate"], timeout=5).status_code == 401
-    finally:
-        server.close()
+    local = connect_rater("http://127.0.0.1:0/rate", 5, True, embedder, backend=rater_backend)
+    remote = connect_rater(protected_url + "/rate", 5, True, embedder)
+    assert isinstance(local, InProcessRater) and isinstance(remote, RaterClient)
+    texts = ["The baker burned the bread.", "Ruth's dog ran off in the storm.", "The bell rang at noon."]
+    assert local.rate_many(texts) == remote.rate_many(texts)
+    memories = [{"id": f"m{i}", "text": t, "rating": 5} for i, t in enumerate(
+        ["The mill wheel broke in the storm.", "The storm tore the mill's roof.", "Storm damage at the mill.",
+         "Greta bought apples.", "Greta sells apples at the market.", "Apples from Greta's stall."])]
+    assert local.reflect(memories, agent="Ezra") == remote.reflect(memories, agent="Ezra") != []
+    assert local.requests_sent == 2 and local.counters()["ratings"] == remote.counters()["ratings"]
+    remote.close()
+    local.close()
 
 
-def test_port_0_always_starts_its_own_rater_on_a_free_port(embedder, rater_backend, monkeypatch):
-    """``http://127.0.0.1:0/rate`` asks for a fresh in-process rater: two such connections get two servers on
-    ports the OS picked (never the scheme's default port 80, where a rater of another run could answer)."""
-    monkeypatch.delenv(TOKEN_ENV, raising=False)
-    first = connect_rater("http://127.0.0.1:0/rate", 5, True, embedder, backend=rater_backend)
-    try:
-        second = connect_rater("http://127.0.0.1:0/rate", 5, True, embedder, backend=rater_backend)
-        try:
-            servers = [first[1], second[1]]
-            assert all(s is not None for s in servers)
-            ports = [s.port for s in servers]
-            assert ports[0] != ports[1] and 80 not in ports
-            assert second[0].base_url != first[0].base_url
-        finally:
-            second[1].close()
-    finally:
-        first[1].close()
-
-
-@pytest.mark.parametrize("belongs_to", [None, "simulacra run other (pid 1)"])
-def test_a_rater_started_on_the_port_meanwhile(embedder, rater_backend, belongs_to):
-    """Two programs launched together on the default URL: the port is free when this run looks, taken when it binds
-    (werkzeug would exit the process), and a rater answers there a moment later: a standalone one is used; another
-    run's in-process one is not (it stops with that run): this run serves its own on a free port."""
+def test_a_port_taken_by_something_that_is_not_a_rater_means_rating_in_process(embedder, rater_backend):
     import socket
-    import threading
-
-    from rater_server import create_app
 
     holder = socket.socket()
     holder.bind(("127.0.0.1", 0))
-    holder.listen(1)  # takes the port without answering HTTP: nothing answers as a rater at first
-    port = holder.getsockname()[1]
-    other: dict = {}
-
-    def other_run():
-        time.sleep(1.5)
-        holder.close()
-        other["server"] = LocalRaterServer(create_app(rater_backend, belongs_to=belongs_to), "127.0.0.1", port)
-
-    thread = threading.Thread(target=other_run)
-    thread.start()
+    holder.listen(1)  # takes the port without answering HTTP
     try:
-        client, server = connect_rater(f"http://127.0.0.1:{port}/rate", 5, True, embedder, backend=rater_backend)
-        thread.join()
-        if belongs_to is None:
-            assert server is None  # not a second server: the standalone one answering there
-        else:  # the other run's own rater stops with it: not borrowed, this run's own is on a free port
-            assert server is not None and server.port != port
-            other["server"].close()
-        assert 1 <= client.rate_many(["The baker burned the bread."])[0] <= 10
-        client.close()
-        if server is not None:
-            server.close()
-    finally:
-        thread.join()
-        if "server" in other:
-            other["server"].close()
-
-
-def test_another_runs_in_process_rater_is_not_borrowed(embedder, rater_backend, monkeypatch):
-    """A rater found at the URL that belongs to another run (its in-process rater, which stops when that run ends)
-    is not used: this run starts its own on a free port, and keeps rating after the other run's rater is gone. A
-    standalone rater (no ``belongs_to``) at the URL is used as before."""
-    from rater_server import create_app
-
-    monkeypatch.delenv(TOKEN_ENV, raising=False)
-    other_client, other_server = connect_rater("http://127.0.0.1:0/rate", 5, True, embedder, backend=rater_backend,
-                                               owner="simulacra run other")
-    url = other_server.url
-    assert other_client.health()["belongs_to"] == f"simulacra run other (pid {os.getpid()})"
-    client, server = connect_rater(url, 5, True, embedder, backend=rater_backend)
-    try:
-        assert server is not None and server.port != other_server.port
-        assert client.base_url != other_client.base_url
-        other_client.close()
-        other_server.close()  # the other run ends
-        assert 1 <= client.rate_many(["The harbour bell rang twice."])[0] <= 10
-        assert client.health()["belongs_to"] == f"simulacra (pid {os.getpid()})"
-    finally:
-        client.close()
-        server.close()
-    standalone = LocalRaterServer(create_app(rater_backend), "127.0.0.1", 0)
-    try:
-        client, server = connect_rater(standalone.url, 5, True, embedder, backend=rater_backend)
-        assert server is None and client.base_url == standalone.url.removesuffix("/rate")
-        assert client.health()["belongs_to"] is None
-        client.close()
-    finally:
-        standalone.close()
-
-
-def test_a_port_taken_by_something_else_is_a_rater_error_not_an_exit(embedder, rater_backend, monkeypatch):
-    import socket
-
-    import simulacra.rater as rater_module
-
-    monkeypatch.setattr(rater_module, "RACE_WAIT_S", 1.0)
-    holder = socket.socket()
-    holder.bind(("127.0.0.1", 0))
-    holder.listen(1)
-    try:
-        with pytest.raises(RaterError, match="its port cannot be used"):
-            connect_rater(f"http://127.0.0.1:{holder.getsockname()[1]}/rate", 5, True, embedder,
-                          backend=rater_backend)
+        rater = connect_rater(f"http://127.0.0.1:{holder.getsockname()[1]}/rate", 1, True, embedder,
+                              backend=rater_backend)
+        assert isinstance(rater, InProcessRater) and 1 <= rater.rate_many(["The bell rang."])[0] <= 10
     finally:
         holder.close()
+
+
+def test_a_remote_url_that_does_not_answer_is_not_replaced_by_an_in_process_rater(embedder):
+    with pytest.raises(RaterError, match="no rater answers at http://192.0.2.1:9/rate"):
+        connect_rater("http://192.0.2.1:9/rate", 0.5, True, embedder)
 
 
 # ----------------------------------------------------------------------------------- malformed requests
@@ -485,7 +402,8 @@ def test_fuzzed_requests_to_the_protected_rater(protected_url, fuzz_session):
 
 @pytest.fixture()
 def served(monkeypatch):
-    """Runs ``simulacra rater`` with waitress.serve replaced; yields the captured ``(app, kwargs)`` list."""
+    """Runs ``python -m rater_server`` (what ``simulacra rater`` becomes) with waitress.serve replaced; yields the
+    captured ``(app, kwargs)`` list."""
     import waitress
 
     calls = []
@@ -494,10 +412,10 @@ def served(monkeypatch):
 
 
 def test_cli_serves_with_the_token_from_the_environment(served, monkeypatch, capsys):
-    from simulacra.cli import main
+    from rater_server.cli import main
 
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
-    assert main(["rater", "--port", "5123", "--threads", "3"]) == 0
+    assert main(["--port", "5123", "--threads", "3"]) == 0
     err = capsys.readouterr().err
     assert "token required" in err and TOKEN not in err and "3 threads" in err
     (app, kw), = served
@@ -508,13 +426,13 @@ def test_cli_serves_with_the_token_from_the_environment(served, monkeypatch, cap
 
 
 def test_cli_without_a_token_says_so_and_warns_beyond_loopback(served, capsys):
-    from simulacra.cli import main
+    from rater_server.cli import main
 
-    assert main(["rater", "--host", "0.0.0.0"]) == 0
+    assert main(["--host", "0.0.0.0"]) == 0
     err = capsys.readouterr().err
     assert "no token required" in err and "warning" in err
     assert served[0][1]["threads"] == 4 and served[0][0].test_client().get("/health").json["token_required"] is False
-    assert main(["rater"]) == 0 and "warning" not in capsys.readouterr().err
+    assert main([]) == 0 and "warning" not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args, env, needle", [
@@ -523,15 +441,33 @@ def test_cli_without_a_token_says_so_and_warns_beyond_loopback(served, capsys):
     ([], "two words", f"{TOKEN_ENV}: the rater token must be"),
 ])
 def test_cli_refuses_bad_settings(served, monkeypatch, capsys, args, env, needle):
-    from simulacra.cli import main
+    from rater_server.cli import main
 
     if env is not None:
         monkeypatch.setenv(TOKEN_ENV, env)
-    assert main(["rater", *args]) == 2
+    assert main(args) == 2
     err = capsys.readouterr().err
     assert needle in err and not served
     if env is not None:
         assert env not in err
+
+
+def test_simulacra_rater_is_the_rater_servers_command():
+    """``simulacra rater ARGS`` becomes ``python -m rater_server ARGS`` (a real process): same help, same refusals,
+    exit status 2; and the library never imports rater_server."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "simulacra.cli", "rater", "--port", "70000"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2 and "simulacra rater: error: --port must be 0..65535" in out.stderr
+    out = subprocess.run([sys.executable, "-m", "simulacra.cli", "-v", "rater", "--help"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and "--threads" in out.stdout and "--check" in out.stdout
+    code = ("import sys, simulacra.runtime, simulacra.rater, simulacra.rating.llm, simulacra.simulation, "
+            "simulacra.cli; print('rater_server' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120).stdout.strip() == "False"
 
 
 def test_a_first_rating_fits_once_however_many_requests_wait_for_it(embedder):
@@ -566,10 +502,7 @@ def test_a_first_rating_fits_once_however_many_requests_wait_for_it(embedder):
 
     counting = Counting(embedder)
     backend = EmbeddingRater(counting, examples=examples, k=3)
-    client, server = connect_rater("http://127.0.0.1:0/rate", 10.0, True, counting, 3, backend=backend)
-    try:
-        assert counting.calls == [len(examples)]  # fitted during set-up, before any rating
-        client.rate_many(["a memory"])
-        assert counting.calls == [len(examples), 1]
-    finally:
-        server.close()
+    client = connect_rater("http://127.0.0.1:0/rate", 10.0, True, counting, 3, backend=backend)
+    assert counting.calls == [len(examples)]  # fitted during set-up, before any rating
+    client.rate_many(["a memory"])
+    assert counting.calls == [len(examples), 1]

@@ -11,7 +11,8 @@ import socket
 import pytest
 import requests
 
-from simulacra.cli import main
+from rater_server import ThreadedServer, create_app
+from rater_server.cli import main as rater_main
 from simulacra.config import load_config
 from simulacra.errors import RaterError
 from simulacra.llm import OpenAIChatModel, RetryingModel, UsageMeter, call_time_bound_s
@@ -42,7 +43,7 @@ def own_rating(text: str, position: int) -> int:
 
 
 def free_url() -> str:
-    with socket.socket() as s:  # nothing answers there, so connect_rater starts the rater in-process
+    with socket.socket() as s:  # nothing answers there, so connect_rater rates in-process
         s.bind(("127.0.0.1", 0))
         return f"http://127.0.0.1:{s.getsockname()[1]}/rate"
 
@@ -75,9 +76,11 @@ def test_a_slow_model_makes_a_slow_run_not_a_dead_one(openai_double, rater_backe
     openai_double.script([], then=double)
     waits = []
     backend = LLMRater(model(openai_double.url), rater_backend, batch_size=16)
-    client, server = connect_rater(free_url(), 1.0, True, embedder, backend=backend, wait_report_s=0.5,
-                                   on_wait=lambda what, elapsed, limit: waits.append((what, elapsed, limit)))
+    server = ThreadedServer(create_app(backend))  # a rater served over HTTP (simulacra rater) with this model
+    client = connect_rater(server.url, 1.0, False, embedder, wait_report_s=0.5,
+                           on_wait=lambda what, elapsed, limit: waits.append((what, elapsed, limit)))
     try:
+        assert isinstance(client, RaterClient)
         # the bound is derived from the model's settings: 2 tries of (2 requests x 4 s) + one wait <= 0.05 s
         assert client.model_call_s == pytest.approx(2 * 2 * 4.0 + 0.05)
         assert client.request_timeout_s(31) == pytest.approx(1.0 + 31 * client.model_call_s)
@@ -154,7 +157,7 @@ def test_a_weak_model_is_noticed_and_replaced_by_the_offline_rater(openai_double
     backend = LLMRater(model(openai_double.url), rater_backend, batch_size=16,
                        check=QualityCheck(sample=24, min_spearman=0.3, on_weak_model="offline"))
     with caplog.at_level(logging.WARNING):
-        client, server = connect_rater(free_url(), 5.0, True, embedder, backend=backend, wait_report_s=0)
+        client = connect_rater(free_url(), 5.0, True, embedder, backend=backend, wait_report_s=0)
     try:
         quality = client.model_quality()
         assert quality["sample"] == 24 and quality["parsed"] == 24 and quality["weak"]
@@ -166,12 +169,11 @@ def test_a_weak_model_is_noticed_and_replaced_by_the_offline_rater(openai_double
         got = client.rate_many(MEMORIES)
         assert got == [r.rating for r in rater_backend.rate(MEMORIES)]  # the offline rater answered
         assert len(openai_double.requests) == asked  # and the model was not asked
-        health = requests.get(client.url.rsplit("/", 1)[0] + "/health", timeout=5).json()
+        health = client.backend.health()
         assert health["using"] == "offline" and health["quality"]["weak"]
         assert "WEAK" in client.report()["quality_line"]
     finally:
         client.close()
-        server.close()
 
 
 def test_a_fair_model_passes_the_check_and_keeps_rating(openai_double, rater_backend):
@@ -198,7 +200,7 @@ def test_a_weak_model_with_warn_is_still_used(openai_double, rater_backend, capl
 @pytest.mark.parametrize("rating, status, verdict", [(near_labels, 0, ": ok (floor 0.3)"), (in_order, 1, "WEAK")])
 def test_cli_rater_check_prints_the_figures(openai_double, capsys, rating, status, verdict):
     openai_double.script([], then=RatingModel(rating))
-    code = main(["rater", "--check", "--set", "llm.model=double-model", "--set", f"llm.base_url={openai_double.url}",
+    code = rater_main(["--check", "--set", "llm.model=double-model", "--set", f"llm.base_url={openai_double.url}",
                  "--set", "llm.attempts=1", "--set", "rater.check_sample=20"])
     out = capsys.readouterr().out
     assert code == status
@@ -208,7 +210,7 @@ def test_cli_rater_check_prints_the_figures(openai_double, capsys, rating, statu
 
 def test_cli_rater_check_without_a_model_says_what_to_set(capsys, monkeypatch):
     monkeypatch.delenv("OPENAI_MODEL", raising=False)
-    assert main(["rater", "--check"]) == 2
+    assert rater_main(["--check"]) == 2
     assert "no model to check: set llm.model" in capsys.readouterr().err
 
 

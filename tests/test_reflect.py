@@ -4,8 +4,9 @@ import pytest
 import requests
 from flask import Flask, jsonify, request
 
+from rater_server import ThreadedServer
 from simulacra.errors import RaterError
-from simulacra.rater import LocalRaterServer, RaterClient
+from simulacra.rater import RaterClient
 from simulacra.rating.reflection import OfflineReflector, shared_words
 
 AGENT = "Bram Ostrowski"
@@ -232,7 +233,7 @@ def scripted():
         status, body = answers.pop(0)
         return jsonify(body), status
 
-    server = LocalRaterServer(app, "127.0.0.1", 0)
+    server = ThreadedServer(app, "127.0.0.1", 0)
     yield answers, received, RaterClient(server.url, timeout_s=5, attempts=3)
     server.close()
 

@@ -287,3 +287,46 @@ def test_restore_brings_back_deleted_memories_and_the_row_order(tmp_path):
     b = reopen("b")
     assert b.restore(snap, 0.0, None, None) == {"restored": 2, "dropped": 2}
     assert {r.id: r for r in b.short_term.records} == before and len(b.long_term) == 0
+
+
+def test_a_resumed_run_keeps_the_world_order_of_its_agents(tmp_path, rater_url, embedder):
+    """Residents not in alphabetical order (the order of ``agents``, as a world lists them): the checkpoint's JSON
+    has sorted keys, and a resumed run must still visit, trace and store its agents in the run's order, so that its
+    trace is byte-identical to the uninterrupted run's."""
+    config = load_config(None, [f"rater.url={rater_url}", *SETTINGS])
+    order = ["cal", "ann", "ben"]
+
+    def create(name):
+        return Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
+                                 run_name=name, embedder=embedder, agents=order)
+
+    with create("whole") as sim:
+        sim.run(6)
+    with create("halves") as sim:
+        sim.run(3)
+    with Simulation.resume(tmp_path / "halves", embedder=embedder) as sim:
+        assert list(sim.state.agents) == order
+        sim.run(3)
+    whole, halves = tick_lines(tmp_path / "whole"), tick_lines(tmp_path / "halves")
+    assert len(whole) == 7 and halves == whole
+    focus = [op["agent"] for op in json.loads(halves[4])["memory"] if op["op"] == "retrieve"][:3]
+    assert focus == order  # a resumed tick visits its agents in the run's order, not the checkpoint's
+
+
+def test_a_run_stopped_before_its_first_checkpoint_starts_again_from_its_header(tmp_path, rater_url, reference):
+    """Stopped while it was being set up (its trace header written, its first checkpoint not yet renamed into
+    place), a run has no tick to resume: ``--resume`` starts it again from the settings its header records, and it
+    runs as the uninterrupted run did. With no header either, the message says what to do."""
+    _, ref_ticks = reference
+    r = cli(tmp_path, rater_url, *[a if a != str(TICKS) else "0" for a in new_run_args("early")])
+    assert r.returncode == 0, r.stderr
+    run_dir = tmp_path / "early"
+    (run_dir / "checkpoint.json").unlink()  # what a kill before the first checkpoint's rename leaves
+    r = cli(tmp_path, rater_url, "--resume", str(run_dir), "--ticks", "3")
+    assert r.returncode == 0, r.stderr
+    assert "stopped before its first checkpoint: starting it again" in r.stderr
+    assert [json.loads(x) for x in tick_lines(run_dir) if x] == ref_ticks[:3]
+    (run_dir / "checkpoint.json").unlink()
+    (run_dir / "trace.jsonl").unlink()
+    r = cli(tmp_path, rater_url, "--resume", str(run_dir))
+    assert r.returncode == 2 and "no checkpoint, no trace header" in r.stderr and "--overwrite" in r.stderr

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol, runtime_checka
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from simulacra.errors import ConfigError
-from simulacra.llm.parsing import extract_json
+from simulacra.llm.structured import BadAnswer, ask_json
 from simulacra.text import STOP_WORDS
 
 if TYPE_CHECKING:
@@ -295,12 +295,12 @@ _SYSTEM = (
 class LLMSummariser:
     """Summaries written by a language model, with the :class:`ExtractiveSummariser` as the fallback.
 
-    Sends the earlier summary and the new turns with :data:`SUMMARY_SCHEMA` as ``json_schema``, reads the answer
-    with :func:`~simulacra.llm.extract_json` and validates it with a pydantic model. An answer cut at
-    ``max_tokens`` (``finish_reason == "length"``), without a JSON object holding a non-empty string ``summary``,
-    is logged and replaced by the fallback's summary (``fallbacks`` counts these); a summary longer than
-    ``max_words`` is cut to whole sentences (:func:`clip_words`). Either way the :class:`Summary` carries the
-    call's token counts as the server reported them.
+    Sends the earlier summary and the new turns with :data:`SUMMARY_SCHEMA` as ``json_schema`` and reads the answer
+    by the project's one rule (:func:`~simulacra.llm.structured.ask_json`, one call), validated by a pydantic
+    model. An answer cut at ``max_tokens`` (``finish_reason == "length"``), or without a JSON object holding a
+    non-empty string ``summary``, is logged and replaced by the fallback's summary (``fallbacks`` counts these); a
+    summary longer than ``max_words`` is cut to whole sentences (:func:`clip_words`). Either way the
+    :class:`Summary` carries the call's token counts as the server reported them.
 
     Args:
         model: any :class:`~simulacra.llm.LanguageModel` (wrap it in ``RetryingModel`` for transient errors).
@@ -339,36 +339,39 @@ class LLMSummariser:
         return [{"role": "system", "content": _SYSTEM.format(max_words=max_words)},
                 {"role": "user", "content": user}]
 
-    def _read(self, completion) -> tuple[str | None, str]:
-        """``(summary, "")`` from a usable answer, else ``(None, what is wrong with it)``."""
-        if completion.finish_reason == "length":
-            return None, f"cut at max_tokens={self.max_tokens}"
-        value = extract_json(completion.text)
-        if not isinstance(value, dict):
-            return None, "no JSON object"
+    @staticmethod
+    def _read(value: dict) -> str:
+        """The summary of a usable answer's JSON object (:func:`~simulacra.llm.structured.ask_json` ``parse``).
+
+        Raises:
+            BadAnswer: no non-empty string ``summary``.
+        """
         try:
             text = _SummaryAnswer.model_validate(value).summary.strip()
         except ValidationError as err:
             first = err.errors()[0]
-            return None, f"field {'.'.join(map(str, first['loc'])) or '(root)'}: {first['msg']}"
-        return (text, "") if text else (None, "empty summary")
+            raise BadAnswer(f"field {'.'.join(map(str, first['loc'])) or '(root)'}: {first['msg']}") from None
+        if not text:
+            raise BadAnswer("empty summary")
+        return text
 
     def summarise(self, turns: Sequence[Turn], previous: str | None, max_words: int) -> Summary:
         """See :meth:`Summariser.summarise`. Raises ``ValueError`` when ``max_words`` < 1."""
         if max_words < 1:
             raise ValueError(f"max_words must be >= 1, got {max_words}")
-        completion = self.model.complete(self.messages(turns, previous, max_words), max_tokens=self.max_tokens,
-                                          temperature=self.temperature, seed=self.seed, json_schema=SUMMARY_SCHEMA)
+        asked = ask_json(self.model, self.messages(turns, previous, max_words), SUMMARY_SCHEMA, self._read,
+                         max_tokens=self.max_tokens, temperature=self.temperature, seed=self.seed, retries=0)
+        if asked.error is not None:
+            raise asked.error
         self.calls += 1
-        text, problem = self._read(completion)
-        if text is None:
+        if asked.ok:
+            text = clip_words(asked.value, max_words)
+        else:
             self.fallbacks += 1
             log.warning("%s gave no usable summary (%s), using the extractive one; answer: %.200r",
-                        getattr(self.model, "name", self.model), problem, completion.text)
+                        getattr(self.model, "name", self.model), asked.problem, asked.raw)
             text = self.fallback.summarise(turns, previous, max_words).text
-        else:
-            text = clip_words(text, max_words)
-        return Summary(text, completion.prompt_tokens, completion.completion_tokens)
+        return Summary(text, asked.prompt_tokens, asked.completion_tokens)
 
 
 # ------------------------------------------------------------------------------------------------- histories

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from simulacra.clock import MINUTES_PER_DAY, format_hhmm, parse_hhmm
 from simulacra.cognition.mind import (
@@ -46,18 +46,13 @@ from simulacra.cognition.mind import (
 from simulacra.cognition.plan import is_asleep
 from simulacra.cognition.scripted import ScriptedMind
 from simulacra.config import Config
-from simulacra.llm.base import BudgetExceeded, LLMError, LLMUnreachable
-from simulacra.llm.parsing import extract_json
+from simulacra.llm.structured import BadAnswer, ask_json
 from simulacra.llm.wrappers import CachingModel
 from simulacra.memory.records import RetrievedMemory
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-class BadAnswer(ValueError):
-    """A model answer that cannot be used; the message says why (it is shown to the model on the retry)."""
 
 
 class _Strict(BaseModel):
@@ -248,49 +243,21 @@ class LLMMind:
             BudgetExceeded: a budget is spent (the run stops cleanly).
         """
         tokens = max_tokens or self.cfg.max_tokens
-        problem = ""
-        raw = ""
-        spent = [0, 0]
-        for attempt in range(2):
-            msgs = messages
-            if attempt:
-                self.usage[f"{kind}_retries"] += 1
-                msgs = messages + [{"role": "assistant", "content": raw[:500]},
-                                   {"role": "user", "content": f"That answer cannot be used: {problem}. Answer "
-                                                               "again with JSON that follows the schema."}]
-            try:
-                with waiting_report(f"{self.name} ({kind})", self.wait_report_s):
-                    answer = self.model.complete(msgs, max_tokens=tokens, temperature=self.config.llm.temperature,
-                                                 seed=self.config.simulation.seed, json_schema=schema)
-            except (BudgetExceeded, LLMUnreachable):  # a spent budget or a server gone: the run stops
-                raise
-            except LLMError as err:
-                problem, raw = f"the model failed: {err}", ""
-                break  # the server was retried already (RetryingModel): do not ask again
-            self.usage[f"{kind}_calls"] += 1
-            self.usage[f"{kind}_prompt_tokens"] += answer.prompt_tokens
-            self.usage[f"{kind}_completion_tokens"] += answer.completion_tokens
-            spent[0] += answer.prompt_tokens
-            spent[1] += answer.completion_tokens
-            raw = answer.text
-            if answer.finish_reason == "length":
-                problem = f"it was cut off at {tokens} tokens; answer shorter"
-                continue
-            data = extract_json(answer.text)
-            if not isinstance(data, dict):
-                problem = "it is not a JSON object"
-                continue
-            try:
-                value = parse(data)
-            except (BadAnswer, ValidationError) as err:
-                problem = str(err).splitlines()[0][:300]
-                continue
-            return Decision(value, tuple(memory_ids), "llm", tokens=(spent[0], spent[1]))
+        asked = ask_json(self.model, messages, schema, parse, max_tokens=tokens,
+                         temperature=self.config.llm.temperature, seed=self.config.simulation.seed, retries=1,
+                         wait=lambda: waiting_report(f"{self.name} ({kind})", self.wait_report_s))
+        self.usage[f"{kind}_retries"] += asked.attempts - 1
+        self.usage[f"{kind}_calls"] += asked.calls
+        self.usage[f"{kind}_prompt_tokens"] += asked.prompt_tokens
+        self.usage[f"{kind}_completion_tokens"] += asked.completion_tokens
+        spent = (asked.prompt_tokens, asked.completion_tokens)
+        if asked.ok:
+            return Decision(asked.value, tuple(memory_ids), "llm", tokens=spent)
+        problem, raw = asked.problem, asked.raw
         log.warning("%s: %s answer unusable (%s); raw answer %r; the scripted decision is taken", self.name, kind,
                     problem, raw[:300])
         d = fallback()
-        return Decision(d.value, d.memory_ids or tuple(memory_ids), "fallback", problem or "no answer",
-                        (spent[0], spent[1]))
+        return Decision(d.value, d.memory_ids or tuple(memory_ids), "fallback", problem or "no answer", spent)
 
     # ------------------------------------------------------------------ prompt parts
     def persona_text(self, view: AgentView) -> str:

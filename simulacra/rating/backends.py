@@ -248,3 +248,28 @@ class EmbeddingRater:
         with self._lock:
             return {"cache_size": len(self._cache), "rated": self._cache.rated, "cache_hits": self._cache.hits,
                     **self.counts, "examples": len(self.examples)}
+
+
+def rate_with_usage(backend, memories: Sequence[str], agent: str | None = None, context: str | None = None
+                    ) -> tuple[list[Rating], dict | None]:
+    """``backend``'s ratings of ``memories`` (same order), and what they cost when the backend says it
+    (``rate_with_usage``, the LLM backend: ``{"llm_calls", "llm_errors", "truncations", "fallbacks": int,
+    "seconds": float}``), else ``None``. The one way both the in-process rater
+    (:class:`simulacra.rater.InProcessRater`) and the HTTP app (``rater_server``) ask a backend."""
+    with_usage = getattr(backend, "rate_with_usage", None)
+    if callable(with_usage):
+        return with_usage(memories, agent=agent, context=context)
+    return backend.rate(memories, agent=agent, context=context), None
+
+
+def build_backend(rater_config, embedder, llm=None):
+    """The rater backend a run or ``simulacra rater`` uses: the offline k-NN rater
+    (:class:`EmbeddingRater` over ``embedder`` with ``rater_config.neighbours``), wrapped by the language-model
+    rater (:meth:`simulacra.rating.llm.LLMRater.from_config`, the offline rater as its fallback) when ``llm`` is
+    a model. ``rater_config`` is a :class:`simulacra.config.RaterConfig`."""
+    backend = EmbeddingRater(embedder, k=rater_config.neighbours)
+    if llm is None:
+        return backend
+    from simulacra.rating.llm import LLMRater
+
+    return LLMRater.from_config(llm, backend, rater_config)

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import Counter
 from collections.abc import Sequence
 
-from simulacra.llm import BudgetExceeded, Completion, LLMError, LLMUnreachable, call_time_bound_s
+from simulacra.llm import BudgetExceeded, Completion, call_time_bound_s
+from simulacra.llm.structured import ask_json
 from simulacra.rating.backends import Rating, RatingCache
 from simulacra.rating.parsing import ParsedRating, parse_insights, parse_rating, parse_ratings
 from simulacra.rating.quality import QualityCheck, describe, measure
@@ -186,23 +186,25 @@ class LLMRater:
 
     def _ask(self, messages: list[dict], schema: dict, max_tokens: int, usage: Counter | None = None
              ) -> Completion | None:
-        """The model's answer, or ``None`` after a failed call (logged, counted); truncations counted."""
-        start = time.perf_counter()
-        try:
-            answer = self.llm.complete(messages, max_tokens=max_tokens, temperature=0.0, json_schema=schema)
-        except (BudgetExceeded, LLMUnreachable):  # the rater answers 402 / 503 and the run stops
-            raise
-        except LLMError as err:
-            log.warning("LLM call failed, using the offline rater: %s", err)
+        """The model's answer, cut or not (the callers read cut answers themselves), or ``None`` after a failed call
+        (logged, counted); truncations counted. Asked by the project's one rule
+        (:func:`~simulacra.llm.structured.ask_json`, one call, temperature 0).
+
+        Raises:
+            BudgetExceeded, LLMUnreachable: the run stops (an HTTP rater answers 402 / 503).
+        """
+        asked = ask_json(self.llm, messages, schema, lambda completion: completion, max_tokens=max_tokens,
+                         temperature=0.0, retries=0, read="completion", cut_ok=True)
+        if usage is not None:
+            usage["seconds"] += asked.seconds
+        if asked.error is not None:
+            log.warning("LLM call failed, using the offline rater: %s", asked.error)
             self._count("llm_errors", usage=usage)
             return None
-        finally:
-            if usage is not None:
-                usage["seconds"] += time.perf_counter() - start
         self._count("llm_calls", usage=usage)
-        if answer.finish_reason == "length":
+        if asked.truncated:
             self._count("truncations", usage=usage)
-        return answer
+        return asked.value
 
     def limits(self) -> dict:
         """What a client needs to wait long enough: ``model_call_s`` (seconds one model call can take with

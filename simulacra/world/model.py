@@ -100,6 +100,8 @@ class World(_Strict):
         parse_hhmm(v)
         return v
 
+    personas_dir: str | None = Field(None, description="folder of the residents' persona files, relative to this "
+                                     "file (default: agent_personalities/ beside this file's folder)")
     # set after validation
     source: str = ""
 
@@ -189,8 +191,8 @@ def load_world(path: str | Path, personas_dir: str | Path | None = None) -> Worl
 
     Args:
         path: the world YAML file.
-        personas_dir: folder of ``<id>.json`` persona files (default: ``agent_personalities/`` next to the
-            world file's folder).
+        personas_dir: folder of ``<id>.json`` persona files (default: the world's ``personas_dir``, relative to
+            the world file, else ``agent_personalities/`` next to the world file's folder).
     Returns:
         The world, with ``world.personas`` filled in.
     Raises:
@@ -249,7 +251,12 @@ def load_world(path: str | Path, personas_dir: str | Path | None = None) -> Worl
             raise WorldError(path, f"residents.{i}", f"'{rid}' is listed twice (also residents."
                                                      f"{world.residents.index(rid)}); expected each resident once")
 
-    pdir = Path(personas_dir) if personas_dir is not None else path.parent.parent / "agent_personalities"
+    if personas_dir is not None:
+        pdir = Path(personas_dir)
+    elif world.personas_dir is not None:
+        pdir = path.parent / world.personas_dir
+    else:
+        pdir = path.parent.parent / "agent_personalities"
     if not pdir.is_dir():
         raise WorldError(path, "residents", f"the personas folder {pdir} does not exist"
                                             + (" (pass --personas-dir)" if personas_dir is None else ""))
