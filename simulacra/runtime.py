@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
@@ -88,11 +88,24 @@ class Runtime:
     scenario: dict[str, Any] | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)
     _pool: ThreadPoolExecutor | None = None
+    _parent: Runtime | None = None
 
     @cached_property
     def names(self) -> dict[str, str]:
         """Agent id -> full name of the simulated residents (built once: every view of every tick uses it)."""
         return {pid: self.world.personas[pid].name for pid in self.agents}
+
+    def view(self, agents: Sequence[str]) -> Runtime:
+        """The run's parts as one shard of its agents sees them: ``agents`` (a subset of :attr:`agents`, in the
+        run's order) and their memories; every other part (world, config, embedder, rater, mind, language model,
+        shared tier, stores' location) is the run's own, and :attr:`names` still names every simulated resident.
+        Closing a view closes nothing. :meth:`map` runs on the run's thread pool."""
+        if list(agents) == self.agents:
+            return self
+        v = replace(self, agents=list(agents), memories={a: self.memories[a] for a in agents}, closers=[],
+                    _pool=None, _parent=self)
+        v.__dict__["names"], v.__dict__["place_names"] = self.names, self.place_names
+        return v
 
     @cached_property
     def place_names(self) -> dict[str, str]:
@@ -109,6 +122,8 @@ class Runtime:
         When some fail, every item still runs to its end before the first failure (in the order of ``items``) is
         raised: no item is left calling the model after this returns (a stopped run's summary and a closed
         run's model see no late call), and what the stage asked does not depend on which item failed first."""
+        if self._parent is not None:
+            return self._parent.map(fn, items)
         items = list(items)
         if self.llm is None or len(items) < 2 or self.config.llm.concurrency < 2:
             return [fn(x) for x in items]

@@ -41,21 +41,19 @@ from simulacra.memory.stream import roll_back
 from simulacra.runtime import Runtime, build_runtime
 from simulacra.runtime import static_records as static_records  # re-exported: the viewer and tests use it
 from simulacra.schedule import probe_stage, telling_stage
+from simulacra.shard import Shard, by_agent, merge_decided, merge_remembered, merge_retrieval, op_agent, shard_agents
 from simulacra.state import AgentState, TownState
 from simulacra.tick import (
+    Reflected,
     apply_stage,
-    consolidate_stage,
     converse_stage,
-    decide_stage,
+    merge_sides,
     notice,
+    order_pairs,
+    pair_stage,
     perceive_stage,
     persist_stage,
-    reflect_stage,
-    rehearse_stage,
-    remember_stage,
-    retrieve_stage,
     sleepers,
-    summarise_stage,
     world_events,
 )
 from simulacra.trace import TraceFormatError, TraceWriter, read_header
@@ -113,9 +111,14 @@ class Simulation:
         rt: the run's parts; state: the town between ticks; memories: agent id -> its memory stream.
     """
 
-    def __init__(self, rt: Runtime, checkpoint: dict[str, Any] | None = None):
+    def __init__(self, rt: Runtime, checkpoint: dict[str, Any] | None = None, shards: int = 1):
         self.rt = rt
         world = rt.world
+        groups = shard_agents(rt.agents, shards)
+        #: the agent shards the town steps (a run in one process: one shard, the run's own parts)
+        self.shards = [Shard(rt.view(g), k, writes_town=k == 0) for k, g in enumerate(groups)]
+        self._order = {a: i for i, a in enumerate(rt.agents)}
+        self._shard_of = {a: k for k, g in enumerate(groups) for a in g}
         self.stopped: str | None = None
         self.history_usage: Counter = Counter()
         self.target_ticks: int | None = None
@@ -200,8 +203,9 @@ class Simulation:
     @classmethod
     def create(cls, world_path: str | Path, config: Config | None = None, personas_dir: str | Path | None = None,
                db_dir: str | Path = "database", run_name: str | None = None, overwrite: bool = False,
-               embedder=None, agents: list[str] | None = None) -> Simulation:
-        """Build every part (:func:`~simulacra.runtime.build_runtime`) and a fresh town state.
+               embedder=None, agents: list[str] | None = None, shards: int = 1) -> Simulation:
+        """Build every part (:func:`~simulacra.runtime.build_runtime`) and a fresh town state; ``shards``: the
+        number of agent shards the town steps (:mod:`simulacra.shard`; in this process, sharing the run's parts).
 
         Raises:
             WorldError, PersonaError: invalid input files (naming file and field).
@@ -212,7 +216,7 @@ class Simulation:
         rt = build_runtime(world_path, config or Config(), personas_dir, db_dir, run_name, overwrite, embedder,
                            agents)
         try:
-            return cls(rt)
+            return cls(rt, shards=shards)
         except BaseException:
             rt.close()
             raise
@@ -361,22 +365,38 @@ class Simulation:
         asleep = sleepers(state, rt, now)
         told = telling_stage(rt, now, tick)  # a scenario's fact told to residents now (simulacra.schedule)
         perception = perceive_stage(state, rt, events, objects, now, tick, asleep)
-        seen = remember_stage(rt, notices + told.pending + perception.pending, "remember1")
-        retrieval = retrieve_stage(state, rt, perception, seen.ratings, now, asleep)
-        decided = decide_stage(state, rt, retrieval, now, tick, asleep)
+        shards, order = self.shards, self._order
+        # phase 1, every shard from the same snapshot: remember, retrieve, decide
+        acted = [sh.act(state, perception, notices + told.pending + perception.pending, now, tick, asleep)
+                 for sh in shards]
+        seen = merge_remembered([a[0] for a in acted], order)
+        retrieval = merge_retrieval([a[1] for a in acted], order)
+        decided = pair_stage(state, rt, merge_decided([a[2] for a in acted], order), now, asleep)  # the town pairs
         applied = apply_stage(rt, decided.actions, now)
         doing = {pid: step.activity if (step := decided.planned[pid]) is not None else decided.actions[pid].activity
                  for pid in decided.actions}
         # conversations happen where the agents are after the world step
         for pid, place in applied.positions.items():
             state.agents[pid].place = place
-        conversed = converse_stage(state, rt, decided.pairs, doing, now, tick)
-        said = remember_stage(rt, decided.pending + conversed.pending, "remember2")
-        reflected = reflect_stage(rt, now, tick)
-        used_ops = seen.ops + retrieval.ops + decided.ops + conversed.ops + said.ops + reflected.ops
-        rehearsed = rehearse_stage(rt, used_ops, now)
-        summarised = summarise_stage(rt, decided.plans, now, tick)
-        consolidated = consolidate_stage(rt, now)
+        # phase 2: each side's part, then each conversation held by its opener's shard
+        ordered = order_pairs(state, decided.pairs)
+        sides = merge_sides([sh.sides(state, ordered, now) for sh in shards], ordered)
+        held: dict[tuple[str, str], tuple] = {}
+        for sh in shards:
+            mine = [pair for pair in ordered if self._shard_of[pair[0]] == sh.index]
+            held.update(zip(mine, sh.hold(state, mine, sides, doing, now)))
+        conversed = converse_stage(state, rt, ordered, sides, [held[pair] for pair in ordered], now, tick)
+        # phase 3: remember what was planned, said and heard; reflect, rehearse, summarise, consolidate
+        used = seen.ops + retrieval.ops + decided.ops + conversed.ops
+        settled = [sh.settle(decided.pending + conversed.pending, used, decided.plans, now, tick) for sh in shards]
+        said = merge_remembered([x[0] for x in settled], order)
+        reflected = Reflected(by_agent((op for x in settled for op in x[1].ops), order, op_agent),
+                              sum(x[1].failures for x in settled),
+                              by_agent((n for x in settled for n in x[1].notable), order, lambda n: n[0]))
+        used_ops = used + said.ops + reflected.ops
+        rehearsed = by_agent((op for x in settled for op in x[2]), order, op_agent)
+        summarised = by_agent((op for x in settled for op in x[3]), order, op_agent)
+        consolidated = by_agent((op for x in settled for op in x[4]), order, op_agent)
         due = (self.ticks_done + 1) % self._flush_every == 0  # the stores reach Chroma this tick
         persist_stage(rt, self.ticks_done + 1, due, journal=self._journaling)
 
@@ -425,7 +445,7 @@ class Simulation:
                 state.counters[f"fallback:{d['kind']}"] += 1
         state.counters["reflection_failures"] += reflected.failures
         self.history_usage.update(conversed.history_usage)
-        notable += decided.notable + conversed.notable + reflected.notable
+        notable += [line for _, line in decided.notable] + conversed.notable + [line for _, line in reflected.notable]
         record = {
             "type": "tick",
             "tick": tick,

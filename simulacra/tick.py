@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -275,10 +275,10 @@ def retrieve_stage(state: TownState, rt: Runtime, perception: Perception, rating
     """The focus retrieval of every agent not ``asleep`` (its activity at its place), and, for a mind that
     reacts, one retrieval about its most salient new percept (agents whose activity is not sleep only)."""
     asks = [(pid, f"{current_activity(state, rt, pid, now)} at {rt.place_names[state.agents[pid].place]}", "focus")
-            for pid in state.agents if pid not in asleep]
+            for pid in rt.agents if pid not in asleep]
     salient: dict[str, list[Percept]] = {}
     if getattr(rt.mind, "reactive", False):
-        for pid in state.agents:
+        for pid in rt.agents:
             if pid in asleep or is_asleep(current_activity(state, rt, pid, now)):
                 continue
             top = salient_percepts(state, rt, pid, perception.new[pid], ratings, now)[:1]
@@ -308,8 +308,9 @@ class Decided:
     pending: list[Pending]
     records: list[dict[str, Any]]
     ops: list[dict[str, Any]]
-    notable: list[str] = field(default_factory=list)
+    notable: list[tuple[str, str]] = field(default_factory=list)  # (agent, line)
     considered: set[str] = field(default_factory=set)  # agents whose heard engagements were considered this tick
+    invitations: list[tuple[str, str]] = field(default_factory=list)  # (inviter, invited) from reactions, in order
 
 
 def engagement_query(rt: Runtime, agent: str, e: Engagement) -> str:
@@ -343,15 +344,15 @@ def carried_over(plan: Sequence[PlanItem], day_start: int) -> list[PlanItem]:
 
 def consider_stage(state: TownState, rt: Runtime, now: int, plans: dict[str, list[PlanItem]],
                    steps: dict[str, list[PlanItem]]) -> tuple[set[str], list[dict[str, Any]], list[dict[str, Any]],
-                                                              list[str]]:
+                                                              list[tuple[str, str]]]:
     """Engagements heard since the last tick (``AgentState.invitations``; none in a run without any): each agent
     retrieves its plans for the engagement's window (:func:`engagement_query`) and its mind decides from what came
     back (:meth:`Mind.consider`); a yes is spliced into its day plan and actions (:func:`splice`). Engagements
     already over are dropped. Changes ``plans`` and ``steps`` in place; returns the agents considered, the
-    decision records, the retrieval operations and notable lines."""
-    asks = [(pid, Engagement.from_dict(e)) for pid, a in state.agents.items() for e in a.invitations]
+    decision records, the retrieval operations and notable lines (``(agent, line)``)."""
+    asks = [(pid, Engagement.from_dict(e)) for pid in rt.agents for e in state.agents[pid].invitations]
     asks = [(pid, e) for pid, e in asks if e.end > now]
-    considered = {pid for pid, a in state.agents.items() if a.invitations}
+    considered = {pid for pid in rt.agents if state.agents[pid].invitations}
     if not asks:
         return considered, [], [], []
     found, ops = retrieve_many(rt, [(pid, engagement_query(rt, pid, e), "engagement") for pid, e in asks], now)
@@ -367,8 +368,8 @@ def consider_stage(state: TownState, rt: Runtime, now: int, plans: dict[str, lis
             item = e.item(pid, rt.names)
             plans[pid] = splice(plans[pid], item)
             steps[pid] = splice([s for s in steps[pid] if s.end > now], item)
-            notable.append(f"{format_hhmm(now)} {rt.names[pid]} will be at {rt.place_names[e.place]} from "
-                           f"{format_hhmm(e.start)} to {format_hhmm(e.end)} ({d.value.reason})")
+            notable.append((pid, f"{format_hhmm(now)} {rt.names[pid]} will be at {rt.place_names[e.place]} from "
+                                 f"{format_hhmm(e.start)} to {format_hhmm(e.end)} ({d.value.reason})"))
     return considered, records, ops, notable
 
 
@@ -385,16 +386,17 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
     cfg = rt.config.cognition
     records: list[dict[str, Any]] = []
     pending: list[Pending] = []
-    notable: list[str] = []
+    notable: list[tuple[str, str]] = []
     clock = format_hhmm(now)
-    plan_start = {pid: a.plan_start for pid, a in state.agents.items()}
-    plans = {pid: list(a.plan) for pid, a in state.agents.items()}
-    steps = {pid: list(a.steps) for pid, a in state.agents.items()}
+    mine = rt.agents
+    plan_start = {pid: state.agents[pid].plan_start for pid in mine}
+    plans = {pid: list(state.agents[pid].plan) for pid in mine}
+    steps = {pid: list(state.agents[pid].steps) for pid in mine}
 
-    days = {pid: plan_day_at(rt.persona(pid), rt.world, now) for pid in state.agents}
+    days = {pid: plan_day_at(rt.persona(pid), rt.world, now) for pid in mine}
 
     # 1. a day plan at wake-up (memories retrieved for "plans for today")
-    due = [pid for pid in state.agents if plan_start[pid] != days[pid].start]
+    due = [pid for pid in mine if plan_start[pid] != days[pid].start]
     found, ops = retrieve_many(rt, [(pid, f"{rt.names[pid]}'s plans for today", "plan") for pid in due], now)
 
     def plan_one(item):
@@ -411,7 +413,7 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
         pending.append(Pending(pid, new_record(pid, text, "plan", now, tick)))
 
     # 2. decompose the next hours when no action covers now (asleep: the plan item in force, no decision)
-    need = [pid for pid in state.agents if in_force(steps[pid], now) is None]
+    need = [pid for pid in mine if in_force(steps[pid], now) is None]
     for pid in need:
         if pid in asleep and (item := in_force(plans[pid], now)) is not None:
             steps[pid] = [s for s in steps[pid] if s.end > now] + [item]
@@ -451,7 +453,8 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
             end = now + MINUTES_PER_HOUR
             steps[pid] = [s for s in steps[pid] if s.end > now] + [
                 PlanItem(now, end, r.activity or f"going to {rt.place_names[r.place]}", r.place)]
-            notable.append(f"{clock} {rt.names[pid]} reacts to \"{percept.text}\": goes to {rt.place_names[r.place]}")
+            notable.append((pid, f"{clock} {rt.names[pid]} reacts to \"{percept.text}\": goes to "
+                                 f"{rt.place_names[r.place]}"))
         elif r.kind == "talk" and r.person in present[pid]:
             invitations.append((pid, r.person))
 
@@ -459,7 +462,8 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
     actions: dict[str, Action] = {}
     step_keys: dict[str, str | None] = {}
     planned: dict[str, PlanItem | None] = {}
-    for pid, agent in state.agents.items():
+    for pid in mine:
+        agent = state.agents[pid]
         step = planned[pid] = in_force(steps[pid], now)
         if step is None:  # a plan that leaves a gap: stay and follow the routine's entry
             idx, entry = days[pid].entry_at(now)
@@ -471,15 +475,22 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
             pending.append(Pending(pid, new_record(pid, step_memory_text(rt.persona(pid), step, rt.place_names),
                                                    "plan", now, tick)))
 
-    # 5. conversations: invitations first, then chance meetings of free agents at the same place
-    pairs, last_talk = pair_conversations(state, rt, actions, invitations, now, asleep)
+    return Decided(plan_start, plans, steps, step_keys, planned, actions, [], {}, pending, records, ops, notable,
+                   considered, invitations)
+
+
+def pair_stage(state: TownState, rt: Runtime, decided: Decided, now: int, asleep: set[str] = frozenset()) -> Decided:
+    """The town's part of deciding, over every shard's decisions (:func:`merge_decided`): who talks with whom
+    (:func:`pair_conversations`: invitations first, then chance meetings), their actions turned into talk; returns
+    ``decided`` with ``pairs``, ``pair_last_talk`` and those actions set."""
+    pairs, last_talk = pair_conversations(state, rt, decided.actions, decided.invitations, now, asleep)
+    actions = dict(decided.actions)
     for a, b in pairs:
         for me, other in ((a, b), (b, a)):
             act = actions[me]
             actions[me] = Action("talk", f"talking with {rt.names[other]}", act.place, act.routine_index,
                                  partner=other)
-    return Decided(plan_start, plans, steps, step_keys, planned, actions, pairs, last_talk, pending, records, ops,
-                   notable, considered)
+    return replace(decided, actions=actions, pairs=pairs, pair_last_talk=last_talk)
 
 
 def pair_conversations(state: TownState, rt: Runtime, actions: dict[str, Action],
@@ -569,16 +580,33 @@ class Conversed:
     heard: list[tuple[str, Engagement]] = field(default_factory=list)  # (listener, engagement told to it)
 
 
-def converse_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str]], doing: dict[str, str],
-                   now: int, tick: int) -> Conversed:
-    """Each pair talks (who opens is drawn from the run's RNG): both retrieve what they know about the other,
-    the mind says each line from the speaker's persona, memories and news, the conversation so far, until a
-    line ends it (not before ``simulation.min_conversation_lines`` lines) or ``simulation.conversation_turns`` lines
-    were said. Both remember every line and a summary.
-    Conversations are independent of each other and held concurrently when a model speaks."""
+def order_pairs(state: TownState, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The tick's pairs, each in speaking order: who opens is drawn from the run's RNG (the town's), pair by pair."""
+    return [(a, b) if state.rng.random() < 0.5 else (b, a) for a, b in pairs]
+
+
+def conversation_sides(ordered: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Every ``(me, other)`` side of the ordered pairs, in order: each pair's opener first."""
+    return [(me, other) for a, b in ordered for me, other in ((a, b), (b, a))]
+
+
+@dataclass
+class Sides:
+    """What each side of the tick's conversations brings (:func:`sides_stage`): per ``(me, other)``, the memories
+    ``me`` retrieved about ``other``, the news ``me`` could tell, and the retrieval's trace operation."""
+
+    about: dict[tuple[str, str], list[RetrievedMemory]]
+    news: dict[tuple[str, str], list]
+    ops: dict[tuple[str, str], dict[str, Any]]
+
+
+def sides_stage(state: TownState, rt: Runtime, ordered: Sequence[tuple[str, str]], now: int) -> Sides:
+    """For each side of ``ordered`` whose speaker is one of ``rt``'s agents (a shard's part): what it knows about
+    the other (a retrieval) and the news it could tell (its recent, important events, dialogue and intentions that
+    the other has not heard from it, :func:`~simulacra.cognition.scripted.news_candidates`)."""
     sim = rt.config.simulation
-    ordered = [(a, b) if state.rng.random() < 0.5 else (b, a) for a, b in pairs]
-    sides = [(me, other) for a, b in ordered for me, other in ((a, b), (b, a))]
+    mine = set(rt.agents)
+    sides = [side for side in conversation_sides(ordered) if side[0] in mine]
     found, ops = retrieve_many(rt, [(me, f"What do I know about {rt.names[other]}?", f"conversation with {other}")
                                     for me, other in sides], now)
     about = dict(zip(sides, found))
@@ -590,15 +618,35 @@ def converse_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str
         told = state.agents[me].told.get(other, set())
         return news_candidates(recent, about[(me, other)], other, rt.names[other], told, sim.news_min_rating)
 
-    news = {side: news_of(*side) for side in sides}
-    carried = {n.topic: n for items in news.values() for n in items if n.carried()}
+    return Sides(about, {side: news_of(*side) for side in sides}, dict(zip(sides, ops)))
+
+
+def merge_sides(parts: Sequence[Sides], ordered: Sequence[tuple[str, str]]) -> Sides:
+    """The shards' :class:`Sides` as one, in the order of :func:`conversation_sides`."""
+    about, news, ops = {}, {}, {}
+    for part in parts:
+        about.update(part.about)
+        news.update(part.news)
+        ops.update(part.ops)
+    sides = conversation_sides(ordered)
+    return Sides({s: about[s] for s in sides}, {s: news[s] for s in sides}, {s: ops[s] for s in sides})
+
+
+def hold_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str]], sides: Sides, doing: dict[str, str],
+               now: int) -> list[tuple]:
+    """Hold the conversations of ``pairs`` (ordered; the shard of each opener holds it) from both sides' views:
+    the mind says each line from the speaker's persona, memories and news, the conversation so far, until a line
+    ends it (not before ``simulation.min_conversation_lines`` lines) or ``simulation.conversation_turns`` lines were
+    said; then a summary. Conversations are independent of each other and held concurrently when a model speaks.
+    Returns per pair ``(lines, decisions, summary, usage, history context)``."""
+    sim = rt.config.simulation
 
     def hold(pair: tuple[str, str]):
         a, b = pair
-        views = {me: view_of(state, rt, me, now, about[(me, other)])
+        views = {me: view_of(state, rt, me, now, sides.about[(me, other)])
                  for me, other in ((a, b), (b, a))}
         convs = {me: ConversationView(me, other, state.agents[a].place, 0, sim.conversation_turns, [],
-                                      news[(me, other)], set(state.agents[me].knows),
+                                      sides.news[(me, other)], set(state.agents[me].knows),
                                       state.agents[a].talked_to[b] > 0, doing[me],
                                       min_turns=sim.min_conversation_lines)
                  for me, other in ((a, b), (b, a))}
@@ -614,7 +662,16 @@ def converse_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str
         usage = history.usage() if history is not None else Counter()
         return lines, decisions, summary, usage, history.end_context() if history is not None else None
 
-    results = rt.map(hold, ordered)
+    return rt.map(hold, list(pairs))
+
+
+def converse_stage(state: TownState, rt: Runtime, ordered: Sequence[tuple[str, str]], sides: Sides,
+                   results: Sequence[tuple], now: int, tick: int) -> Conversed:
+    """The town's part of the tick's conversations, held by the shards (:func:`hold_stage`, ``results`` in the
+    order of ``ordered``): both sides remember every line and a summary; news told is known by the listener, and
+    said at a public place it becomes a notice; an invitation heard is considered next tick."""
+    carried = {n.topic: n for items in sides.news.values() for n in items if n.carried()}
+    ops = list(sides.ops.values())
     pending: list[Pending] = []
     told: list[tuple[str, str, str]] = []
     posted: set[str] = set()
@@ -675,7 +732,7 @@ def converse_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str
 class Reflected:
     ops: list[dict[str, Any]]
     failures: int
-    notable: list[str]
+    notable: list[tuple[str, str]]  # (agent, line)
 
 
 def view_of_memory(rt: Runtime, agent: str, now: int) -> AgentView:
@@ -711,11 +768,10 @@ def reflect_stage(rt: Runtime, now: int, tick: int) -> Reflected:
             log.warning("reflection of %s at tick %d skipped: %s", pid, tick, err)
             continue
         made.append((pid, req, insight_records(pid, insights, req.evidence, now, tick), accumulated))
+    # an agent's reflection is traced whether or not it found insights, and whatever the others found
     texts = list(dict.fromkeys(r.text for _, _, recs, _ in made for r in recs))
-    if not texts:
-        return Reflected([], failures, [])
-    ratings = dict(zip(texts, rt.rater.rate_many(texts)))
-    vectors = dict(zip(texts, rt.embedder.embed(texts)))
+    ratings = dict(zip(texts, rt.rater.rate_many(texts))) if texts else {}
+    vectors = dict(zip(texts, rt.embedder.embed(texts))) if texts else {}
     ops: list[dict[str, Any]] = []
     notable = []
     clock = format_hhmm(now)
@@ -727,7 +783,7 @@ def reflect_stage(rt: Runtime, now: int, tick: int) -> Reflected:
                     "evidence": [m.id for m in req.evidence],
                     "insights": [{"id": r.id, "text": r.text, "evidence_ids": r.evidence_ids, "depth": r.depth,
                                   "rating": r.rating} for r in recs]})
-        notable += [f"{clock} {rt.names[pid]} reflects: {r.text}" for r in recs]
+        notable += [(pid, f"{clock} {rt.names[pid]} reflects: {r.text}") for r in recs]
         if recs:
             emb = np.stack([vectors[r.text] for r in recs])
             ops += rt.memories[pid].add_long_term(recs, emb, now)

@@ -164,7 +164,7 @@ def test_a_stage_that_fails_leaves_no_item_calling_the_model():
         done.append(x)
         return x
 
-    rt = SimpleNamespace(llm=object(), config=load_config(None, ["llm.concurrency=3"]), _pool=None)
+    rt = SimpleNamespace(llm=object(), config=load_config(None, ["llm.concurrency=3"]), _pool=None, _parent=None)
     with pytest.raises(BudgetExceeded):
         Runtime.map(rt, item, [0, 1, 2])
     assert sorted(done) == [1, 2]  # both ran to their end before the failure was raised
