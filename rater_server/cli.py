@@ -12,8 +12,6 @@ settings (one line on stderr), 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 import sys
 
 PROG = "simulacra rater"
@@ -96,20 +94,7 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse ``argv``, configure logging for this process and :func:`serve`; returns the exit status."""
-    from simulacra.errors import SimulacraError
+    """Parse ``argv`` and :func:`serve` as a program (:func:`simulacra.cli.dispatch`); returns the exit status."""
+    from simulacra.cli import dispatch
 
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
-    for name, value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("ANONYMIZED_TELEMETRY", "False"),
-                        ("TOKENIZERS_PARALLELISM", "false")):
-        os.environ.setdefault(name, value)  # this process is the rater's own: nothing is downloaded
-    try:
-        return serve(args)
-    except SimulacraError as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+    return dispatch(serve, build_parser().parse_args(argv), PROG)

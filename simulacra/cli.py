@@ -36,6 +36,11 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                         help="game days to simulate: from the world's start_time on day 1 to its end_time on day "
                              "DAYS, through the nights (--days 1 is the default length)")
     p.add_argument("--seed", type=int, default=None, help="random seed [config simulation.seed, 0]")
+    p.add_argument("--workers", type=int, default=1,
+                   help="agent shards as Ray actors (pip install 'simulacra[ray]'); 1 runs in this process, no Ray "
+                        "[%(default)s]")
+    p.add_argument("--ray-address", default=None,
+                   help="join this Ray cluster (auto | ray://host:port) instead of starting Ray here")
     p.add_argument("--run-name", default=None, help="run folder name under the database dir [<world>-seed<seed>]")
     p.add_argument("--db-dir", default="database", help="database directory holding run folders [%(default)s]")
     p.add_argument("--rater-url", default=None,
@@ -263,7 +268,8 @@ def _resume_conflicts(args: argparse.Namespace) -> list[str]:
     """Options ``--resume`` cannot take (the run's own config, world and agents are used)."""
     given = [("--world", args.world != DEFAULT_WORLD), ("--personas-dir", args.personas_dir), ("--seed", args.seed),
              ("--run-name", args.run_name), ("--agents", args.agents), ("--config/--preset", args.config),
-             ("--set", args.overrides), ("--llm", args.llm), ("--overwrite", args.overwrite)]
+             ("--set", args.overrides), ("--llm", args.llm), ("--overwrite", args.overwrite),
+             ("--workers", getattr(args, "workers", 1) != 1), ("--ray-address", getattr(args, "ray_address", None))]
     return [name for name, value in given if value]
 
 
@@ -300,8 +306,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         config = load_config(args.config, overrides)
         agents = [a.strip() for a in args.agents.split(",") if a.strip()] if args.agents else None
         print(f"simulacra: loading {args.world} and the embedding model ...", file=sys.stderr)
+        if args.workers < 1:
+            raise SimulacraError(f"--workers must be at least 1, got {args.workers}")
         sim = Simulation.create(args.world, config, personas_dir=args.personas_dir, db_dir=args.db_dir,
-                                run_name=args.run_name, overwrite=args.overwrite, agents=agents)
+                                run_name=args.run_name, overwrite=args.overwrite, agents=agents,
+                                workers=args.workers, ray_address=args.ray_address)
     with sim:
         w = sim.world
         if args.ticks is not None:
@@ -641,17 +650,20 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dispatch(func, args) -> int:
+def dispatch(func, args, prog: str = "simulacra") -> int:
+    """Run a command ``func(args)`` as a program: logging configured for the process (``-v``: debug), Hugging Face
+    and Chroma kept offline, and a :class:`SimulacraError` turned into one line ``<prog>: error: ...`` and exit
+    status 2 (Ctrl-C: 130). The entry of ``simulacra`` and of ``python -m rater_server``."""
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     _prepare_env()
     try:
         return func(args)
     except SimulacraError as err:
-        print(f"simulacra: error: {err}", file=sys.stderr)
+        print(f"{prog}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("simulacra: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return 130
 
 
@@ -664,12 +676,12 @@ def main(argv: list[str] | None = None) -> int:
     func = {"run": cmd_run, "generate-town": cmd_generate_town, "check": cmd_check, "replay": cmd_replay,
             "view": cmd_view, "inspect": cmd_inspect, "rescore": cmd_rescore, "tune": cmd_tune,
             "interview": cmd_interview, "evaluate": cmd_evaluate}[args.command]
-    return _dispatch(func, args)
+    return dispatch(func, args)
 
 
 def run_sim_main(argv: list[str] | None = None) -> int:
     """Entry point of ``python run_sim.py``."""
-    return _dispatch(cmd_run, run_parser().parse_args(argv))
+    return dispatch(cmd_run, run_parser().parse_args(argv))
 
 
 if __name__ == "__main__":  # pragma: no cover

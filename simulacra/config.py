@@ -323,6 +323,9 @@ class EmbeddingConfig(_Section):
                         "sharing its batch (a resumed run is then byte-identical); false batches, faster, and a resume "
                         "may differ in the last digits of scores")
     cache_size: int = Field(50_000, ge=0, description="texts whose embeddings are kept in memory")
+    threads: int = Field(0, ge=0, description="torch threads of the model's forward passes (0: the process's "
+                         "default); the same count gives the same vectors in every process, so a town on Ray "
+                         "workers gives them its own count")
 
 
 class RaterConfig(_Section):

@@ -80,11 +80,13 @@ class SentenceTransformerEmbedder:
             embedder follows ``embedding.exact``, true by default). About 4x slower on long batches.
     """
 
-    def __init__(self, model: str = DEFAULT_MODEL, device: str = "cpu", batch_size: int = 64, exact: bool = False):
+    def __init__(self, model: str = DEFAULT_MODEL, device: str = "cpu", batch_size: int = 64, exact: bool = False,
+                 threads: int = 0):
         self.name = model
         self.device = device
         self.batch_size = batch_size
         self.exact = exact
+        self.threads = threads
         self._model = None
         self._lock = threading.Lock()
         # the one thread that runs the model (embed); started at the first call
@@ -130,10 +132,23 @@ class SentenceTransformerEmbedder:
         return self._worker.submit(self._encode, model, list(texts)).result()
 
     def _encode(self, model, texts: list[str]) -> np.ndarray:
-        if self.exact:
-            vectors = np.stack([model.encode([t], convert_to_numpy=True, show_progress_bar=False)[0] for t in texts])
-        else:
-            vectors = model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
+        import torch
+
+        # torch's threads split a forward pass's sums differently (1 and 2 threads differ in the last bits): a
+        # fixed count gives the same vectors in every process; the process's own count is put back after
+        previous = torch.get_num_threads()
+        if self.threads and self.threads != previous:
+            torch.set_num_threads(self.threads)
+        try:
+            if self.exact:
+                vectors = np.stack([model.encode([t], convert_to_numpy=True, show_progress_bar=False)[0]
+                                    for t in texts])
+            else:
+                vectors = model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
+                                       show_progress_bar=False)
+        finally:
+            if self.threads and self.threads != previous:
+                torch.set_num_threads(previous)
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
 
@@ -199,5 +214,5 @@ def build_embedder(config=None, cached: bool = True) -> Embedder:
     from simulacra.config import EmbeddingConfig
 
     e = config if config is not None else EmbeddingConfig()
-    model = SentenceTransformerEmbedder(e.model, e.device, e.batch_size, e.exact)
+    model = SentenceTransformerEmbedder(e.model, e.device, e.batch_size, e.exact, e.threads)
     return CachedEmbedder(model, e.cache_size) if cached else model

@@ -90,10 +90,13 @@ class Runtime:
     _pool: ThreadPoolExecutor | None = None
     _parent: Runtime | None = None
 
+    residents: list[str] | None = None
+
     @cached_property
     def names(self) -> dict[str, str]:
-        """Agent id -> full name of the simulated residents (built once: every view of every tick uses it)."""
-        return {pid: self.world.personas[pid].name for pid in self.agents}
+        """Agent id -> full name of the simulated residents (``residents``, default :attr:`agents`: a shard's
+        runtime names every resident of its town; built once: every view of every tick uses it)."""
+        return {pid: self.world.personas[pid].name for pid in (self.residents or self.agents)}
 
     def view(self, agents: Sequence[str]) -> Runtime:
         """The run's parts as one shard of its agents sees them: ``agents`` (a subset of :attr:`agents`, in the
@@ -206,6 +209,30 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
     """
     from simulacra.embeddings import build_embedder
 
+    world, ids, run_dir, location, closers = prepare_run(world_path, config, personas_dir, db_dir, run_name,
+                                                         overwrite, agents, resume)
+    try:
+        if embedder is None:
+            embedder = build_embedder(config.embedding)
+        llm = build_language_model(config, run_dir, closers, resume)
+        rater = build_rater(config, embedder, llm, run_dir.name)
+        closers.append(rater.close)
+        mind = build_mind(config, llm, world.tick_minutes, rater.reflect)
+        memories, shared = open_stores(world, config, run_dir, embedder, ids, location)
+    except BaseException:
+        for c in reversed(closers):
+            c()
+        raise
+    return Runtime(world=world, config=config, run_dir=run_dir, agents=list(ids), embedder=embedder, rater=rater,
+                   mind=mind, memories=memories, shared=shared, llm=llm, location=location, closers=closers)
+
+
+def prepare_run(world_path: str | Path, config: Config, personas_dir: str | Path | None = None,
+                db_dir: str | Path = "database", run_name: str | None = None, overwrite: bool = False,
+                agents: list[str] | None = None, resume: bool = False, stores: bool = True):
+    """The part of :func:`build_runtime` that needs no model: the world and personas (validated), the residents
+    simulated, the run folder (made, or checked on ``resume``), and with ``stores`` the stores' location claimed.
+    Returns ``(world, agent ids, run folder, location or None, closers)``. Raises as :func:`build_runtime`."""
     world = load_world(world_path, personas_dir)
     ids = agents if agents is not None else list(world.personas)
     unknown = [a for a in ids if a not in world.personas]
@@ -226,23 +253,12 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
             remove_run_folder(run_dir)
         make_run_folder(run_dir)
     check_run_folder(run_dir, config.simulation.min_free_mb, remove_on_error=not resume)
+    if not stores:
+        return world, ids, run_dir, None, []
     location = store_location(config.memory, run_dir)
     location.claim(resume, overwrite)
     closers: list[Callable[[], None]] = [] if location.journal is None else [location.journal.close]
-    try:
-        if embedder is None:
-            embedder = build_embedder(config.embedding)
-        llm = build_language_model(config, run_dir, closers, resume)
-        rater = build_rater(config, embedder, llm, run_name)
-        closers.append(rater.close)
-        mind = build_mind(config, llm, world.tick_minutes, rater.reflect)
-        memories, shared = open_stores(world, config, run_dir, embedder, ids, location)
-    except BaseException:
-        for c in reversed(closers):
-            c()
-        raise
-    return Runtime(world=world, config=config, run_dir=run_dir, agents=list(ids), embedder=embedder, rater=rater,
-                   mind=mind, memories=memories, shared=shared, llm=llm, location=location, closers=closers)
+    return world, ids, run_dir, location, closers
 
 
 def build_rater(config: Config, embedder, llm=None, run_name: str = "the run"):

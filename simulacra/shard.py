@@ -151,8 +151,8 @@ class Shard:
         """Its agents' sides of the tick's conversations (:func:`~simulacra.tick.sides_stage`)."""
         return sides_stage(state, self.rt, ordered, now)
 
-    def hold(self, state: TownState, pairs: Sequence[tuple[str, str]], sides: Sides, doing: dict[str, str],
-             now: int) -> list[tuple]:
+    def hold(self, state: TownState, sides: Sides, doing: dict[str, str], now: int,
+             pairs: Sequence[tuple[str, str]]) -> list[tuple]:
         """Hold the conversations its agents open (:func:`~simulacra.tick.hold_stage`)."""
         return hold_stage(state, self.rt, pairs, sides, doing, now)
 
@@ -168,3 +168,96 @@ class Shard:
         summarised = summarise_stage(self.rt, plans, now, tick)
         consolidated = consolidate_stage(self.rt, now)
         return said, reflected, rehearsed, summarised, consolidated
+
+
+def memory_summary(rt: Runtime, agents: Sequence[str], now: int) -> dict[str, dict[str, Any]]:
+    """What a run's summary shows of each agent's memory (``agents`` of ``rt``): ``{"counts": per tier,
+    "top_long_term": its three most important long-term memories (decayed importance at ``now``, the same text
+    once), "reflections": its latest three (depth, evidence count)}``."""
+    out = {}
+    for pid in agents:
+        mem = rt.memories[pid]
+        ranked = mem.most_important(now, len(mem.long_term), tiers=("long_term",))
+        distinct: dict[str, tuple] = {}
+        for r, imp in ranked:  # best first; the same text at several game times is shown once
+            distinct.setdefault(r.text, (r, imp))
+        top = list(distinct.values())[:3]
+        reflections = sorted((r for r in mem.long_term.records if r.kind == "reflection"),
+                             key=lambda r: (-(r.timestamp or 0), r.id))
+        out[pid] = {"counts": mem.counts(),
+                    "top_long_term": [{"text": r.text, "importance": round(i, 3)} for r, i in top],
+                    "reflections": [{"text": r.text, "depth": r.depth, "evidence": len(r.evidence_ids)}
+                                    for r in reflections[:3]]}
+    return out
+
+
+class Stores:
+    """What the town asks of its agents' stores between and around ticks, when the stores are this process's
+    (every shard of the run in it, :meth:`Runtime.view`): make a tick durable, checkpoint them, write them to
+    Chroma, summarise them, close them. :class:`simulacra.cluster.RayShards` answers the same for shards that are
+    Ray actors, each with its own stores."""
+
+    def __init__(self, rt: Runtime):
+        self.rt = rt
+
+    def markers(self) -> dict[str, tuple[float, float | None, float | None]]:
+        """Per agent, what the town state keeps of its memory: ``(importance since its last reflection, game
+        minute of its last reflection, of its last consolidation)``."""
+        return {pid: (m.importance_since_reflection, m.last_reflection, m.last_consolidation)
+                for pid, m in self.rt.memories.items()}
+
+    def persist(self, ticks_done: int, due: bool, journal: bool) -> int:
+        """:func:`~simulacra.tick.persist_stage`."""
+        from simulacra.tick import persist_stage
+
+        return persist_stage(self.rt, ticks_done, due, journal)
+
+    def durable(self, ticks_done: int, journal: bool) -> None:
+        """Before a checkpoint: everything it will list made durable (journal frame and sync, or a write)."""
+        if journal:
+            self.rt.journal_tick(ticks_done)
+            self.rt.journal.sync()
+        else:
+            self.rt.flush(deletes=False)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The stores' part of a checkpoint: ``{"memory": {agent: snapshot}, "shared": ids | None, "layers":
+        counters of the model stack and rater}``."""
+        from simulacra.checkpoint import layer_counters
+
+        rt = self.rt
+        return {"memory": {pid: rt.memories[pid].snapshot() for pid in rt.agents},
+                "shared": None if rt.shared is None else rt.shared.ids, "layers": layer_counters(rt)}
+
+    def after_whole_checkpoint(self) -> None:
+        """Queue the access marks set since the last whole checkpoint and empty old trash."""
+        from simulacra.killpoint import kill_point
+
+        for pid in self.rt.agents:
+            self.rt.memories[pid].save_marks()
+            kill_point("marks")
+            self.rt.memories[pid].empty_trash()
+
+    def flush(self, deletes: bool = True) -> int:
+        """:meth:`Runtime.flush`."""
+        return self.rt.flush(deletes=deletes)
+
+    def close_flush(self, deletes: bool) -> None:
+        """At the run's end: the access marks not yet saved and what the stores still queue, to Chroma."""
+        for mem in self.rt.memories.values():
+            mem.save_marks()
+        self.rt.flush(deletes=deletes)
+
+    def memory_summary(self, now: int) -> dict[str, dict[str, Any]]:
+        return memory_summary(self.rt, self.rt.agents, now)
+
+    def posted_topics(self) -> set[str]:
+        """Topics the shared tier already holds notices of."""
+        shared = self.rt.shared
+        return set() if shared is None else {r.extra["topic"] for r in shared.records if r.extra.get("topic")}
+
+    def shared_size(self) -> int | None:
+        return None if self.rt.shared is None else len(self.rt.shared)
+
+    def close(self) -> None:
+        """Nothing: the run's parts are closed with the run (:meth:`Runtime.close`)."""

@@ -25,23 +25,32 @@ from simulacra.checkpoint import (
     CheckpointWriter,
     changed_inputs,
     input_hashes,
-    layer_counters,
     read_checkpoint,
     restore_layer_counters,
 )
 from simulacra.clock import GameClock, format_game_time, format_hhmm
+from simulacra.cluster import ShardLost, ShardProxy
 from simulacra.config import Config, config_from_dict, recorded_config
-from simulacra.errors import CheckpointError, RaterError, StoreUnavailable
+from simulacra.errors import CheckpointError, RaterError, SimulacraError, StoreUnavailable
 from simulacra.killpoint import kill_point
 from simulacra.llm.base import BudgetExceeded, LLMUnreachable
 from simulacra.llm.replay import ReplayingModel
 from simulacra.llm.wrappers import unwrap
 from simulacra.memory.journal import store_schedule
 from simulacra.memory.stream import roll_back
-from simulacra.runtime import Runtime, build_runtime
+from simulacra.runtime import Runtime, build_runtime, prepare_run
 from simulacra.runtime import static_records as static_records  # re-exported: the viewer and tests use it
-from simulacra.schedule import probe_stage, telling_stage
-from simulacra.shard import Shard, by_agent, merge_decided, merge_remembered, merge_retrieval, op_agent, shard_agents
+from simulacra.schedule import probe_stage, schedule_of, telling_stage
+from simulacra.shard import (
+    Shard,
+    Stores,
+    by_agent,
+    merge_decided,
+    merge_remembered,
+    merge_retrieval,
+    op_agent,
+    shard_agents,
+)
 from simulacra.state import AgentState, TownState
 from simulacra.tick import (
     Reflected,
@@ -52,7 +61,6 @@ from simulacra.tick import (
     order_pairs,
     pair_stage,
     perceive_stage,
-    persist_stage,
     sleepers,
     world_events,
 )
@@ -111,12 +119,17 @@ class Simulation:
         rt: the run's parts; state: the town between ticks; memories: agent id -> its memory stream.
     """
 
-    def __init__(self, rt: Runtime, checkpoint: dict[str, Any] | None = None, shards: int = 1):
+    def __init__(self, rt: Runtime, checkpoint: dict[str, Any] | None = None, shards: int = 1, cluster=None):
         self.rt = rt
         world = rt.world
         groups = shard_agents(rt.agents, shards)
+        #: the shards as Ray actors (:class:`simulacra.cluster.RayShards`), or ``None``: every shard in this process
+        self.cluster = cluster
         #: the agent shards the town steps (a run in one process: one shard, the run's own parts)
-        self.shards = [Shard(rt.view(g), k, writes_town=k == 0) for k, g in enumerate(groups)]
+        self.shards = ([ShardProxy(k, g) for k, g in enumerate(groups)] if cluster is not None else
+                       [Shard(rt.view(g), k, writes_town=k == 0) for k, g in enumerate(groups)])
+        #: what the town asks of the agents' stores (this process's, or every actor's)
+        self.stores = cluster if cluster is not None else Stores(rt)
         self._order = {a: i for i, a in enumerate(rt.agents)}
         self._shard_of = {a: k for k, g in enumerate(groups) for a in g}
         self.stopped: str | None = None
@@ -138,8 +151,7 @@ class Simulation:
             object_states={o.id: o.state for o in world.objects},
             agents={pid: AgentState(place=world.personas[pid].home) for pid in rt.agents},
         )
-        if rt.shared is not None:
-            self.state.posted_topics = {r.extra["topic"] for r in rt.shared.records if r.extra.get("topic")}
+        self.state.posted_topics = self.stores.posted_topics()
         self.trace = TraceWriter(rt.run_dir / "trace.jsonl", self._header())
         self.ticks_done = 0
         self.checkpoint()
@@ -178,34 +190,28 @@ class Simulation:
         self.trace.sync()
         # every memory the checkpoint lists is made durable first: in the store journal, or else in Chroma (what a
         # tick's persist stage left to a later write, the memories of a run's first or last checkpoint)
-        if self._journaling:
-            rt.journal_tick(self.ticks_done)
-            rt.journal.sync()
-        else:
-            rt.flush(deletes=False)
+        self.stores.durable(self.ticks_done, self._journaling)
         if self._writer is None:
             self._writer = CheckpointWriter(rt.run_dir)
         wrote_whole = self._writer.write({
             "ticks_done": self.ticks_done, "target_ticks": self.target_ticks, "trace_bytes": self.trace.size,
-            "config": rt.config.to_dict(), "state": self.state.to_dict(),
-            "memory": {pid: rt.memories[pid].snapshot() for pid in rt.agents},
-            "shared": None if rt.shared is None else rt.shared.ids,
-            "history_usage": dict(sorted(self.history_usage.items())), "layers": layer_counters(rt),
+            "config": rt.config.to_dict(), "state": self.state.to_dict(), **self.stores.snapshot(),
+            "history_usage": dict(sorted(self.history_usage.items())),
         }, whole)
         self._checkpointed = self.ticks_done
         if wrote_whole:
-            for pid in rt.agents:
-                rt.memories[pid].save_marks()
-                kill_point("marks")
-                rt.memories[pid].empty_trash()
+            self.stores.after_whole_checkpoint()
 
     # ----------------------------------------------------------------- construction
     @classmethod
     def create(cls, world_path: str | Path, config: Config | None = None, personas_dir: str | Path | None = None,
                db_dir: str | Path = "database", run_name: str | None = None, overwrite: bool = False,
-               embedder=None, agents: list[str] | None = None, shards: int = 1) -> Simulation:
+               embedder=None, agents: list[str] | None = None, shards: int = 1, workers: int = 1,
+               ray_address: str | None = None) -> Simulation:
         """Build every part (:func:`~simulacra.runtime.build_runtime`) and a fresh town state; ``shards``: the
         number of agent shards the town steps (:mod:`simulacra.shard`; in this process, sharing the run's parts).
+        With ``workers`` > 1 or a ``ray_address``, the shards are Ray actors instead, each with its own parts and
+        stores (:mod:`simulacra.cluster`), started here or on the cluster at ``ray_address``.
 
         Raises:
             WorldError, PersonaError: invalid input files (naming file and field).
@@ -213,6 +219,9 @@ class Simulation:
             RaterError: no rater answers and none can be started.
             LLMError: the configured model cannot be set up.
         """
+        if workers > 1 or ray_address is not None:
+            return cls._on_ray(world_path, config or Config(), personas_dir, db_dir, run_name, overwrite, agents,
+                               max(1, workers), ray_address)
         rt = build_runtime(world_path, config or Config(), personas_dir, db_dir, run_name, overwrite, embedder,
                            agents)
         try:
@@ -245,11 +254,47 @@ class Simulation:
             return cls._start_again(run_dir, embedder, allow_changed, rater_url, chroma_url)
         ck = read_checkpoint(run_dir)
         config, world_path, header = _recorded_run(run_dir, allow_changed, rater_url, chroma_url)
+        if header.get("workers"):
+            raise CheckpointError(f"cannot resume {run_dir}: a run of {header['workers']} workers (resuming a run on "
+                                  f"several workers is not supported yet)")
         rt = build_runtime(world_path, config, header["personas_dir"], run_dir.parent, run_dir.name,
                            embedder=embedder, agents=header["agents"], resume=True)
         rt.scenario = header.get("scenario")  # its schedule (tellings, probes) goes on where the run stopped
         try:
             return cls(rt, checkpoint=ck)
+        except BaseException:
+            rt.close()
+            raise
+
+    @classmethod
+    def _on_ray(cls, world_path, config: Config, personas_dir, db_dir, run_name, overwrite, agents, workers: int,
+                address: str | None) -> Simulation:
+        """A town whose ``workers`` shards are Ray actors (:class:`simulacra.cluster.RayShards`).
+
+        Raises:
+            SimulacraError: a Chroma server with several workers (not yet), Ray missing, a shard not built.
+        """
+        from simulacra.cluster import RayShards, town_mind
+
+        if config.memory.chroma_url:
+            raise SimulacraError("--workers with --chroma-url is not supported yet: each worker keeps an embedded "
+                                 "store in the run folder")
+        world, ids, run_dir, _, _ = prepare_run(world_path, config, personas_dir, db_dir, run_name, overwrite,
+                                                agents, stores=False)
+        if not config.embedding.threads:  # the workers embed with the town's thread count: the same vectors
+            import torch
+
+            config = config.model_copy(update={"embedding": config.embedding.model_copy(
+                update={"threads": torch.get_num_threads()})})
+        spec = {"world": str(Path(world_path).resolve()),
+                "personas_dir": None if personas_dir is None else str(Path(personas_dir).resolve()),
+                "config": config.to_dict(), "run_dir": str(run_dir.resolve()), "residents": list(ids),
+                "log_level": logging.getLogger().getEffectiveLevel()}
+        cluster = RayShards(spec, shard_agents(ids, workers), address)
+        rt = Runtime(world=world, config=config, run_dir=run_dir, agents=list(ids), embedder=None, rater=None,
+                     mind=town_mind(cluster.infos[0]), memories={}, closers=[cluster.close])
+        try:
+            return cls(rt, shards=workers, cluster=cluster)
         except BaseException:
             rt.close()
             raise
@@ -323,7 +368,9 @@ class Simulation:
             "seed": self.config.simulation.seed,
             "config": self.config.to_dict(),
             "mind": self.rt.mind.name,
-            "embedding_model": getattr(self.rt.embedder, "name", "?"),
+            "embedding_model": (self.cluster.infos[0]["embedding_model"] if self.cluster is not None
+                                else getattr(self.rt.embedder, "name", "?")),
+            **({"workers": len(self.shards)} if self.cluster is not None else {}),
             "world_file": Path(w.source).name,
             "inputs": input_hashes(w),
             "personas_dir": str(Path(next(iter(w.persona_files.values()))).resolve().parent),
@@ -335,6 +382,13 @@ class Simulation:
             "objects": dict(self.state.object_states),
             **({"scenario": self.rt.scenario} if self.rt.scenario is not None else {}),
         }
+
+    def _each(self, method: str, args: tuple, per_shard=None) -> list:
+        """``Shard.<method>(*args, *per_shard(k))`` of every shard, answers in shard order: in this process one
+        after the other, on Ray all at once (the phase's barrier is waiting for the last)."""
+        if self.cluster is not None:
+            return self.cluster.each("shard", method, args, per_shard)
+        return [getattr(sh, method)(*args, *(per_shard(sh.index) if per_shard else ())) for sh in self.shards]
 
     # ----------------------------------------------------------------- the tick
     def step(self) -> TickResult:
@@ -365,10 +419,9 @@ class Simulation:
         asleep = sleepers(state, rt, now)
         told = telling_stage(rt, now, tick)  # a scenario's fact told to residents now (simulacra.schedule)
         perception = perceive_stage(state, rt, events, objects, now, tick, asleep)
-        shards, order = self.shards, self._order
+        order = self._order
         # phase 1, every shard from the same snapshot: remember, retrieve, decide
-        acted = [sh.act(state, perception, notices + told.pending + perception.pending, now, tick, asleep)
-                 for sh in shards]
+        acted = self._each("act", (state, perception, notices + told.pending + perception.pending, now, tick, asleep))
         seen = merge_remembered([a[0] for a in acted], order)
         retrieval = merge_retrieval([a[1] for a in acted], order)
         decided = pair_stage(state, rt, merge_decided([a[2] for a in acted], order), now, asleep)  # the town pairs
@@ -380,15 +433,16 @@ class Simulation:
             state.agents[pid].place = place
         # phase 2: each side's part, then each conversation held by its opener's shard
         ordered = order_pairs(state, decided.pairs)
-        sides = merge_sides([sh.sides(state, ordered, now) for sh in shards], ordered)
+        sides = merge_sides(self._each("sides", (state, ordered, now)), ordered)
+        opened = [[pair for pair in ordered if self._shard_of[pair[0]] == k] for k in range(len(self.shards))]
         held: dict[tuple[str, str], tuple] = {}
-        for sh in shards:
-            mine = [pair for pair in ordered if self._shard_of[pair[0]] == sh.index]
-            held.update(zip(mine, sh.hold(state, mine, sides, doing, now)))
+        for mine, results in zip(opened, self._each("hold", (state, sides, doing, now),
+                                                    per_shard=lambda k: (opened[k],))):
+            held.update(zip(mine, results))
         conversed = converse_stage(state, rt, ordered, sides, [held[pair] for pair in ordered], now, tick)
         # phase 3: remember what was planned, said and heard; reflect, rehearse, summarise, consolidate
         used = seen.ops + retrieval.ops + decided.ops + conversed.ops
-        settled = [sh.settle(decided.pending + conversed.pending, used, decided.plans, now, tick) for sh in shards]
+        settled = self._each("settle", (decided.pending + conversed.pending, used, decided.plans, now, tick))
         said = merge_remembered([x[0] for x in settled], order)
         reflected = Reflected(by_agent((op for x in settled for op in x[1].ops), order, op_agent),
                               sum(x[1].failures for x in settled),
@@ -398,9 +452,10 @@ class Simulation:
         summarised = by_agent((op for x in settled for op in x[3]), order, op_agent)
         consolidated = by_agent((op for x in settled for op in x[4]), order, op_agent)
         due = (self.ticks_done + 1) % self._flush_every == 0  # the stores reach Chroma this tick
-        persist_stage(rt, self.ticks_done + 1, due, journal=self._journaling)
+        self.stores.persist(self.ticks_done + 1, due, journal=self._journaling)
 
         # fold the writes into the state
+        markers = self.stores.markers()
         state.object_states = {**objects, **applied.object_changes}
         state.pair_last_talk = decided.pair_last_talk
         state.posted_topics |= posted | conversed.posted
@@ -412,10 +467,7 @@ class Simulation:
             agent.step_key = decided.step_keys[pid]
             agent.last_percepts = perception.last_percepts[pid]
             agent.knows |= perception.learned[pid] | told.learned.get(pid, set())
-            mem = rt.memories[pid]
-            agent.importance_since_reflection = mem.importance_since_reflection
-            agent.last_reflection = mem.last_reflection
-            agent.last_consolidation = mem.last_consolidation
+            agent.importance_since_reflection, agent.last_reflection, agent.last_consolidation = markers[pid]
         for pid in decided.considered:
             state.agents[pid].invitations = []
         for listener, engagement in conversed.heard:  # an invitation heard for the first time: considered next tick
@@ -463,6 +515,9 @@ class Simulation:
         }
         if asleep:
             record["asleep"] = sorted(asleep)
+        if self.cluster is not None and schedule_of(rt).get("probes"):
+            raise SimulacraError("a scenario's recall probes do not run on several workers yet; run it without "
+                                 "--workers")
         probed = probe_stage(state, rt, now, tick)  # a scenario's recall probe, read-only (simulacra.schedule)
         if probed is not None:
             record["probes"] = probed
@@ -476,7 +531,7 @@ class Simulation:
             # the memories deleted since the previous flush (forgotten, moved, replaced) leave Chroma now that no
             # checkpoint a resume could start from lists them, with the access marks whole checkpoints queued; the
             # store journal is emptied
-            rt.flush()
+            self.stores.flush()
         return TickResult(record, notable)
 
     # ----------------------------------------------------------------- runs
@@ -502,6 +557,12 @@ class Simulation:
                                 f"when it is fixed, continue with: simulacra run --resume {self.run_dir}")
                 log.error("run %s", self.stopped)
                 break
+            except ShardLost as err:
+                self.stopped = (f"stopped before tick {self.state.tick} ({format_hhmm(self.state.now)}): {err}; the "
+                                f"trace ends at the last complete tick (resuming a run of several workers is not "
+                                f"supported yet: start it again)")
+                log.error("run %s", self.stopped)
+                break
             if on_tick is not None:
                 on_tick(result)
         # after a failed tick the stores hold part of it: the last checkpoint stays the one to resume from
@@ -520,7 +581,7 @@ class Simulation:
     def flush(self) -> None:
         """Write the stores' queued changes to Chroma, deletes included, and empty the store journal
         (:meth:`Runtime.flush`; a run does it every ``memory.store_flush_minutes`` and at its end)."""
-        self.rt.flush()
+        self.stores.flush()
 
     def summary(self) -> dict[str, Any]:
         """Per agent: memory counts per tier, its three most important long-term memories (decayed
@@ -533,21 +594,12 @@ class Simulation:
         now = state.now
         counters = state.counters
         agents = {}
+        memory = self.stores.memory_summary(now)
+        lost = {"counts": {}, "top_long_term": [], "reflections": []}  # a lost worker's agents
         for pid, a in state.agents.items():
-            mem = rt.memories[pid]
-            ranked = mem.most_important(now, len(mem.long_term), tiers=("long_term",))
-            distinct: dict[str, tuple] = {}
-            for r, imp in ranked:  # best first; the same text at several game times is shown once
-                distinct.setdefault(r.text, (r, imp))
-            top = list(distinct.values())[:3]
-            reflections = sorted((r for r in mem.long_term.records if r.kind == "reflection"),
-                                 key=lambda r: (-(r.timestamp or 0), r.id))
             agents[pid] = {
                 "name": rt.names[pid],
-                "counts": mem.counts(),
-                "top_long_term": [{"text": r.text, "importance": round(i, 3)} for r, i in top],
-                "reflections": [{"text": r.text, "depth": r.depth, "evidence": len(r.evidence_ids)}
-                                for r in reflections[:3]],
+                **memory.get(pid, lost),
                 "reflections_total": counters[f"reflections:{pid}"],
                 "forgotten": counters[f"forgotten:{pid}"],
                 "plan": [p.describe(rt.place_names.get(p.place, p.place)) for p in a.plan],
@@ -573,14 +625,24 @@ class Simulation:
             "events": events,
             "stopped": self.stopped,
             "mind": mind,
-            "llm": self._llm_report(),
-            "shared_memory": None if self.shared is None else len(self.shared),
+            "shared_memory": self.stores.shared_size(),
             "reflection_failures": counters["reflection_failures"],
-            "rater_fallbacks": rt.rater.fallbacks,
-            "rater": rt.rater.report(),
-            "embedding_cache": {"hits": getattr(rt.embedder, "hits", 0),
-                                "misses": getattr(rt.embedder, "misses", 0)},
+            **self._parts_report(),
         }
+
+    def _parts_report(self) -> dict[str, Any]:
+        """The summary's ``llm``, ``rater``, ``rater_fallbacks`` and ``embedding_cache``: this process's parts, or
+        with shards on Ray, the first shard's rater and model reports (``"shards"``: every shard's), the fallbacks
+        and the embedding cache summed over the shards."""
+        rt = self.rt
+        if self.cluster is None:
+            return {"llm": self._llm_report(), "rater_fallbacks": rt.rater.fallbacks, "rater": rt.rater.report(),
+                    "embedding_cache": {"hits": getattr(rt.embedder, "hits", 0),
+                                        "misses": getattr(rt.embedder, "misses", 0)}}
+        reports = self.cluster.reports()
+        return {"llm": reports[0]["llm"], "rater_fallbacks": sum(r["rater_fallbacks"] for r in reports),
+                "rater": reports[0]["rater"], "shards": reports,
+                "embedding_cache": {k: sum(r["embedding_cache"][k] for r in reports) for k in ("hits", "misses")}}
 
     def _llm_report(self) -> dict[str, Any] | None:
         """Calls, tokens and cost of the run's language model (``None`` when none is configured), over the whole run
@@ -602,15 +664,14 @@ class Simulation:
         keeps the marks too), and the stores already hold everything it lists."""
         if self.stopped is None and not self._mid_tick and not self.trace.closed:
             try:
-                for mem in self.rt.memories.values():
-                    mem.save_marks()
                 # deletes only when the last tick run is checkpointed: until a checkpoint no longer lists a memory,
                 # a resume may need it
-                self.rt.flush(deletes=self._checkpointed == self.ticks_done)
+                self.stores.close_flush(deletes=self._checkpointed == self.ticks_done)
             except Exception as err:  # noqa: BLE001 - the checkpoint's stores are complete; tear-down goes on
                 log.warning("closing %s: the stores' last writes were not made (%s: %s); resume takes up the run at "
                             "its last checkpoint", self.run_dir, type(err).__name__, err)
         self.trace.close()
+        self.stores.close()
         self.rt.close()
 
     def __enter__(self) -> Simulation:

@@ -75,7 +75,7 @@ def notice(posted: set[str], rt: Runtime, text: str, author: str, place: str, no
     """A notice for the town's shared memory, or ``None`` when the world has none or the topic was posted
     (once per topic; ``topic`` defaults to ``text``). ``author`` is ``"world"`` or an agent id."""
     topic = topic or text
-    if rt.shared is None or topic in posted:
+    if not rt.world.shared_memory or topic in posted:
         return None
     rec = MemoryRecord(id=memory_id("town", now, text), text=text, kind="notice", timestamp=float(now), tick=tick,
                        extra={"topic": topic, "author": author, "place": place})

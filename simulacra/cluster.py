@@ -1,0 +1,261 @@
+"""Agent shards as Ray actors: a town of one process grows to several, or to a cluster, with the same results.
+
+``simulacra run --workers N`` (``Simulation.create(..., workers=N)``) starts N actors (:class:`ShardWorker`), or
+joins a running cluster with ``--ray-address auto|ray://host:port``. Each actor builds, for the agents
+:func:`simulacra.shard.shard_agents` gives it, everything that is theirs (:func:`build_shard_runtime`): its own
+embedding model, rater, mind and language-model client (its calls recorded in its own ``llm_calls.jsonl``), and its
+own embedded Chroma store and store journal in ``<run>/shard-<k>/`` (each shard keeps a replica of the town's
+shared memory, which every shard writes alike). The town (:class:`simulacra.simulation.Simulation`) keeps the world,
+the clock, the state and the trace, and steps the actors through each tick's phases: each phase's inputs are put in
+Ray's object store once (``ray.put``) and every actor is asked at once; the town waits for all (the barrier) and
+merges their answers by :func:`simulacra.shard.by_agent`, so the trace does not depend on which answers first.
+
+Not yet: resuming a run of several workers, a Chroma server shared by the workers, a scenario's recall probes on
+workers (each refused with a message), and a run-wide bound on model calls in flight (``llm.concurrency`` applies
+per worker).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from simulacra.config import Config, config_from_dict
+from simulacra.errors import SimulacraError
+from simulacra.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+def build_shard_runtime(world_path: str, config: Config, personas_dir: str | None, run_dir: str | Path,
+                        agents: Sequence[str], residents: Sequence[str], index: int) -> Runtime:
+    """Everything that belongs to the ``agents`` of shard ``index``, built in the calling process: the world, an
+    embedder, the language model (recording into ``<run_dir>/shard-<index>/``), a rater, a mind, and the agents'
+    stores (with a replica of the town's shared tier) in the embedded Chroma store of ``<run_dir>/shard-<index>/``.
+
+    Raises:
+        WorldError, PersonaError, RaterError, LLMError: as :func:`simulacra.runtime.build_runtime`.
+    """
+    from simulacra.embeddings import build_embedder
+    from simulacra.runtime import build_language_model, build_mind, build_rater, open_stores, store_location
+    from simulacra.world.model import load_world
+
+    world = load_world(world_path, personas_dir)
+    shard_dir = Path(run_dir) / f"shard-{index}"
+    shard_dir.mkdir(parents=True, exist_ok=True)
+    location = store_location(config.memory, shard_dir)
+    closers: list[Callable[[], None]] = [location.journal.close]
+    try:
+        embedder = build_embedder(config.embedding)
+        llm = build_language_model(config, shard_dir, closers)
+        rater = build_rater(config, embedder, llm, f"{Path(run_dir).name} shard {index}")
+        closers.append(rater.close)
+        mind = build_mind(config, llm, world.tick_minutes, rater.reflect)
+        memories, shared = open_stores(world, config, shard_dir, embedder, list(agents), location)
+    except BaseException:
+        for c in reversed(closers):
+            c()
+        raise
+    return Runtime(world=world, config=config, run_dir=shard_dir, agents=list(agents), embedder=embedder,
+                   rater=rater, mind=mind, memories=memories, shared=shared, llm=llm, location=location,
+                   closers=closers, residents=list(residents))
+
+
+class ShardLost(SimulacraError):
+    """A shard's worker process died; the run stops at its last complete tick."""
+
+
+class ShardWorker:
+    """What runs inside one Ray actor: a :class:`~simulacra.shard.Shard` over the runtime it built, and the
+    :class:`~simulacra.shard.Stores` of that runtime. :meth:`call` runs one of their methods."""
+
+    def __init__(self, spec: dict[str, Any]):
+        from simulacra.shard import Shard, Stores
+
+        logging.basicConfig(level=spec.get("log_level", logging.WARNING),
+                            format=f"%(levelname)s shard-{spec['index']} %(name)s: %(message)s")
+        config = config_from_dict(spec["config"], "the town's config")
+        self.rt = build_shard_runtime(spec["world"], config, spec["personas_dir"], spec["run_dir"], spec["agents"],
+                                      spec["residents"], spec["index"])
+        self.rt.scenario = spec.get("scenario")
+        self.shard = Shard(self.rt, spec["index"], writes_town=True)
+        self.stores = Stores(self.rt)
+
+    def info(self) -> dict[str, Any]:
+        """``{"mind", "reactive", "embedding_model", "pid", "node"}`` of this shard (``node``: its Ray node id)."""
+        import ray
+
+        return {"mind": self.rt.mind.name, "reactive": bool(getattr(self.rt.mind, "reactive", False)),
+                "embedding_model": getattr(self.rt.embedder, "name", "?"), "pid": os.getpid(),
+                "node": ray.get_runtime_context().get_node_id()}
+
+    def call(self, part: str, method: str, *args) -> Any:
+        """``self.<part>.<method>(*args)`` (``part``: ``"shard"`` or ``"stores"``)."""
+        return getattr(getattr(self, part), method)(*args)
+
+    def report(self) -> dict[str, Any]:
+        """The rater's report, its fallbacks, the embedder's cache counts and the language model's report."""
+        rt = self.rt
+        llm = getattr(rt.llm, "report", None)
+        return {"rater": rt.rater.report(), "rater_fallbacks": rt.rater.fallbacks,
+                "embedding_cache": {"hits": getattr(rt.embedder, "hits", 0),
+                                    "misses": getattr(rt.embedder, "misses", 0)},
+                "llm": None if llm is None else {"model": rt.llm.name, **llm()}}
+
+    def close(self) -> None:
+        self.rt.close()
+
+
+class RayShards:
+    """N shards as Ray actors, asked together, phase by phase (the module docstring). Answers what the town asks
+    of its stores as :class:`~simulacra.shard.Stores` does, over every actor.
+
+    Args:
+        spec: what every actor needs to build its shard (world file, personas folder, config, run folder,
+            residents, scenario); each gets its ``agents`` and ``index`` added.
+        groups: the agents of each shard (:func:`simulacra.shard.shard_agents`).
+        address: a Ray cluster to join (``"auto"``, ``"ray://host:port"``); ``None`` starts Ray in this process
+            with the machine's CPUs, unless Ray is already initialised (then it is used as it is).
+    Raises:
+        SimulacraError: Ray is not installed, or an actor could not build its shard (its error in the message).
+    """
+
+    def __init__(self, spec: dict[str, Any], groups: Sequence[Sequence[str]], address: str | None = None):
+        try:
+            import ray
+        except ImportError:
+            raise SimulacraError("--workers needs Ray: pip install 'simulacra[ray]' (or 'ray>=2.58')") from None
+        self.ray = ray
+        self.started = False
+        if not ray.is_initialized():
+            ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING,
+                     log_to_driver=True, configure_logging=False)
+            self.started = True
+        # a worker's torch threads wait passively: several workers on few cores must not spin against each other;
+        # the workers spread over the cluster's nodes
+        actor = ray.remote(ShardWorker).options(runtime_env={"env_vars": {"OMP_WAIT_POLICY": "PASSIVE"}},
+                                                scheduling_strategy="SPREAD")
+        self.actors = [actor.remote({**spec, "agents": list(g), "index": k}) for k, g in enumerate(groups)]
+        try:
+            self.infos = ray.get([a.info.remote() for a in self.actors])
+        except ray.exceptions.RayActorError as err:
+            self.close()
+            raise SimulacraError(f"a shard could not be built: {err}") from None
+        self.n = len(self.actors)
+        #: why a worker was lost (``None`` while all live)
+        self.lost: str | None = None
+        log.info("%d shards on Ray (worker pids %s)", self.n, [i["pid"] for i in self.infos])
+
+    # ----------------------------------------------------------------- asking every actor at once
+    def each(self, part: str, method: str, args: Sequence[Any] = (), per_shard: Callable[[int], tuple] | None = None,
+             only: Sequence[int] | None = None, tolerate: bool = False) -> list[Any]:
+        """``part.method`` on every actor (or those of ``only``) at once, its answers in shard order. ``args`` are
+        put in the object store once and shared; ``per_shard(k)`` adds arguments of shard ``k``. With ``tolerate``,
+        a dead actor answers ``None`` (for a summary after a worker was lost).
+
+        Raises:
+            ShardLost: an actor's process died (killed, out of memory, its node gone).
+            Exception: what a shard's method raised (RaterError, BudgetExceeded, ...), as itself.
+        """
+        ray = self.ray
+        refs = [ray.put(a) for a in args]
+        which = range(self.n) if only is None else only
+        calls = [self.actors[k].call.remote(part, method, *refs, *(per_shard(k) if per_shard else ())) for k in which]
+        out = []
+        for k, ref in zip(which, calls):
+            try:
+                out.append(ray.get(ref))
+            except ray.exceptions.RayActorError as err:
+                self.lost = self.lost or f"the worker of shard {k} died ({type(err).__name__})"
+                if not tolerate:
+                    ray.wait(calls, num_returns=len(calls), timeout=60)  # the others end their part first
+                    raise ShardLost(self.lost) from None
+                out.append(None)
+            except ray.exceptions.RayTaskError as err:
+                ray.wait(calls, num_returns=len(calls), timeout=60)
+                raise err.as_instanceof_cause() from None
+        return out
+
+    # ----------------------------------------------------------------- the town's questions to its stores
+    def markers(self) -> dict[str, tuple]:
+        out: dict[str, tuple] = {}
+        for part in self.each("stores", "markers"):
+            out.update(part)
+        return out
+
+    def persist(self, ticks_done: int, due: bool, journal: bool) -> int:
+        return sum(self.each("stores", "persist", (ticks_done, due, journal)))
+
+    def durable(self, ticks_done: int, journal: bool) -> None:
+        self.each("stores", "durable", (ticks_done, journal))
+
+    def snapshot(self) -> dict[str, Any]:
+        parts = self.each("stores", "snapshot")
+        memory: dict[str, Any] = {}
+        for p in parts:
+            memory.update(p["memory"])
+        return {"memory": memory, "shared": parts[0]["shared"], "layers": {"shards": [p["layers"] for p in parts]}}
+
+    def after_whole_checkpoint(self) -> None:
+        self.each("stores", "after_whole_checkpoint")
+
+    def flush(self, deletes: bool = True) -> int:
+        return sum(self.each("stores", "flush", (deletes,)))
+
+    def close_flush(self, deletes: bool) -> None:
+        self.each("stores", "close_flush", (deletes,))
+
+    def memory_summary(self, now: int) -> dict[str, dict[str, Any]]:
+        """Every live shard's :meth:`Stores.memory_summary` together (a lost worker's agents are left out)."""
+        out: dict[str, dict[str, Any]] = {}
+        for part in self.each("stores", "memory_summary", (now,), tolerate=True):
+            out.update(part or {})
+        return out
+
+    def posted_topics(self) -> set[str]:
+        return self.each("stores", "posted_topics", only=[0])[0]
+
+    def shared_size(self) -> int | None:
+        return self.each("stores", "shared_size", only=[0])[0]
+
+    def reports(self) -> list[dict[str, Any]]:
+        """Every shard's :meth:`ShardWorker.report` (a lost worker's: an empty one)."""
+        empty = {"rater": {}, "rater_fallbacks": 0, "embedding_cache": {"hits": 0, "misses": 0}, "llm": None}
+        out = []
+        for a in self.actors:
+            try:
+                out.append(self.ray.get(a.report.remote()))
+            except self.ray.exceptions.RayActorError:
+                out.append(empty)
+        return out
+
+    def close(self) -> None:
+        """Close every actor's parts and end the actors; shut Ray down when this process started it."""
+        ray = self.ray
+        try:
+            ray.get([a.close.remote() for a in self.actors])
+        except Exception:  # noqa: BLE001 - a dead actor has nothing left to close
+            log.warning("closing the shards", exc_info=True)
+        for a in self.actors:
+            ray.kill(a)
+        self.actors = []
+        if self.started:
+            ray.shutdown()
+            self.started = False
+
+
+class ShardProxy:
+    """A shard of :class:`RayShards` as the town's step sees one (``index``, ``agents``)."""
+
+    def __init__(self, index: int, agents: Sequence[str]):
+        self.index = index
+        self.agents = list(agents)
+
+
+def town_mind(info: dict[str, Any]) -> SimpleNamespace:
+    """What the town knows of its shards' mind: its name, and whether the tick asks it to react."""
+    return SimpleNamespace(name=info["mind"], reactive=info["reactive"])
