@@ -135,18 +135,24 @@ class RayShards:
             ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING,
                      log_to_driver=True, configure_logging=False)
             self.started = True
-        # the workers spread over the cluster's nodes. When their torch threads outnumber the cluster's CPUs, they
+        # When the workers' torch threads outnumber the cluster's CPUs, they
         # wait passively: OpenMP's spinning threads of several workers on few cores slow each other down (measured,
         # 2 workers x 2 threads on 2 cores: 3.4x one process spinning, 1.3x passive); otherwise spinning is faster
         # (1 worker x 2 threads on 2 cores: 0.99x one process spinning, 1.39x passive)
         threads = int((spec.get("config") or {}).get("embedding", {}).get("threads") or 1)
         cpus = float(ray.cluster_resources().get("CPU", 1))
         crowded = len(groups) * threads > cpus
-        options: dict[str, Any] = {"scheduling_strategy": "SPREAD"}
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        options: dict[str, Any] = {}
         if crowded:
             options["runtime_env"] = {"env_vars": {"OMP_WAIT_POLICY": "PASSIVE"}}
-        actor = ray.remote(ShardWorker).options(**options)
-        self.actors = [actor.remote({**spec, "agents": list(g), "index": k}) for k, g in enumerate(groups)]
+        # shard k on the cluster's k-th live node (mod their number, soft: elsewhere when that node is full)
+        nodes = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU"))
+        actor = ray.remote(ShardWorker)
+        self.actors = [actor.options(**options, scheduling_strategy=NodeAffinitySchedulingStrategy(
+            nodes[k % len(nodes)], soft=True) if nodes else "DEFAULT").remote({**spec, "agents": list(g), "index": k})
+            for k, g in enumerate(groups)]
         try:
             self.infos = ray.get([a.info.remote() for a in self.actors])
         except ray.exceptions.RayActorError as err:
