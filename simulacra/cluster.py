@@ -40,29 +40,15 @@ def build_shard_runtime(world_path: str, config: Config, personas_dir: str | Non
     Raises:
         WorldError, PersonaError, RaterError, LLMError: as :func:`simulacra.runtime.build_runtime`.
     """
-    from simulacra.embeddings import build_embedder
-    from simulacra.runtime import build_language_model, build_mind, build_rater, open_stores, store_location
+    from simulacra.runtime import build_parts, store_location
     from simulacra.world.model import load_world
 
     world = load_world(world_path, personas_dir)
     shard_dir = Path(run_dir) / f"shard-{index}"
     shard_dir.mkdir(parents=True, exist_ok=True)
     location = store_location(config.memory, shard_dir)
-    closers: list[Callable[[], None]] = [location.journal.close]
-    try:
-        embedder = build_embedder(config.embedding)
-        llm = build_language_model(config, shard_dir, closers)
-        rater = build_rater(config, embedder, llm, f"{Path(run_dir).name} shard {index}")
-        closers.append(rater.close)
-        mind = build_mind(config, llm, world.tick_minutes, rater.reflect)
-        memories, shared = open_stores(world, config, shard_dir, embedder, list(agents), location)
-    except BaseException:
-        for c in reversed(closers):
-            c()
-        raise
-    return Runtime(world=world, config=config, run_dir=shard_dir, agents=list(agents), embedder=embedder,
-                   rater=rater, mind=mind, memories=memories, shared=shared, llm=llm, location=location,
-                   closers=closers, residents=list(residents))
+    return build_parts(world, config, shard_dir, agents, location, [location.journal.close], residents=residents,
+                       name=f"{Path(run_dir).name} shard {index}")
 
 
 class ShardLost(SimulacraError):
@@ -81,7 +67,6 @@ class ShardWorker:
         config = config_from_dict(spec["config"], "the town's config")
         self.rt = build_shard_runtime(spec["world"], config, spec["personas_dir"], spec["run_dir"], spec["agents"],
                                       spec["residents"], spec["index"])
-        self.rt.scenario = spec.get("scenario")
         self.shard = Shard(self.rt, spec["index"], writes_town=True)
         self.stores = Stores(self.rt)
 
@@ -97,15 +82,6 @@ class ShardWorker:
         """``self.<part>.<method>(*args)`` (``part``: ``"shard"`` or ``"stores"``)."""
         return getattr(getattr(self, part), method)(*args)
 
-    def report(self) -> dict[str, Any]:
-        """The rater's report, its fallbacks, the embedder's cache counts and the language model's report."""
-        rt = self.rt
-        llm = getattr(rt.llm, "report", None)
-        return {"rater": rt.rater.report(), "rater_fallbacks": rt.rater.fallbacks,
-                "embedding_cache": {"hits": getattr(rt.embedder, "hits", 0),
-                                    "misses": getattr(rt.embedder, "misses", 0)},
-                "llm": None if llm is None else {"model": rt.llm.name, **llm()}}
-
     def close(self) -> None:
         self.rt.close()
 
@@ -116,7 +92,7 @@ class RayShards:
 
     Args:
         spec: what every actor needs to build its shard (world file, personas folder, config, run folder,
-            residents, scenario); each gets its ``agents`` and ``index`` added.
+            residents, log level); each gets its ``agents`` and ``index`` added.
         groups: the agents of each shard (:func:`simulacra.shard.shard_agents`).
         address: a Ray cluster to join (``"auto"``, ``"ray://host:port"``); ``None`` starts Ray in this process
             with the machine's CPUs, unless Ray is already initialised (then it is used as it is).
@@ -135,15 +111,14 @@ class RayShards:
             ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING,
                      log_to_driver=True, configure_logging=False)
             self.started = True
-        # When the workers' torch threads outnumber the cluster's CPUs, they
-        # wait passively: OpenMP's spinning threads of several workers on few cores slow each other down (measured,
-        # 2 workers x 2 threads on 2 cores: 3.4x one process spinning, 1.3x passive); otherwise spinning is faster
-        # (1 worker x 2 threads on 2 cores: 0.99x one process spinning, 1.39x passive)
-        threads = int((spec.get("config") or {}).get("embedding", {}).get("threads") or 1)
-        cpus = float(ray.cluster_resources().get("CPU", 1))
-        crowded = len(groups) * threads > cpus
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        # when the workers' torch threads outnumber the cluster's CPUs, they wait passively: OpenMP's spinning
+        # threads of several workers on few cores slow each other down (measured, 2 workers x 2 threads on 2 cores:
+        # 3.4x one process spinning, 1.3x passive); otherwise spinning is faster (1 worker x 2 threads on 2 cores:
+        # 0.99x one process spinning, 1.39x passive)
+        threads = int((spec.get("config") or {}).get("embedding", {}).get("threads") or 1)
+        crowded = len(groups) * threads > float(ray.cluster_resources().get("CPU", 1))
         options: dict[str, Any] = {}
         if crowded:
             options["runtime_env"] = {"env_vars": {"OMP_WAIT_POLICY": "PASSIVE"}}
@@ -194,12 +169,6 @@ class RayShards:
         return out
 
     # ----------------------------------------------------------------- the town's questions to its stores
-    def markers(self) -> dict[str, tuple]:
-        out: dict[str, tuple] = {}
-        for part in self.each("stores", "markers"):
-            out.update(part)
-        return out
-
     def persist(self, ticks_done: int, due: bool, journal: bool) -> int:
         return sum(self.each("stores", "persist", (ticks_done, due, journal)))
 
@@ -236,15 +205,9 @@ class RayShards:
         return self.each("stores", "shared_size", only=[0])[0]
 
     def reports(self) -> list[dict[str, Any]]:
-        """Every shard's :meth:`ShardWorker.report` (a lost worker's: an empty one)."""
+        """Every shard's :meth:`Stores.report` (a lost worker's: an empty one)."""
         empty = {"rater": {}, "rater_fallbacks": 0, "embedding_cache": {"hits": 0, "misses": 0}, "llm": None}
-        out = []
-        for a in self.actors:
-            try:
-                out.append(self.ray.get(a.report.remote()))
-            except self.ray.exceptions.RayActorError:
-                out.append(empty)
-        return out
+        return [r or empty for r in self.each("stores", "report", tolerate=True)]
 
     def close(self) -> None:
         """Close every actor's parts and end the actors; shut Ray down when this process started it."""

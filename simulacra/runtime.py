@@ -207,24 +207,41 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
         LLMError: the configured model cannot be set up (missing key, bundled model not installed).
         SimulacraError: ``agents`` names someone who is not a resident.
     """
-    from simulacra.embeddings import build_embedder
-
     world, ids, run_dir, location, closers = prepare_run(world_path, config, personas_dir, db_dir, run_name,
                                                          overwrite, agents, resume)
+    return build_parts(world, config, run_dir, ids, location, closers, embedder, resume)
+
+
+def build_parts(world: World, config: Config, run_dir: Path, agents: Sequence[str], location,
+                closers: list[Callable[[], None]], embedder=None, resume: bool = False,
+                residents: Sequence[str] | None = None, name: str | None = None) -> Runtime:
+    """Everything that belongs to ``agents``, built in this process: an embedder (unless given), the language model
+    (recording into ``run_dir``), a rater (:func:`build_rater`), a mind, and their stores at ``location`` with the
+    static memories embedded. The run's :func:`build_runtime` and each Ray worker's shard
+    (:func:`simulacra.cluster.build_shard_runtime`) call it. ``closers`` (the location's) get the parts' closers
+    and are all called when a part fails. ``residents``: every resident of the town (default ``agents``);
+    ``name``: the run's name in messages (default the folder's).
+
+    Raises:
+        RaterError, LLMError: as :func:`build_runtime`.
+    """
+    from simulacra.embeddings import build_embedder
+
     try:
         if embedder is None:
             embedder = build_embedder(config.embedding)
         llm = build_language_model(config, run_dir, closers, resume)
-        rater = build_rater(config, embedder, llm, run_dir.name)
+        rater = build_rater(config, embedder, llm, name or run_dir.name)
         closers.append(rater.close)
         mind = build_mind(config, llm, world.tick_minutes, rater.reflect)
-        memories, shared = open_stores(world, config, run_dir, embedder, ids, location)
+        memories, shared = open_stores(world, config, run_dir, embedder, list(agents), location)
     except BaseException:
         for c in reversed(closers):
             c()
         raise
-    return Runtime(world=world, config=config, run_dir=run_dir, agents=list(ids), embedder=embedder, rater=rater,
-                   mind=mind, memories=memories, shared=shared, llm=llm, location=location, closers=closers)
+    return Runtime(world=world, config=config, run_dir=run_dir, agents=list(agents), embedder=embedder, rater=rater,
+                   mind=mind, memories=memories, shared=shared, llm=llm, location=location, closers=closers,
+                   residents=None if residents is None else list(residents))
 
 
 def prepare_run(world_path: str | Path, config: Config, personas_dir: str | Path | None = None,

@@ -157,17 +157,20 @@ class Shard:
         return hold_stage(state, self.rt, pairs, sides, doing, now)
 
     def settle(self, pending: Sequence[Pending], used_ops: Sequence[dict[str, Any]], plans: dict[str, list],
-               now: int, tick: int) -> tuple[Remembered, Reflected, list, list, list]:
+               now: int, tick: int) -> tuple[Remembered, Reflected, list, list, list, dict[str, tuple]]:
         """The last phase of a tick: remember what its agents planned, said and heard; reflect; mark what the
         tick used (``used_ops``: the tick's operations before this phase, every shard's, in agent order); the
         nightly summaries (``plans``: the day plans); consolidate. Returns ``(said, reflected, rehearse ops,
-        summary ops, consolidation ops)``."""
+        summary ops, consolidation ops, markers)``; ``markers``: per agent, what the town state keeps of its memory,
+        ``(importance since its last reflection, game minute of its last reflection, of its last consolidation)``."""
         said = self.remember(pending, "remember2")
         reflected = reflect_stage(self.rt, now, tick)
         rehearsed = rehearse_stage(self.rt, [*used_ops, *said.ops, *reflected.ops], now)
         summarised = summarise_stage(self.rt, plans, now, tick)
         consolidated = consolidate_stage(self.rt, now)
-        return said, reflected, rehearsed, summarised, consolidated
+        markers = {pid: (m.importance_since_reflection, m.last_reflection, m.last_consolidation)
+                   for pid, m in self.rt.memories.items()}
+        return said, reflected, rehearsed, summarised, consolidated, markers
 
 
 def memory_summary(rt: Runtime, agents: Sequence[str], now: int) -> dict[str, dict[str, Any]]:
@@ -192,19 +195,13 @@ def memory_summary(rt: Runtime, agents: Sequence[str], now: int) -> dict[str, di
 
 
 class Stores:
-    """What the town asks of its agents' stores between and around ticks, when the stores are this process's
+    """What the town asks of its agents' stores and parts between and around ticks, when they are this process's
     (every shard of the run in it, :meth:`Runtime.view`): make a tick durable, checkpoint them, write them to
-    Chroma, summarise them, close them. :class:`simulacra.cluster.RayShards` answers the same for shards that are
-    Ray actors, each with its own stores."""
+    Chroma, summarise them and what the parts spent. :class:`simulacra.cluster.RayShards` answers the same for
+    shards that are Ray actors, each with its own stores."""
 
     def __init__(self, rt: Runtime):
         self.rt = rt
-
-    def markers(self) -> dict[str, tuple[float, float | None, float | None]]:
-        """Per agent, what the town state keeps of its memory: ``(importance since its last reflection, game
-        minute of its last reflection, of its last consolidation)``."""
-        return {pid: (m.importance_since_reflection, m.last_reflection, m.last_consolidation)
-                for pid, m in self.rt.memories.items()}
 
     def persist(self, ticks_done: int, due: bool, journal: bool) -> int:
         """:func:`~simulacra.tick.persist_stage`."""
@@ -259,5 +256,18 @@ class Stores:
     def shared_size(self) -> int | None:
         return None if self.rt.shared is None else len(self.rt.shared)
 
-    def close(self) -> None:
-        """Nothing: the run's parts are closed with the run (:meth:`Runtime.close`)."""
+    def report(self) -> dict[str, Any]:
+        """What the run's summary shows of these parts: ``{"llm": calls, tokens and cost of the language model
+        (``None`` without one), with ``replayed``: answers a resume took from ``llm_calls.jsonl`` (counted in the
+        calls and tokens too: the run did pay for them once); "rater": :meth:`Rater.report`; "rater_fallbacks":
+        unusable rater answers; "embedding_cache": {"hits", "misses"}}``."""
+        from simulacra.llm.replay import ReplayingModel
+        from simulacra.llm.wrappers import unwrap
+
+        rt = self.rt
+        llm = None
+        if callable(getattr(rt.llm, "report", None)):
+            replay = unwrap(rt.llm, ReplayingModel)
+            llm = {"model": rt.llm.name, **rt.llm.report(), "replayed": replay.replayed if replay is not None else 0}
+        return {"llm": llm, "rater": rt.rater.report(), "rater_fallbacks": rt.rater.fallbacks,
+                "embedding_cache": {k: getattr(rt.embedder, k, 0) for k in ("hits", "misses")}}

@@ -34,8 +34,6 @@ from simulacra.config import Config, config_from_dict, recorded_config
 from simulacra.errors import CheckpointError, RaterError, SimulacraError, StoreUnavailable
 from simulacra.killpoint import kill_point
 from simulacra.llm.base import BudgetExceeded, LLMUnreachable
-from simulacra.llm.replay import ReplayingModel
-from simulacra.llm.wrappers import unwrap
 from simulacra.memory.journal import store_schedule
 from simulacra.memory.stream import roll_back
 from simulacra.runtime import Runtime, build_runtime, prepare_run
@@ -451,11 +449,11 @@ class Simulation:
         rehearsed = by_agent((op for x in settled for op in x[2]), order, op_agent)
         summarised = by_agent((op for x in settled for op in x[3]), order, op_agent)
         consolidated = by_agent((op for x in settled for op in x[4]), order, op_agent)
+        markers = {pid: m for x in settled for pid, m in x[5].items()}
         due = (self.ticks_done + 1) % self._flush_every == 0  # the stores reach Chroma this tick
         self.stores.persist(self.ticks_done + 1, due, journal=self._journaling)
 
         # fold the writes into the state
-        markers = self.stores.markers()
         state.object_states = {**objects, **applied.object_changes}
         state.pair_last_talk = decided.pair_last_talk
         state.posted_topics |= posted | conversed.posted
@@ -631,29 +629,15 @@ class Simulation:
         }
 
     def _parts_report(self) -> dict[str, Any]:
-        """The summary's ``llm``, ``rater``, ``rater_fallbacks`` and ``embedding_cache``: this process's parts, or
-        with shards on Ray, the first shard's rater and model reports (``"shards"``: every shard's), the fallbacks
-        and the embedding cache summed over the shards."""
-        rt = self.rt
+        """The summary's ``llm``, ``rater``, ``rater_fallbacks`` and ``embedding_cache`` (:meth:`Stores.report`): this
+        process's parts, or with shards on Ray, the first shard's rater and model reports (``"shards"``: every
+        shard's), the fallbacks and the embedding cache summed over the shards."""
         if self.cluster is None:
-            return {"llm": self._llm_report(), "rater_fallbacks": rt.rater.fallbacks, "rater": rt.rater.report(),
-                    "embedding_cache": {"hits": getattr(rt.embedder, "hits", 0),
-                                        "misses": getattr(rt.embedder, "misses", 0)}}
+            return self.stores.report()
         reports = self.cluster.reports()
         return {"llm": reports[0]["llm"], "rater_fallbacks": sum(r["rater_fallbacks"] for r in reports),
                 "rater": reports[0]["rater"], "shards": reports,
                 "embedding_cache": {k: sum(r["embedding_cache"][k] for r in reports) for k in ("hits", "misses")}}
-
-    def _llm_report(self) -> dict[str, Any] | None:
-        """Calls, tokens and cost of the run's language model (``None`` when none is configured), over the whole run
-        when it was resumed; ``replayed``: answers a resume took from ``llm_calls.jsonl`` instead of asking
-        (:mod:`simulacra.llm.replay`), counted in ``calls`` and the tokens as well, since the run did pay for
-        them once."""
-        report = getattr(self.llm, "report", None)
-        if report is None:
-            return None
-        replay = unwrap(self.llm, ReplayingModel)
-        return {"model": self.llm.name, **report(), "replayed": replay.replayed if replay is not None else 0}
 
     def close(self) -> None:
         """Write what the stores still queue to Chroma (the access marks not yet saved, :meth:`AgentMemory.save_marks`,
@@ -671,8 +655,7 @@ class Simulation:
                 log.warning("closing %s: the stores' last writes were not made (%s: %s); resume takes up the run at "
                             "its last checkpoint", self.run_dir, type(err).__name__, err)
         self.trace.close()
-        self.stores.close()
-        self.rt.close()
+        self.rt.close()  # with shards on Ray, its closers end the workers
 
     def __enter__(self) -> Simulation:
         return self
