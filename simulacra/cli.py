@@ -9,9 +9,10 @@ import logging
 import os
 import sys
 
+from simulacra import __version__
 from simulacra.errors import SimulacraError
 
-DEFAULT_WORLD = "worlds/fernhollow.yaml"
+DEFAULT_WORLD = "fernhollow"
 
 
 def _preset(name: str) -> str:
@@ -25,7 +26,8 @@ def _preset(name: str) -> str:
 
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--world", default=DEFAULT_WORLD, help="world file (YAML) [%(default)s]")
+    p.add_argument("--world", default=DEFAULT_WORLD,
+                   help="world file (YAML), or the name of a packaged world (fernhollow, gullhaven) [%(default)s]")
     p.add_argument("--personas-dir", default=None,
                    help="folder of persona JSON files [agent_personalities/ beside the world's folder]")
     length = p.add_mutually_exclusive_group()
@@ -53,7 +55,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     source.add_argument("--config", default=None,
                         help="YAML config file (sections memory, embedding, rater, simulation)")
     source.add_argument("--preset", dest="config", type=_preset, metavar="NAME",
-                        help="a config file of presets/, e.g. seed003 (seed 003's retrieval exactly)")
+                        help="a packaged config preset, e.g. seed003 (seed 003's retrieval exactly)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                    help="override one config value, e.g. --set memory.a_rec=0.3 (repeatable)")
     p.add_argument("--llm", choices=["local"], default=None,
@@ -74,6 +76,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="simulacra", description="Generative-agent town simulations.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="simulate a town, offline by default",
                          description="Simulate a town and print a summary of what each agent remembers.")
@@ -274,11 +277,9 @@ def _resume_conflicts(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    from simulacra.clock import day_number, format_game_time
-    from simulacra.config import load_config
-    from simulacra.simulation import Simulation
+    """``simulacra run``: a thin layer over :class:`simulacra.town.Town` (the same run, trace and summary)."""
+    from simulacra.runtime import describe_mind
+    from simulacra.town import Town, make_config
 
     if args.days is not None and args.days < 1:
         raise SimulacraError(f"--days must be >= 1, got {args.days}")
@@ -289,70 +290,40 @@ def cmd_run(args: argparse.Namespace) -> int:
                                  f"{', '.join(conflicts)} (only --ticks, --hours, --days, --rater-url, --chroma-url, "
                                  f"--allow-changed apply)")
         print(f"simulacra: resuming {args.resume}; loading the embedding model ...", file=sys.stderr)
-        sim = Simulation.resume(args.resume, allow_changed=args.allow_changed, rater_url=args.rater_url,
-                                chroma_url=args.chroma_url)
+        town = Town.resume(args.resume, allow_changed=args.allow_changed, rater_url=args.rater_url,
+                           chroma_url=args.chroma_url)
     else:
         if args.allow_changed:
             raise SimulacraError("--allow-changed only applies with --resume")
+        if args.workers < 1:
+            raise SimulacraError(f"--workers must be at least 1, got {args.workers}")
         overrides = list(args.overrides)
-        if args.seed is not None:
-            overrides.append(f"simulation.seed={args.seed}")
         if args.rater_url is not None:
             overrides.append(f"rater.url={args.rater_url}")
         if args.chroma_url is not None:
             overrides.append(f"memory.chroma_url={args.chroma_url}")
-        if args.llm == "local":
-            overrides.append("llm.provider=local")
-        config = load_config(args.config, overrides)
+        config = make_config(args.config, seed=args.seed, llm=args.llm, overrides=overrides)
         agents = [a.strip() for a in args.agents.split(",") if a.strip()] if args.agents else None
+        for line in describe_mind(config, len(agents) if agents else _residents(args.world, args.personas_dir)):
+            print(f"simulacra: {line}", file=sys.stderr)
         print(f"simulacra: loading {args.world} and the embedding model ...", file=sys.stderr)
-        if args.workers < 1:
-            raise SimulacraError(f"--workers must be at least 1, got {args.workers}")
-        sim = Simulation.create(args.world, config, personas_dir=args.personas_dir, db_dir=args.db_dir,
-                                run_name=args.run_name, overwrite=args.overwrite, agents=agents,
-                                workers=args.workers, ray_address=args.ray_address)
-    with sim:
-        w = sim.world
-        if args.ticks is not None:
-            ticks = args.ticks
-        elif args.hours is None and args.days is None and sim.target_ticks is not None:
-            ticks = sim.target_ticks
-        else:
-            minutes = args.hours * 60 if args.hours is not None else w.run_minutes(args.days or 1)
-            ticks = max(1, int(round(minutes / w.tick_minutes)))
-        if ticks < 0:
-            raise SimulacraError("--ticks must be >= 0")
-        done = sim.ticks_done
-        ticks = max(0, ticks - done)  # a resumed run counts from its start
-        print(f"simulacra: {len(sim.rt.agents)} agents in {w.name}, {ticks} ticks of {w.tick_minutes} game minutes "
-              f"from {format_game_time(sim.state.now, w.start_weekday, w.rest_days)}; run folder {sim.run_dir}",
-              file=sys.stderr)
-        bar = tqdm(total=ticks, unit="tick", disable=args.quiet, file=sys.stderr, dynamic_ncols=True)
-        days_seen = {day_number(sim.state.now)}
-
-        def on_tick(result):
-            bar.set_postfix_str(f"{result.record['clock']}", refresh=False)
-            bar.update(1)
-            if not args.quiet:
-                day = day_number(result.record["time"])
-                if day not in days_seen:  # a new day begins: say which
-                    days_seen.add(day)
-                    bar.write(f"--- day {day}, {w.weekday(result.record['time'])}"
-                              f"{' (a rest day)' if w.is_rest_day(result.record['time']) else ''} ---", file=sys.stderr)
-                for line in result.notable:
-                    bar.write(line, file=sys.stderr)
-
+        town = Town.create(args.world, config, personas_dir=args.personas_dir, db_dir=args.db_dir,
+                           run_name=args.run_name, overwrite=args.overwrite, agents=agents, workers=args.workers,
+                           ray_address=args.ray_address)
+    with town:
+        # a resumed run's length counts from its start
+        ticks = town.ticks_for(args.hours, args.days, args.ticks, from_start=args.resume is not None)
+        w = town.world
+        print(f"simulacra: {len(town.agents)} agents in {w.name}, {ticks} ticks of {w.tick_minutes} game minutes "
+              f"from {town.clock}; run folder {town.run_dir}", file=sys.stderr)
         try:
-            summary = sim.run(ticks, on_tick)
+            summary = town.run(ticks=ticks, progress=not args.quiet, echo=not args.quiet)
         except Exception as err:  # a stage failed: the last checkpoint stays resumable
-            bar.close()
             logging.getLogger(__name__).debug("the run failed", exc_info=True)
-            print(f"simulacra: error: tick {sim.state.tick} failed: {type(err).__name__}: {err}\n"
-                  f"simulacra: the run is kept at its last checkpoint ({sim.ticks_done} ticks done); after fixing "
-                  f"the cause, continue it with: simulacra run --resume {sim.run_dir}", file=sys.stderr)
+            print(f"simulacra: error: tick {town.sim.state.tick} failed: {type(err).__name__}: {err}\n"
+                  f"simulacra: the run is kept at its last checkpoint ({town.ticks_done} ticks done); after fixing "
+                  f"the cause, continue it with: simulacra run --resume {town.run_dir}", file=sys.stderr)
             return 1
-        bar.close()
-    (sim.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
     if args.json:
         print(json.dumps(summary, indent=2, ensure_ascii=False))
     else:
@@ -361,6 +332,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"simulacra: run {summary['stopped']}", file=sys.stderr)  # it says how to resume
         return 3
     return 0
+
+
+def _residents(world: str, personas_dir: str | None) -> int:
+    """How many residents a world file lists (for the cost estimate printed before the run is built); 0 when the
+    file cannot be read (building the run then reports it)."""
+    from simulacra import assets
+    from simulacra.errors import read_yaml
+
+    try:
+        data = read_yaml(assets.find(world, "world"))
+        return len(data.get("residents") or []) if isinstance(data, dict) else 0
+    except SimulacraError:
+        return 0
 
 
 def format_summary(summary: dict) -> str:

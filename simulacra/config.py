@@ -48,6 +48,18 @@ class RetrievalProfile(_Section):
     """The scoring and selection of one kind of retrieval: each field set here replaces the memory section's field of
     the same name for the retrievals of the purposes mapped to this profile (``memory.purposes``); a field left
     ``null`` keeps the section's value. A profile cannot remove the section's static budget (``null`` keeps it).
+
+    Attributes:
+        relevance: the relevance term (``memory.relevance``: dense, lexical or hybrid).
+        hybrid_weight: the weight of lexical relevance under hybrid (``memory.hybrid_weight``).
+        fusion: the hybrid fusion (``memory.fusion``: weighted or rrf).
+        rrf_k: k of reciprocal-rank fusion (``memory.rrf_k``).
+        normalize: the term scaling (``memory.normalize``: none or minmax).
+        threshold: a memory scoring below this is not used (``memory.threshold``).
+        top_k: memories returned by one retrieval (``memory.top_k``).
+        retrieval: the retrieval rule (``memory.retrieval``: cascade or merged).
+        static_top_k: the static budget (``memory.static_top_k``).
+        static_threshold: the minimum score of a budgeted static fact (``memory.static_threshold``).
     """
 
     a_rec: float | None = Field(None, ge=0, description="weight of recency")
@@ -299,7 +311,11 @@ class MemoryConfig(_Section):
 
 
 class ReflectionConfig(_Section):
-    """Reflection (seed 003; trigger and focal points after the Generative Agents paper)."""
+    """Reflection (seed 003; trigger and focal points after the Generative Agents paper).
+
+    Attributes:
+        enabled: whether agents reflect at all (false: never; the ``no-reflection`` evaluation variant).
+    """
 
     enabled: bool = True
     threshold: float = Field(
@@ -314,7 +330,12 @@ class ReflectionConfig(_Section):
 
 
 class EmbeddingConfig(_Section):
-    """Sentence embedding model."""
+    """Sentence embedding model.
+
+    Attributes:
+        device: the torch device the model runs on (``cpu``, ``cuda``, ...).
+        batch_size: texts per forward pass when texts are embedded together (``exact: false``).
+    """
 
     model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers name or local path")
     device: str = "cpu"
@@ -330,7 +351,12 @@ class EmbeddingConfig(_Section):
 
 class RaterConfig(_Section):
     """The importance rater (seed 003): the one answering over HTTP at ``url`` (``simulacra rater``), else the
-    library's rater in-process (:func:`simulacra.rater.connect_rater`)."""
+    library's rater in-process (:func:`simulacra.rater.connect_rater`).
+
+    Attributes:
+        url: the rater's ``POST /rate`` endpoint (``simulacra rater``); at a loopback address where nothing answers,
+            the run rates in-process instead (``start_local``).
+    """
 
     url: str = "http://127.0.0.1:5000/rate"
     timeout_s: float = Field(30.0, gt=0, description="seconds per HTTP request")
@@ -353,7 +379,12 @@ class RaterConfig(_Section):
 
 
 class SimulationConfig(_Section):
-    """The tick loop, perception and the offline conversation policy."""
+    """The tick loop, perception and the offline conversation policy.
+
+    Attributes:
+        seed: the seed of the run's one random generator (the same seed and the offline backends give a
+            byte-identical trace).
+    """
 
     seed: int = 0
     attention_bandwidth: int = Field(6, ge=1, description="observations an agent takes in per tick")
@@ -376,13 +407,15 @@ class SimulationConfig(_Section):
 class LLMConfig(_Section):
     """A language model behind an OpenAI-compatible chat API (``docs/llm.md``); off unless a model is named.
 
-    With no ``model`` here and no ``OPENAI_MODEL`` in the environment, the offline backends are used. API keys
-    never go in config files: ``api_key_env`` names the environment variable that holds the key.
+    With no ``model`` here (and ``provider: openai``) the offline backends are used; an ``OPENAI_MODEL`` in the
+    environment is not read (a paid model is chosen in the config, ``--set llm.model=...``, not by the environment).
+    API keys never go in config files: ``api_key_env`` names the environment variable that holds the key.
     """
 
     model: str | None = Field(
         None,
-        description="model name the server knows (gpt-4o-mini, llama3.1:8b, ...); null: OPENAI_MODEL, else offline",
+        description="model name the server knows (gpt-4o-mini, llama3.1:8b, ...); null: offline (OPENAI_MODEL is not "
+        "read)",
     )
     base_url: str | None = Field(
         None,

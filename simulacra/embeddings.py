@@ -6,8 +6,8 @@ The default is all-MiniLM-L6-v2 (seed 003), loaded offline from the folder that 
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -51,20 +51,22 @@ def resolve_model_path(model: str) -> str:
     return model
 
 
-def _single_threaded_openblas() -> None:
-    """Run numpy's OpenBLAS on one thread once torch is loaded in the process.
+@contextlib.contextmanager
+def _quiet_transformers():
+    """transformers' warnings and progress bars off while the model loads, and back as they were after (the
+    user's own logging and progress-bar settings are theirs)."""
+    import transformers
 
-    Both thread pools busy-wait after their work; alternating torch inference (query embedding) with numpy
-    matrix-vector products (memory scoring) on 2 cores made each wait for the other's spinning threads.
-    Measured at 100k memories: query embedding 16.8 -> 9.5 ms, scoring 2.2 -> 2.4 ms (``docs/memory.md``).
-    The scoring products are memory-bound, so one thread loses little. torch's own BLAS is not affected.
-    """
+    verbosity = transformers.logging.get_verbosity()
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
     try:
-        from threadpoolctl import ThreadpoolController
-
-        ThreadpoolController().select(internal_api="openblas").limit(limits=1)
-    except Exception:  # pragma: no cover - threadpoolctl missing or an unusual BLAS: keep the defaults
-        log.debug("could not limit OpenBLAS threads", exc_info=True)
+        yield
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+        if bars:
+            transformers.logging.enable_progress_bar()
 
 
 class SentenceTransformerEmbedder:
@@ -96,20 +98,13 @@ class SentenceTransformerEmbedder:
         if self._model is None:
             with self._lock:
                 if self._model is None:
-                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-                    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-                    import transformers
-                    from sentence_transformers import SentenceTransformer
-
-                    transformers.logging.set_verbosity_error()
-                    transformers.logging.disable_progress_bar()
-
                     path = resolve_model_path(self.name)
                     log.info("loading embedding model %s from %s", self.name, path)
-                    self._model = SentenceTransformer(path, device=self.device)
-                    _single_threaded_openblas()
+                    with _quiet_transformers():
+                        from sentence_transformers import SentenceTransformer
+
+                        # local files only: nothing is fetched, and the process's environment is left alone
+                        self._model = SentenceTransformer(path, device=self.device, local_files_only=True)
         return self._model
 
     @property

@@ -7,7 +7,7 @@ from typing import Any
 
 from simulacra.clock import format_game_time
 from simulacra.errors import SimulacraError
-from simulacra.trace import read_trace
+from simulacra.trace import line_source, read_trace
 
 PERCEIVED = ("observation", "event")
 
@@ -62,7 +62,7 @@ def explain_tick(run: str | Path, agent: str, tick: int) -> dict[str, Any]:
         "forgotten": [{"text": op["text"], "reason": op.get("reason")} for op in mine if op["op"] == "forget"],
         "posted": [op["text"] for op in t["memory"] if op["op"] == "post" and op.get("author") == agent],
         "decisions": [_with_texts(d, t) for d in t.get("decisions", []) if d["agent"] == agent],
-        "lines": [{"text": ln["text"], "source": ln.get("source", "scripted"),
+        "lines": [{"text": ln["text"], "source": line_source(ln),
                    "memories": [_text_of(i, t) for i in ln.get("memory_ids", [])]}
                   for ln in lines if ln["speaker"] == agent],
         "plan_step": (t.get("plans") or {}).get(agent, {}).get("step"),

@@ -53,7 +53,6 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         SimulacraError: unknown agent, a tick outside the trace, an empty question, a run without stores, or an
         unknown ablation in the trace header.
     """
-    from simulacra.clock import format_game_time, weekday_of
     from simulacra.evaluation.variants import ablate_memory, ablate_mind, recorded_ablations
     from simulacra.memory.stream import AgentMemory
     from simulacra.runtime import build_language_model, build_mind, open_shared, store_location
@@ -99,23 +98,34 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         if mind is None:
             llm = build_language_model(config, run_dir, closers)
             mind = build_mind(config, llm, int(header["tick_minutes"]))
-        mind = ablate_mind(mind, ablate)
-        profile = config.memory.profile_of("interview")
-        found = recalled(memory, embedder.embed([question])[0], question, now, config, profile)
-        place = ticks[n]["positions"][agent]
-        view = AgentView(agent, personas[agent], now, place, tuple(found), names, place_names,
-                         weekday=weekday_of(now, start_weekday))
-        d = mind.interview(view, question)
+        answer = ask(memory, ablate_mind(mind, ablate), embedder, config, personas[agent], question, now,
+                     ticks[n]["positions"][agent], names, place_names, start_weekday, rest_days)
     finally:
         for c in reversed(closers):
             c()
+    return {**answer, "tick": n, "ablations": sorted(ablate)}
+
+
+def ask(memory, mind, embedder, config: Config, persona: Persona, question: str, now: float, place: str,
+        names: dict[str, str], place_names: dict[str, str], start_weekday: str = "Monday",
+        rest_days: Sequence[str] = ()) -> dict[str, Any]:
+    """The interview itself, on parts already built (a finished run's stores, or a live town's): what ``memory``
+    recalls for ``question`` at game minute ``now`` (:func:`recalled`), and ``mind``'s answer from it, the agent
+    standing at ``place``. Returns :func:`interview`'s dict without ``tick`` and ``ablations``."""
+    from simulacra.clock import format_game_time, weekday_of
+
+    profile = config.memory.profile_of("interview")
+    found = recalled(memory, embedder.embed([question])[0], question, now, config, profile)
+    view = AgentView(persona.id, persona, now, place, tuple(found), names, place_names,
+                     weekday=weekday_of(now, start_weekday))
+    d = mind.interview(view, question)
     by_id = {m.id: m for m in found}
     return {
-        "agent": agent, "name": names[agent], "question": question, "time": now,
+        "agent": persona.id, "name": names[persona.id], "question": question, "time": now,
         "clock": format_game_time(now, start_weekday, rest_days),
-        "tick": n, "answer": d.value.text, "source": d.source, "mind": mind.name, "profile": profile,
+        "answer": d.value.text, "source": d.source, "mind": mind.name, "profile": profile,
         "used": [by_id[i].to_dict() for i in d.value.memory_ids if i in by_id],
-        "retrieved": [m.to_dict() for m in found], "ablations": sorted(ablate),
+        "retrieved": [m.to_dict() for m in found],
     }
 
 

@@ -20,7 +20,16 @@ NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)
 
 
 class RoutineEntry(BaseModel):
-    """One step of the daily routine: from ``start`` (``"HH:MM"``) the agent does ``activity`` at ``place``."""
+    """One step of the daily routine: from ``start`` (``"HH:MM"``) the agent does ``activity`` at ``place``.
+
+    Attributes:
+        start: ``"HH:MM"`` (24-hour clock) at which the step begins; a routine's entries start strictly later one
+            after the other.
+        activity: what the agent does, as it completes "<name> is ...": ``"feeding the hens"``.
+        place: the id of the place (a key of the world's ``places``) where the agent does it.
+        object_state: object id -> the state the agent leaves it in when it acts at this step's place (each
+            object must be at that place).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -42,7 +51,24 @@ class RoutineEntry(BaseModel):
 
 
 class Persona(BaseModel):
-    """A resident's identity, routine and relationships (seed 003's static memory)."""
+    """A resident's identity, routine and relationships (seed 003's static memory).
+
+    Attributes:
+        name: the full name; its first word is the first name used in conversation.
+        age: age in years.
+        occupation: what the resident does, as it completes "<name>, <age>, is a ...": ``"fruit farmer"``.
+        traits: adjectives describing the resident (at least one).
+        background: a paragraph of the resident's history and situation, a static memory as it is written.
+        home: the id of the place the resident lives at.
+        lifestyle: a sentence on how the resident lives, a static memory as it is written.
+        speech_style: how the resident speaks; put into the language-model mind's prompts.
+        interests: what the resident is interested in (one static-memory sentence).
+        routine: the steps of a day (at least one), in order of ``start``; the first is the wake-up and the plan
+            of the day; before it, the previous day's last step is in force.
+        relationships: resident id -> how this resident sees that one (a static memory "<name> and <other>:
+            ..."); the residents listed are acquaintances: perceived first, and likelier to talk
+            (``simulation.acquaintance_bonus``).
+    """
 
     model_config = ConfigDict(extra="forbid")
     internal_fields: ClassVar[frozenset[str]] = frozenset({"id"})  # set from the file name, not written by users

@@ -48,13 +48,52 @@ def static_records(agent: str, persona: Persona, world: World) -> list[MemoryRec
 
 
 def uses_language_model(config: Config) -> bool:
-    """Whether the run's mind is the language-model one (``cognition.backend``; ``auto``: a model is configured)."""
-    import os
-
+    """Whether the run's mind is the language-model one (``cognition.backend``; ``auto``: a model is configured,
+    ``llm.model`` or ``llm.provider: local``; an ``OPENAI_MODEL`` in the environment is not read)."""
     backend = config.cognition.backend
     if backend != "auto":
         return backend == "llm"
-    return config.llm.provider == "local" or bool(config.llm.model or os.environ.get("OPENAI_MODEL"))
+    return config.llm.provider == "local" or bool(config.llm.model)
+
+
+#: model tokens per agent and game hour of the language-model mind, measured by ``bench.cognition`` (25 residents, a
+#: game day, ``docs/cognition.md``): the base of the cost estimate of :func:`describe_mind`
+TOKENS_PER_AGENT_HOUR = 542
+
+
+def describe_mind(config: Config, agents: int) -> list[str]:
+    """What a run will think with, said before it starts (the first lines a run prints): the mind, and for a language
+    model its name and endpoint; for a priced endpoint (prices set, or OpenAI's own API) with no ``llm.max_calls``
+    nor ``llm.max_tokens``, the estimated cost per game hour of ``agents`` agents (:data:`TOKENS_PER_AGENT_HOUR`
+    tokens each at the higher of the two prices: an upper estimate), or that it cannot be estimated without prices.
+    An ``OPENAI_MODEL`` set in the environment but not used is mentioned."""
+    import os
+
+    from simulacra.llm.openai_model import OPENAI_BASE_URL
+
+    llm = config.llm
+    if not uses_language_model(config):
+        out = ["mind: scripted (offline, no language model)"]
+        if os.environ.get("OPENAI_MODEL") and not llm.model:
+            out.append(f"OPENAI_MODEL={os.environ['OPENAI_MODEL']} is set but not used: name a model with "
+                       f"--set llm.model=NAME (or llm.model in the config)")
+        return out
+    if llm.provider == "local":
+        return ["mind: language model, the bundled SmolLM2-135M-Instruct served on 127.0.0.1 (llm.provider local)"]
+    endpoint = llm.base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL
+    out = [f"mind: language model {llm.model} at {endpoint}"]
+    price = max(llm.prompt_price_per_1k, llm.completion_price_per_1k)
+    priced = price > 0 or endpoint.rstrip("/") == OPENAI_BASE_URL
+    if priced and llm.max_calls is None and llm.max_tokens is None:
+        if price > 0:
+            out.append(f"estimated cost: about ${agents * TOKENS_PER_AGENT_HOUR / 1000 * price:.4f} per game hour "
+                       f"({agents} agents x {TOKENS_PER_AGENT_HOUR} tokens at ${price}/1k); no llm.max_calls or "
+                       f"llm.max_tokens caps it")
+        else:
+            out.append(f"a priced endpoint with no llm.max_calls or llm.max_tokens cap and no prices set "
+                       f"(llm.prompt_price_per_1k, llm.completion_price_per_1k): the cost cannot be estimated; "
+                       f"about {agents * TOKENS_PER_AGENT_HOUR} tokens per game hour")
+    return out
 
 
 @dataclass

@@ -50,6 +50,7 @@ from simulacra.shard import (
     shard_agents,
 )
 from simulacra.state import AgentState, TownState
+from simulacra.threads import scoring_threads
 from simulacra.tick import (
     Reflected,
     apply_stage,
@@ -390,12 +391,17 @@ class Simulation:
 
     # ----------------------------------------------------------------- the tick
     def step(self) -> TickResult:
-        """Advance one tick (``world.tick_minutes`` game minutes); returns its record and notable lines.
+        """Advance one tick (``world.tick_minutes`` game minutes); returns its record and notable lines. numpy's
+        BLAS runs on one thread meanwhile (:func:`simulacra.threads.scoring_threads`).
 
         Raises:
             RaterError: the rater failed for good; BudgetExceeded: a model budget is spent. Either leaves the
                 trace at the last complete tick (:meth:`run` turns them into a clean stop).
         """
+        with scoring_threads():
+            return self._step()
+
+    def _step(self) -> TickResult:
         rt, state = self.rt, self.state
         now, tick = state.now, state.tick
         kill_point("tick", tick)

@@ -18,6 +18,7 @@ rule, else for ``top_k``).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from collections.abc import Iterator
@@ -26,6 +27,8 @@ from typing import Any
 
 from simulacra.errors import CheckpointError, SimulacraError
 from simulacra.killpoint import kill_point
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
 
@@ -137,15 +140,23 @@ def read_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     Raises:
         TraceFormatError: missing header, unknown schema version, or a malformed line.
     """
-    header, ticks = None, []
-    for n, record in iter_trace(path):
-        if n == 1:
-            header = record
-        else:
-            ticks.append(record)
-    if header is None:
-        raise TraceFormatError(f"{path}: empty trace")
-    return header, ticks
+    header, ticks = stream_trace(path)
+    return header, list(ticks)
+
+
+def stream_trace(path: str | Path) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
+    """A trace's header and its tick records one at a time, for a reader that need not hold a long trace.
+
+    The header is read (and validated) at once; the ticks as the iterator is advanced (the file stays open until
+    it is exhausted or dropped). Accepts a run folder or the ``trace.jsonl`` path.
+
+    Raises:
+        TraceFormatError: missing header or unknown schema version (at once); a malformed line (when reached).
+    """
+    records = iter_trace(path)
+    for _, header in records:
+        return header, (record for _, record in records)
+    raise TraceFormatError(f"{path}: empty trace")
 
 
 def read_header(path: str | Path) -> dict[str, Any]:
@@ -154,24 +165,34 @@ def read_header(path: str | Path) -> dict[str, Any]:
     Raises:
         TraceFormatError: no trace there, or line 1 is not a valid header.
     """
-    for _, record in iter_trace(path):
-        return record
-    raise TraceFormatError(f"{path}: empty trace")
+    return stream_trace(path)[0]
 
 
 def iter_trace(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line number, record)``; validates the header on line 1."""
+    """Yield ``(line number, record)``; validates the header on line 1.
+
+    A last line without its newline that is not a whole record is the tick a killed run was writing
+    (:class:`TraceWriter` writes each line whole or, killed, part of it): it is left out with a warning, so a
+    killed run reads up to its last complete tick.
+
+    Raises:
+        TraceFormatError: no trace there, an invalid header, or a malformed complete line (naming file and line).
+    """
     p = Path(path)
     if p.is_dir():
         p = p / "trace.jsonl"
     if not p.is_file():
         raise TraceFormatError(f"{p}: no trace there (expected a run folder database/<run> or its trace.jsonl)")
-    with p.open(encoding="utf-8") as fh:
+    with p.open("rb") as fh:
         for n, line in enumerate(fh, start=1):
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise TraceFormatError(f"{p}: line {n}: {err.msg}") from None
+                record = json.loads(line)  # bytes: a line cut inside a UTF-8 character fails here too
+            except ValueError as err:
+                if not line.endswith(b"\n"):
+                    log.warning("%s: line %d was cut while it was written (a killed run); read up to line %d",
+                                p, n, n - 1)
+                    return
+                raise TraceFormatError(f"{p}: line {n}: {getattr(err, 'msg', err)}") from None
             if n == 1:
                 if record.get("type") != "header":
                     raise TraceFormatError(f"{p}: line 1 is not a header")
@@ -180,3 +201,10 @@ def iter_trace(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
                         f"{p}: schema version {record.get('schema_version')}, this simulacra reads {SCHEMA_VERSION}"
                     )
             yield n, record
+
+
+def line_source(line: dict[str, Any]) -> str:
+    """Where a conversation line of a tick record came from: ``scripted``, ``llm`` or ``fallback``
+    (:data:`simulacra.cognition.mind.Source`). The writer (:func:`simulacra.tick.converse_stage`) leaves the key out
+    for a scripted line."""
+    return str(line.get("source", "scripted"))

@@ -497,18 +497,23 @@ def test_build_model_without_run_dir_records_nothing(openai_double):
     assert unwrap(model, RecordingModel) is None and unwrap(model, BudgetedModel).max_calls is None
 
 
-def test_environment_defaults(monkeypatch, openai_double):
+def test_environment_gives_the_endpoint_and_key_but_never_the_model(monkeypatch, openai_double):
+    """OPENAI_BASE_URL and OPENAI_API_KEY say where and how to send; an OPENAI_MODEL left in the environment does
+    not make a run use a (paid) model: the model is named in the config."""
     monkeypatch.setenv("OPENAI_MODEL", "env-model")
     monkeypatch.setenv("OPENAI_BASE_URL", openai_double.url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    assert build_model(LLMConfig()) is None
+    with pytest.raises(LLMError, match="OPENAI_MODEL is not read"):
+        OpenAIChatModel()
     openai_double.script([reply("hi"), reply("hi")])
-    direct = OpenAIChatModel()
-    assert direct.name == "openai:env-model" and direct.base_url == openai_double.url
+    direct = OpenAIChatModel("cfg-model")
+    assert direct.name == "openai:cfg-model" and direct.base_url == openai_double.url
     direct.complete(ASK)
-    built = build_model(LLMConfig())
-    assert built is not None and built.name == "openai:env-model"
+    built = build_model(LLMConfig(model="cfg-model"))
+    assert built is not None and built.name == "openai:cfg-model"
     built.complete(ASK)
-    assert [r["model"] for r in openai_double.requests] == ["env-model", "env-model"]
+    assert [r["model"] for r in openai_double.requests] == ["cfg-model", "cfg-model"]
     assert [h["authorization"] for h in openai_double.headers] == ["Bearer sk-from-env"] * 2
 
 
@@ -527,8 +532,8 @@ def test_arguments_override_config_and_environment(monkeypatch, openai_double):
     openai_double.script([reply("hi"), reply("hi")])
     build_model(LLMConfig(model="cfg-model", base_url="http://127.0.0.1:9/v1"), base_url=openai_double.url,
                 model="arg-model").complete(ASK)
-    build_model(LLMConfig(), base_url=openai_double.url).complete(ASK)  # the model still from the environment
-    assert [r["model"] for r in openai_double.requests] == ["arg-model", "env-model"]
+    assert build_model(LLMConfig(), base_url=openai_double.url) is None  # no model named: none from the environment
+    assert [r["model"] for r in openai_double.requests] == ["arg-model"]
 
 
 def test_the_local_provider_needs_a_server_address_and_nothing_else(monkeypatch, openai_double):
@@ -600,7 +605,9 @@ def test_llm_config_section(tmp_path):
 
 
 def test_importing_simulacra_llm_loads_no_openai_and_reads_no_environment():
-    code = ("import os, sys; os.environ = None\n"  # any read of the environment at import would fail
+    code = ("import os, sys\n"
+            "import tenacity  # a dependency; it reads the environment itself (tornado's settings) when imported\n"
+            "os.environ = None\n"  # any read of the environment by simulacra at import would fail
             "import simulacra.llm\n"
             "print('openai' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)

@@ -28,6 +28,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
+from simulacra import assets
 from simulacra.clock import MINUTES_PER_DAY, parse_hhmm
 from simulacra.config import RetrievalProfile
 from simulacra.errors import ScenarioError, read_yaml, unknown_name, validate_as
@@ -217,7 +218,8 @@ class Scenario(_Strict):
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Load and check a scenario file against its world and personas.
+    """Load and check a scenario file (a path, or the name of a packaged scenario: :func:`simulacra.assets.find`)
+    against its world and personas.
 
     Raises:
         ScenarioError: unreadable, malformed, a misspelt field, an unknown resident or place, a fact referred to
@@ -226,7 +228,9 @@ def load_scenario(path: str | Path) -> Scenario:
     """
     from simulacra.world.model import load_world
 
-    path = Path(path)
+    path = assets.find(path, "scenario")
+    if not path.exists():
+        raise ScenarioError(path, None, f"no such file ({assets.describe('scenario')})")
     data = read_yaml(path, ScenarioError)
     if not isinstance(data, dict):
         got = "an empty file" if data is None else type(data).__name__

@@ -97,7 +97,7 @@ def build_model(
         model = model or config.model or "local"
         api_key: str | None = PLACEHOLDER_KEY
     else:
-        model = model or config.model or os.environ.get("OPENAI_MODEL") or None
+        model = model or config.model or None  # OPENAI_MODEL is not read: naming a model is a decision
         if not model:
             return None
         base_url = base_url or config.base_url or os.environ.get("OPENAI_BASE_URL") or None

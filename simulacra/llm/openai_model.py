@@ -120,12 +120,9 @@ class OpenAIChatModel:
         *,
         client: Any = None,
     ):
-        model = model or os.environ.get("OPENAI_MODEL") or None
         if not model:
-            raise LLMError(
-                "no language model named: set llm.model (e.g. --set llm.model=gpt-4o-mini) or the environment "
-                "variable OPENAI_MODEL"
-            )
+            raise LLMError("no language model named: set llm.model (e.g. --set llm.model=gpt-4o-mini); the "
+                           "environment variable OPENAI_MODEL is not read")
         if json_mode not in ("auto", "off"):
             raise LLMError(f"json_mode must be 'auto' or 'off', got {json_mode!r}")
         try:

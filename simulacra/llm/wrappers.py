@@ -352,6 +352,14 @@ class RecordingModel(_Wrapper):
             self.lines += 1
 
 
+def token_cost(prompt_tokens: float, completion_tokens: float, prompt_price_per_1k: float,
+               completion_price_per_1k: float) -> float:
+    """What tokens cost in US dollars: ``prompt / 1000 * prompt price + completion / 1000 * completion price``
+    (prices per 1000 tokens, ``llm.prompt_price_per_1k`` and ``llm.completion_price_per_1k``). The one pricing
+    rule: :class:`UsageMeter` (the run summary's ``cost_usd``) and :mod:`simulacra.frames` (per recorded call)."""
+    return prompt_tokens / 1000 * prompt_price_per_1k + completion_tokens / 1000 * completion_price_per_1k
+
+
 class UsageMeter(_Wrapper):
     """Counts calls, failures, tokens and latency, and prices the tokens.
 
@@ -410,7 +418,7 @@ class UsageMeter(_Wrapper):
         with self._lock:
             calls, failures, prompt, completion, latency = (
                 self._calls, self._failures, self._prompt, self._completion, self._latency)
-        cost = prompt / 1000 * self.prompt_price_per_1k + completion / 1000 * self.completion_price_per_1k
+        cost = token_cost(prompt, completion, self.prompt_price_per_1k, self.completion_price_per_1k)
         return {
             "calls": calls,
             "failures": failures,

@@ -33,6 +33,7 @@ from simulacra.memory.records import TIERS, MemoryRecord, RetrievedMemory, remar
 from simulacra.memory.scoring import SCORING_FIELDS, ScoringParams
 from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
 from simulacra.memory.store import MemoryTier, flush_tiers
+from simulacra.threads import scoring_threads
 
 log = logging.getLogger(__name__)
 
@@ -497,7 +498,9 @@ class AgentMemory:
         Args:
             query_embedding: the query's embedding, shape ``(dim,)``.
             now: current game time (game minutes).
-            top_k, threshold, mode: replace the config's ``top_k``, ``threshold`` and ``retrieval``.
+            top_k: replaces the config's ``top_k``.
+            threshold: replaces the config's ``threshold``.
+            mode: replaces the config's ``retrieval``.
             tiers: tiers to ask, in priority order (default :attr:`readable`).
             rule: the whole rule instead (then ``top_k``, ``threshold`` and ``mode`` are ignored).
             query_text: the query's text, for lexical and hybrid relevance (``memory.relevance``); ignored under
@@ -525,7 +528,8 @@ class AgentMemory:
             fetched[name] = best  # best first, ties in row order: positions are row order among equals
             return TierCandidates(name, [m.id for m in best], np.array([m.score for m in best], dtype=np.float64))
 
-        return [fetched[p.tier][p.index] for p in select(names, fetch, rule)]
+        with scoring_threads():
+            return [fetched[p.tier][p.index] for p in select(names, fetch, rule)]
 
     def candidates(self, query_embedding: np.ndarray, now: float, top_k: int | None = None,
                    tiers: Sequence[str] | None = None, query_text: str | None = None,
@@ -547,11 +551,14 @@ class AgentMemory:
         """The trace's ``retrieve`` operation for a retrieval made with :meth:`retrieve`.
 
         Args:
-            query: the query text; purpose: why it was asked (``focus``, ``conversation with <id>``).
+            query: the query text.
+            purpose: why it was asked (``focus``, ``conversation with <id>``).
             results: what :meth:`retrieve` returned.
-            query_embedding, now: the ones given to :meth:`retrieve`.
-            rule, tiers, profile: the ones given to :meth:`retrieve` (default: the profile's rule, :attr:`readable`,
-                the section's own fields).
+            query_embedding: the one given to :meth:`retrieve`.
+            now: the one given to :meth:`retrieve`.
+            rule: the one given to :meth:`retrieve` (default: the profile's rule).
+            tiers: the ones given to :meth:`retrieve` (default: :attr:`readable`).
+            profile: the one given to :meth:`retrieve` (default: the section's own fields).
         Returns:
             ``{"op": "retrieve", "agent", "query", "purpose", "profile" (``situational`` for the section's own
             fields), "results": [RetrievedMemory.to_dict()], "mode",

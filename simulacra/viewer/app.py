@@ -8,7 +8,6 @@ pygame in it, so the key bindings are easy to test.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,10 +113,7 @@ def run_window(replay: ReplayState, run_dir: Path, start_tick: int = 0, selected
         is_running: for a live run, a callable telling whether the simulation is still running.
         close_when_done: return once the live run has finished and playback reached its last tick.
     """
-    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
-    import pygame
-
-    from simulacra.viewer.render import Overlay, Renderer
+    from simulacra.viewer.render import Overlay, Renderer, pygame
 
     pygame.display.init()  # no audio: a replay is silent
     pygame.font.init()
@@ -199,12 +195,8 @@ def run_window(replay: ReplayState, run_dir: Path, start_tick: int = 0, selected
 
 def save_screenshot(replay: ReplayState, tick: int, out: str | Path, selected: str | None = None,
                     size: tuple[int, int] = (1280, 800)) -> Path:
-    """Render ``tick`` without a window and save it as PNG at ``out``; returns the path."""
-    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
-    import pygame
-
-    from simulacra.viewer.render import render_tick
+    """Render ``tick`` without a window (no display needed) and save it as PNG at ``out``; returns the path."""
+    from simulacra.viewer.render import pygame, render_tick
 
     surface, _ = render_tick(replay, tick, selected, size)
     out = Path(out)

@@ -14,8 +14,21 @@ import math
 import os
 from dataclasses import dataclass
 
-os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
-import pygame  # noqa: E402
+
+def _import_pygame():
+    """pygame, imported without its greeting line and without leaving ``PYGAME_HIDE_SUPPORT_PROMPT`` set."""
+    added = "PYGAME_HIDE_SUPPORT_PROMPT" not in os.environ
+    if added:
+        os.environ["PYGAME_HIDE_SUPPORT_PROMPT"] = "1"
+    try:
+        import pygame
+    finally:
+        if added:
+            del os.environ["PYGAME_HIDE_SUPPORT_PROMPT"]
+    return pygame
+
+
+pygame = _import_pygame()
 
 from simulacra.viewer.state import TIERS, ReplayState, TickState  # noqa: E402, ReplayState, TickState
 
@@ -417,8 +430,8 @@ class Renderer:
 
 def render_tick(replay: ReplayState, tick: int, selected: str | None = None,
                 size: tuple[int, int] = (1280, 800)) -> tuple[pygame.Surface, Renderer]:
-    """Draw ``tick`` on a new off-screen Surface (no window); returns it and the renderer that drew it."""
-    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    """Draw ``tick`` on a new off-screen Surface (no window, no display needed); returns it and the renderer that
+    drew it."""
     pygame.font.init()
     renderer = Renderer(replay, size)
     surface = pygame.Surface(size)

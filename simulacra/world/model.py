@@ -13,6 +13,7 @@ from typing import Annotated, ClassVar, Literal
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from simulacra import assets
 from simulacra.clock import WEEKDAYS as WEEKDAYS  # re-exported: the weekday names
 from simulacra.clock import parse_hhmm, weekday_of
 from simulacra.errors import WorldError, read_yaml, unknown_name, validate_as
@@ -26,7 +27,15 @@ class _Strict(BaseModel):
 
 
 class Place(_Strict):
-    """A place of the town; ``position`` is a 2-D layout coordinate (x right, y down) for the viewer."""
+    """A place of the town; ``position`` is a 2-D layout coordinate (x right, y down) for the viewer.
+
+    Attributes:
+        name: the place's name as residents say it: ``"The Rising Loaf Bakery"``.
+        kind: what sort of place it is; news told at a ``public`` place is posted to the town's shared memory
+            (when the world has one); the viewer colours places by kind.
+        description: a sentence about the place, a static memory of every resident.
+        position: ``[x, y]`` on the viewer's map (x to the right, y down; any scale).
+    """
 
     name: NonEmpty
     kind: Literal["home", "shop", "public", "work", "nature"]
@@ -35,7 +44,15 @@ class Place(_Strict):
 
 
 class WorldObject(_Strict):
-    """An object with a state, located in one place."""
+    """An object with a state, located in one place.
+
+    Attributes:
+        id: the object's id, unique in the world; events' ``object_states`` and routine steps'
+            ``object_state`` name it.
+        place: the id of the place it is at; residents there perceive it ("The <name> at <place> is <state>.").
+        name: what it is called: ``"brick oven"``.
+        state: its state when the run starts: ``"cold"``.
+    """
 
     id: NonEmpty
     place: NonEmpty
@@ -44,7 +61,18 @@ class WorldObject(_Strict):
 
 
 class Event(_Strict):
-    """A scheduled happening: at ``time`` (``"HH:MM"``) at ``place``, visible for ``duration_minutes``."""
+    """A scheduled happening: at ``time`` (``"HH:MM"``) at ``place``, visible for ``duration_minutes``.
+
+    Attributes:
+        time: ``"HH:MM"`` at which it begins on its day.
+        day: the game day it happens on (1 is the first day of a run).
+        place: the id of the place it happens at; the residents there perceive it.
+        text: what happens, as a resident perceives and remembers it.
+        importance_hint: the world author's estimate, kept with the event; the rater rates the text itself.
+        duration_minutes: game minutes it stays perceivable.
+        object_states: object id -> the state the event puts it in when it begins (objects at the event's place).
+        public: when it begins, it is posted as a notice to the town's shared memory (when the world has one).
+    """
 
     time: str
     day: int = Field(1, ge=1)
@@ -71,7 +99,27 @@ Weekday = Literal["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Satur
 
 
 class World(_Strict):
-    """A parsed world file. ``graph`` (networkx) and ``path``/``personas`` are set by :func:`load_world`."""
+    """A parsed world file. ``graph`` (networkx) and ``path``/``personas`` are set by :func:`load_world`.
+
+    Attributes:
+        name: the town's name.
+        description: a paragraph about the town, a static memory of every resident.
+        start_time: ``"HH:MM"`` at which a run begins on day 1.
+        end_time: ``"HH:MM"`` at which a run of one day ends (the next day's when not after ``start_time``);
+            ``--days D`` runs to this time on day D.
+        tick_minutes: game minutes per tick.
+        edges_per_tick: paths a walking resident goes along in one tick.
+        rules: sentences every resident knows, each a static memory ("Rule of <town>: ...").
+        shared_memory: whether the town has a shared memory (a notice board): public events and news told at
+            public places are posted to it, and every resident retrieves from it after its own tiers.
+        places: place id -> place (at least one); the ids are what everything else refers to.
+        paths: ``[a, b]`` pairs of place ids joined by a path (both ways, each pair once); every place must be
+            reachable from every other.
+        objects: the objects of the town.
+        events: the scheduled events.
+        residents: the ids of the residents (persona file stems, each once); each needs ``<id>.json`` in the
+            personas folder.
+    """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
     internal_fields: ClassVar[frozenset[str]] = frozenset({"source"})  # set by load_world
@@ -190,7 +238,7 @@ def load_world(path: str | Path, personas_dir: str | Path | None = None) -> Worl
     """Load a world file and the persona files of its residents, and check every cross-reference.
 
     Args:
-        path: the world YAML file.
+        path: the world YAML file, or the name of a packaged world (:func:`simulacra.assets.find`: ``fernhollow``).
         personas_dir: folder of ``<id>.json`` persona files (default: the world's ``personas_dir``, relative to
             the world file, else ``agent_personalities/`` next to the world file's folder).
     Returns:
@@ -200,7 +248,9 @@ def load_world(path: str | Path, personas_dir: str | Path | None = None) -> Worl
             the field, and the persona file where the reference comes from one).
         PersonaError: a persona file is invalid on its own.
     """
-    path = Path(path)
+    path = assets.find(path, "world")
+    if not path.exists():
+        raise WorldError(path, None, f"no such file ({assets.describe('world')})")
     data = read_yaml(path, WorldError)
     if data is None:
         raise WorldError(path, None, "the file is empty; expected a mapping with name, description, places and "

@@ -1,0 +1,92 @@
+"""Who knows which news when, read from a run's trace: the rule of :attr:`simulacra.state.AgentState.knows`.
+
+During a run an agent comes to know a news *topic* (a world event's text, a scenario's fact) in three ways, each
+folded into ``knows`` by :meth:`simulacra.simulation.Simulation.step`, and each visible in the trace:
+
+* **seen**: it perceived the event at its place (:func:`simulacra.tick.perceive_stage`; an event's percept has the
+  event's text as its topic). The first tick it does, its memory of the event is written: an ``add`` operation of
+  kind ``event`` whose text is the topic (:func:`simulacra.tick.remember_stage`).
+* **told**: a scenario told it the fact (:func:`simulacra.schedule.telling_stage`; the header's
+  ``scenario.schedule.tellings``, at the tick whose span holds the telling's minute).
+* **heard**: it was the listener of a conversation line with the topic (:func:`simulacra.tick.converse_stage`;
+  the speaker does not learn it from its own line).
+
+Nothing else adds to ``knows`` (a notice on the town's board does not), so the run summary's ``events[].known_by``
+(from the town state) is, for each world event, the agents this module finds knowing its text at the trace's end.
+Pure Python over the trace's records (no store, no model); :mod:`simulacra.frames` builds its ``diffusion``
+table from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+#: the ways an agent comes to know a topic (``Learned.how``), in the order a tick's learning is folded in
+HOW = ("seen", "told", "heard")
+
+
+@dataclass(frozen=True)
+class Learned:
+    """``agent`` first knew ``topic`` at tick ``tick`` (game minute ``time``, the tick's start), ``how`` (one of
+    :data:`HOW`)."""
+
+    agent: str
+    topic: str
+    tick: int
+    time: int
+    how: str
+
+
+class KnownNews:
+    """Who knows which topic, tick by tick: feed the trace's tick records in order to :meth:`read`.
+
+    Args:
+        header: the trace header (``agents``, ``tick_minutes``, and a scenario's ``scenario.schedule.tellings``).
+    """
+
+    def __init__(self, header: dict[str, Any]):
+        self.agents: list[str] = list(header["agents"])
+        self.tick_minutes = int(header["tick_minutes"])
+        self._tellings = list((((header.get("scenario") or {}).get("schedule") or {}).get("tellings")) or [])
+        self.first: dict[str, dict[str, Learned]] = {}  # topic -> agent -> when it first knew it
+
+    def read(self, record: dict[str, Any]) -> list[Learned]:
+        """Take in one tick record; returns what was first known at that tick (agent, topic), in the order of
+        :data:`HOW` and, within each, of the record."""
+        tick, now = int(record["tick"]), int(record["time"])
+        found: list[tuple[str, str, str]] = []
+        for op in record.get("memory", ()):
+            if op.get("op") == "add" and op.get("kind") == "event" and op.get("agent") in self.agents:
+                found.append((op["agent"], op["text"], "seen"))
+        if self._tellings:
+            from simulacra.schedule import in_tick
+
+            for t in self._tellings:
+                if in_tick(t["minute"], now, self.tick_minutes):
+                    found += [(a, t["topic"], "told") for a in t["agents"] if a in self.agents]
+        for conv in record.get("conversations", ()):
+            for line in conv.get("lines", ()):
+                if line.get("topic"):
+                    found.append((line["listener"], line["topic"], "heard"))
+        new = []
+        for agent, topic, how in found:
+            knowers = self.first.setdefault(topic, {})
+            if agent not in knowers:
+                knowers[agent] = Learned(agent, topic, tick, now, how)
+                new.append(knowers[agent])
+        return new
+
+    def knowers(self, topic: str, tick: int | None = None) -> list[str]:
+        """The agents (sorted ids) that knew ``topic`` by the end of tick ``tick`` (default: of the last tick read)."""
+        got = self.first.get(topic, {})
+        return sorted(a for a, w in got.items() if tick is None or w.tick <= tick)
+
+
+def known_news(header: dict[str, Any], records: Iterable[dict[str, Any]]) -> KnownNews:
+    """:class:`KnownNews` after reading the tick ``records`` (a trace's lines after the header, in order)."""
+    known = KnownNews(header)
+    for record in records:
+        known.read(record)
+    return known

@@ -1,0 +1,154 @@
+"""The inputs of a search, read once: each labelled query embedded, and for each of its tiers the raw scoring
+columns of the memories visible at the query's time (:meth:`MemoryTier.scoring_inputs
+<simulacra.memory.store.MemoryTier.scoring_inputs>`, BM25 over the same memories), with the expected memories
+resolved to ids. Stores are only read."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from simulacra.clock import format_game_time, format_hhmm
+from simulacra.errors import InputError
+from simulacra.memory.scoring import ScoringInputs
+from simulacra.tune.queries import LabelledQuery
+from simulacra.tune.run import SHARED, RunInfo, TuneError, read_run
+
+
+@dataclass
+class TierInputs:
+    """Raw scoring inputs of one tier for one query (the rows visible at the query's time, in row order)."""
+
+    name: str
+    ids: list[str]
+    inputs: ScoringInputs
+
+
+@dataclass
+class PreparedQuery:
+    """A labelled query with its inputs and the ids of the expected memories that are in the store."""
+
+    query: LabelledQuery
+    now: float
+    tiers: list[TierInputs]
+    relevant: set[str]
+    missing: list[tuple[str, str]] = field(default_factory=list)  # (expected, reason)
+
+
+def _match_text(texts: Sequence[str], wanted: str) -> list[int]:
+    exact = [i for i, t in enumerate(texts) if t == wanted]
+    if exact:
+        return exact
+    w = wanted.casefold()
+    return [i for i, t in enumerate(texts) if w in t.casefold()]
+
+
+def _resolve(q: LabelledQuery, file: Path, records: list, trace_ops: list[dict], now: float,
+             hide_future: bool) -> tuple[set[str], list[tuple[str, str]]]:
+    """Ids of the expected memories present at ``now``, and the ones that cannot be found, with the reason."""
+    relevant: set[str] = set()
+    missing: list[tuple[str, str]] = []
+    texts = [r.text for r in records]
+    for j, e in enumerate(q.expected):
+        where = f"queries.{q.index}.expected.{j}"
+        if e.id is not None:
+            hits = [i for i, r in enumerate(records) if r.id == e.id]
+            in_trace = any(op.get("id") == e.id for op in trace_ops)
+        else:
+            hits = _match_text(texts, e.text)
+            if len({texts[i] for i in hits}) > 1:
+                shown = "; ".join(repr(texts[i][:70]) for i in hits[:4])
+                raise InputError(file, where, f"text {e.text!r} matches {len(hits)} different memories of "
+                                              f"{q.agent} ({shown}); give a longer text or an id")
+            in_trace = bool(_match_text([op.get("text", "") for op in trace_ops], e.text))
+        if not hits:
+            if in_trace:
+                missing.append((str(e), "forgotten (in the trace, not in the store)"))
+                continue
+            raise InputError(file, where, f"{e}: no such memory of {q.agent} in the store or the run's trace")
+        for i in hits:
+            ts = records[i].timestamp
+            if hide_future and ts is not None and ts > now:
+                missing.append((str(e), f"formed at {format_hhmm(ts)}, after the query time {format_hhmm(now)}"))
+            else:
+                relevant.add(records[i].id)
+    return relevant, missing
+
+
+def timed_text(text: str, timestamp: float | None) -> str:
+    """``text`` preceded by its game day and time (``"day 1 11:40: ..."``), the variant ``--embed-time`` measures;
+    unchanged without a timestamp (static memory)."""
+    return text if timestamp is None else f"{format_game_time(timestamp)}: {text}"
+
+
+def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, queries_file: str | Path = "<queries>",
+            hide_future: bool = True, run: RunInfo | None = None, embed_time: bool = False) -> list[PreparedQuery]:
+    """Embed the queries once and read every tier's raw columns once per query (stores are only read).
+
+    Args:
+        hide_future: leave out memories formed after a query's time (the stores hold the end of the run).
+        embed_time: an experiment: score as if each memory's embedded (and BM25) text began with its game day and
+            time (:func:`timed_text`); the memories are embedded again with ``embedder`` (the stores are not
+            changed).
+    Raises:
+        InputError: an unknown agent or expected memory (naming ``queries_file`` and the query index).
+        TuneError: a missing store.
+    """
+    from simulacra.memory.index import MirrorIndex
+    from simulacra.memory.lexical import LexicalIndex
+    from simulacra.memory.stream import AgentMemory
+    from simulacra.runtime import open_shared, store_location
+
+    run = run or read_run(run_dir)
+    rdir = Path(run_dir)
+    file = Path(queries_file)
+    mem_cfg = run.config.memory
+    for q in queries:
+        if q.agent not in run.agents:
+            raise InputError(file, f"queries.{q.index}.agent",
+                             f"{q.agent!r} is not an agent of {rdir.name} ({', '.join(run.agents)})")
+    dim = int(embedder.dim)
+    vectors = embedder.embed(list(dict.fromkeys(q.query for q in queries)))
+    vec_of = dict(zip(dict.fromkeys(q.query for q in queries), vectors))
+    shared = None
+    location = store_location(mem_cfg, rdir)
+    if location.has_store("town", "shared"):
+        shared = open_shared(location, mem_cfg, dim)
+    memories: dict[str, AgentMemory] = {}
+    out = []
+    for q in queries:
+        if q.agent not in memories:
+            if not location.has_store(q.agent):
+                raise TuneError(f"{rdir / q.agent}: no memory store for agent {q.agent} in {location}")
+            memories[q.agent] = AgentMemory(q.agent, rdir / q.agent, mem_cfg, dim, shared=shared, location=location)
+        mem = memories[q.agent]
+        now = run.end_minute if q.time is None else q.time
+        names = mem.readable
+        records = [r for name in names for r in mem.tier(name).records]
+        trace_ops = run.added.get(q.agent, []) + (run.added.get(SHARED, []) if shared is not None else [])
+        relevant, missing = _resolve(q, file, records, trace_ops, now, hide_future)
+        tiers = []
+        for name in names:
+            tier = mem.tier(name)
+            tier_records = tier.records
+            created = np.array([np.nan if r.timestamp is None else r.timestamp for r in tier_records], dtype=float)
+            keep = ~(created > now) if hide_future else np.ones(len(created), dtype=bool)  # NaN (static) stays
+            rows = np.flatnonzero(keep)
+            inputs = tier.scoring_inputs(vec_of[q.query], mem_cfg.recency_from).take(rows)
+            texts = [tier_records[i].text for i in rows]
+            if embed_time:
+                texts = [timed_text(tier_records[i].text, tier_records[i].timestamp) for i in rows]
+                timed = MirrorIndex(dim, mem_cfg.distance, bound_min_rows=None)
+                timed.append(embedder.embed(texts) if texts else np.zeros((0, dim), np.float32),
+                             np.zeros((len(texts), 4)))
+                inputs = replace(inputs, distance=timed.distances(vec_of[q.query]))
+            lexical = LexicalIndex()  # BM25 over the memories of the tier at the query's time
+            lexical.append(texts)
+            inputs = replace(inputs, lexical=np.array(lexical.relevance(q.query)))
+            tiers.append(TierInputs(name, [tier_records[i].id for i in rows], inputs))
+        out.append(PreparedQuery(q, now, tiers, relevant, missing))
+    return out
+

@@ -1,0 +1,174 @@
+"""The search: each setting scores the prepared queries' columns (:meth:`ScoringInputs.score
+<simulacra.memory.scoring.ScoringInputs.score>`), selects with the engine's own rule
+(:func:`simulacra.memory.selection.select`) and is measured with :mod:`simulacra.tune.metrics`; settings are ranked
+on the train split, and the best and the baselines are also scored on the held-out split."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simulacra.config import MemoryConfig
+from simulacra.memory.scoring import ScoringParams
+from simulacra.memory.selection import TierCandidates, rank, select
+from simulacra.tune.inputs import PreparedQuery
+from simulacra.tune.metrics import METRICS, ndcg_at_k, recall_at_k, reciprocal_rank
+from simulacra.tune.run import TuneError
+from simulacra.tune.settings import Setting, baseline_settings
+
+
+def _scored(pq: PreparedQuery, params: ScoringParams) -> dict[str, TierCandidates]:
+    """Every visible memory of each tier, scored under ``params`` (row order; :func:`select` ranks them)."""
+    return {t.name: TierCandidates(t.name, t.ids, t.inputs.score(pq.now, params).score) for t in pq.tiers}
+
+
+def retrieve_ids(pq: PreparedQuery, s: Setting, run_memory: MemoryConfig) -> list[str]:
+    """Ids :meth:`AgentMemory.retrieve` returns for this query under setting ``s`` (from the prepared inputs;
+    the run's ``run_memory`` gives the parameters that are not searched)."""
+    return [p.id for p in select([t.name for t in pq.tiers], _scored(pq, s.params(run_memory)), s.rule())]
+
+
+# --------------------------------------------------------------------------------------------- evaluation
+@dataclass(frozen=True)
+class Result:
+    """Mean metrics of one setting over the scored queries."""
+
+    setting: Setting
+    recall: float
+    mrr: float
+    ndcg: float
+
+    def metric(self, name: str) -> float:
+        return getattr(self, name)
+
+
+def evaluate(prepared: Sequence[PreparedQuery], settings: Iterable[Setting], run_memory: MemoryConfig) -> list[Result]:
+    """Mean recall@k, MRR and nDCG@k of each setting over the queries with at least one findable memory;
+    ``k`` is the most memories the setting returns (``top_k`` plus the static budget).
+
+    Scores depend only on (a_rec, a_imp, gamma and the relevance options) and are computed once per such key and
+    query; the rule
+    (threshold, ``top_k``, mode, static budget) only selects from them.
+
+    Raises:
+        TuneError: no query has a findable expected memory.
+    """
+    scored = [pq for pq in prepared if pq.relevant]
+    if not scored:
+        raise TuneError("no query has an expected memory that is still in the stores")
+    cache_key, tables = None, []
+    out = []
+    for s in settings:
+        key = (s.a_rec, s.a_imp, s.gamma, s.relevance, s.hybrid_weight, s.fusion, s.rrf_k, s.normalize)
+        if key != cache_key:
+            params = s.params(run_memory)
+            tables = [_sorted(_scored(pq, params)) for pq in scored]
+            cache_key = key
+        rule = s.rule()
+        k = rule.max_results
+        rec = rr = nd = 0.0
+        for pq, table in zip(scored, tables):
+            got = [p.id for p in select([t.name for t in pq.tiers], table, rule)]
+            rec += recall_at_k(got, pq.relevant, k)
+            rr += reciprocal_rank(got, pq.relevant)
+            nd += ndcg_at_k(got, pq.relevant, k)
+        n = len(scored)
+        out.append(Result(s, rec / n, rr / n, nd / n))
+    return out
+
+
+def by_category(prepared: Sequence[PreparedQuery], setting: Setting, run_memory: MemoryConfig) -> dict[str, Result]:
+    """``setting``'s metrics per query category (``said``, ``who``, ``when`` ...; ``-`` for queries without one),
+    over the queries with a findable memory; categories in order of first appearance."""
+    groups: dict[str, list[PreparedQuery]] = {}
+    for pq in prepared:
+        if pq.relevant:
+            groups.setdefault(pq.query.category or "-", []).append(pq)
+    return {cat: evaluate(group, [setting], run_memory)[0] for cat, group in groups.items()}
+
+
+def _sorted(table: dict[str, TierCandidates]) -> dict[str, TierCandidates]:
+    """The same candidates in rank order (rows kept), so that :func:`select` re-ranks sorted arrays (faster,
+    same result)."""
+    out = {}
+    for name, c in table.items():
+        order = rank(c.scores, c.rows)
+        rows = np.arange(len(order)) if c.rows is None else np.asarray(c.rows)
+        out[name] = TierCandidates(name, [c.ids[i] for i in order], c.scores[order], rows[order])
+    return out
+
+
+def _rank_key(metric: str) -> Callable[[tuple[int, Result]], tuple]:
+    others = [m for m in METRICS if m != metric]
+
+    def key(item: tuple[int, Result]) -> tuple:
+        i, r = item
+        return (-round(r.metric(metric), 12), -round(sum(r.metric(m) for m in others), 12), r.setting.top_k, i)
+
+    return key
+
+
+
+@dataclass
+class TuneReport:
+    """Results of a search on the train queries, best first; the baselines on the train queries; the best and
+    the baselines on the held-out queries (empty without held-out queries)."""
+
+    metric: str
+    results: list[Result]  # sorted best first, train queries
+    baselines: dict[str, Result]  # train queries
+    heldout: dict[str, Result]  # "best" and the baselines' names -> held-out metrics
+    prepared: list[PreparedQuery]
+    run_memory: MemoryConfig
+    searched: int
+    #: per relevance variant searched (``dense``, ``lexical``, ``hybrid 0.5`` ...): its best setting on the train
+    #: queries, and that setting on the held-out queries (``None`` without held-out queries)
+    by_relevance: dict[str, tuple[Result, Result | None]] = field(default_factory=dict)
+    #: the retrieval profile tuned (``None``: the memory section's own fields)
+    profile: str | None = None
+
+    @property
+    def best(self) -> Result:
+        return self.results[0]
+
+    @property
+    def train(self) -> list[PreparedQuery]:
+        return [pq for pq in self.prepared if pq.query.split == "train"]
+
+
+def tune(prepared: Sequence[PreparedQuery], settings: Sequence[Setting], run_memory: MemoryConfig,
+         metric: str = "ndcg", profile: str | None = None) -> TuneReport:
+    """Evaluate ``settings`` and the baselines on the train queries and sort by ``metric`` (ties: the other two
+    metrics, smaller ``top_k``, search order); score the best and the baselines on the held-out queries.
+    ``profile``: the retrieval profile tuned; the baselines are taken as it retrieves (:func:`baseline_settings`;
+    ``run_memory`` should be :func:`profiled` already).
+
+    Raises:
+        ValueError: an unknown metric.
+        TuneError: no train query has a findable expected memory.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    train = [pq for pq in prepared if pq.query.split == "train"]
+    heldout = [pq for pq in prepared if pq.query.split == "heldout" and pq.relevant]
+    results = evaluate(train, settings, run_memory)
+    order = sorted(enumerate(results), key=_rank_key(metric))
+    baselines = baseline_settings(run_memory, profile)
+    base_results = dict(zip(baselines, evaluate(train, baselines.values(), run_memory)))
+    best = order[0][1]
+    held: dict[str, Result] = {}
+    per_mode: dict[str, Result] = {}
+    for _, r in order:
+        per_mode.setdefault(r.setting.relevance_label(), r)
+    if heldout:
+        named = {"best": best.setting, **baselines}
+        held = dict(zip(named, evaluate(heldout, named.values(), run_memory)))
+        mode_held = evaluate(heldout, [r.setting for r in per_mode.values()], run_memory)
+    else:
+        mode_held = [None] * len(per_mode)
+    by_relevance = {label: (r, h) for (label, r), h in zip(per_mode.items(), mode_held)}
+    return TuneReport(metric, [r for _, r in order], base_results, held, list(prepared), run_memory, len(results),
+                      by_relevance, profile)
+
