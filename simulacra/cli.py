@@ -1,4 +1,4 @@
-"""Command line: ``simulacra run | rater | generate-town | check | view | replay | inspect | rescore | tune |
+"""Command line: ``simulacra run | rater | generate-town | import | check | view | replay | inspect | rescore | tune |
 interview | evaluate`` (``python run_sim.py`` is ``simulacra run``)."""
 
 from __future__ import annotations
@@ -98,6 +98,21 @@ def build_parser() -> argparse.ArgumentParser:
                      help="folder for the persona files [the folder <OUT stem>_personas beside OUT]")
     gen.add_argument("--name", default=None, help="the town's name [generated from the seed]")
     gen.add_argument("--overwrite", action="store_true", help="replace existing files")
+    imp = sub.add_parser("import", help="convert a town from another project (generative-agents) into a world and "
+                                        "personas",
+                         description="Convert a Generative Agents simulation (github.com/joonspk-research/"
+                                     "generative_agents) from the user's copy: its storage folder (a base such as "
+                                     "base_the_ville_n25, or a saved simulation) and, with --assets, its map. Writes "
+                                     "OUT/world.yaml, OUT/personas/<id>.json and OUT/import_report.json (what could "
+                                     "not be read as written), then checks them as 'simulacra check' does.")
+    imp.add_argument("format", choices=["generative-agents"], help="the source project's format")
+    imp.add_argument("storage", help="the simulation's storage folder, e.g. environment/frontend_server/storage/"
+                                     "base_the_ville_n25")
+    imp.add_argument("--assets", default=None, metavar="MAP_DIR",
+                     help="the map folder, e.g. environment/frontend_server/static_dirs/assets/the_ville: paths and "
+                          "layout from its tiles [from the sectors alone, a spring layout]")
+    imp.add_argument("--out", required=True, metavar="DIR", help="folder to write the town into")
+    imp.add_argument("--overwrite", action="store_true", help="replace existing files")
     check = sub.add_parser("check", help="validate a world file and its personas")
     check.add_argument("world", nargs="?", default=DEFAULT_WORLD)
     check.add_argument("--personas-dir", default=None)
@@ -447,6 +462,19 @@ def cmd_generate_town(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from simulacra.importers.generative_agents import format_report, import_generative_agents
+
+    try:
+        world_path, world, report = import_generative_agents(args.storage, args.out, args.assets, args.overwrite)
+    except FileExistsError as err:
+        raise SimulacraError(str(err)) from None
+    print(format_report(report))
+    print(f"{world_path}: ok — checked; report in {world_path.parent / 'import_report.json'}\n"
+          f"run it with: simulacra run --world {world_path}")
+    return 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from simulacra.world import check_world
 
@@ -659,7 +687,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func = {"run": cmd_run, "generate-town": cmd_generate_town, "check": cmd_check, "replay": cmd_replay,
             "view": cmd_view, "inspect": cmd_inspect, "rescore": cmd_rescore, "tune": cmd_tune,
-            "interview": cmd_interview, "evaluate": cmd_evaluate}[args.command]
+            "interview": cmd_interview, "evaluate": cmd_evaluate, "import": cmd_import}[args.command]
     return dispatch(func, args)
 
 
