@@ -287,7 +287,7 @@ def _resume_conflicts(args: argparse.Namespace) -> list[str]:
     given = [("--world", args.world != DEFAULT_WORLD), ("--personas-dir", args.personas_dir), ("--seed", args.seed),
              ("--run-name", args.run_name), ("--agents", args.agents), ("--config/--preset", args.config),
              ("--set", args.overrides), ("--llm", args.llm), ("--overwrite", args.overwrite),
-             ("--workers", getattr(args, "workers", 1) != 1), ("--ray-address", getattr(args, "ray_address", None))]
+             ("--workers", getattr(args, "workers", 1) != 1)]
     return [name for name, value in given if value]
 
 
@@ -303,10 +303,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if conflicts:
             raise SimulacraError(f"--resume continues a run with its own config, world and agents; drop "
                                  f"{', '.join(conflicts)} (only --ticks, --hours, --days, --rater-url, --chroma-url, "
-                                 f"--allow-changed apply)")
+                                 f"--ray-address, --allow-changed apply)")
         print(f"simulacra: resuming {args.resume}; loading the embedding model ...", file=sys.stderr)
         town = Town.resume(args.resume, allow_changed=args.allow_changed, rater_url=args.rater_url,
-                           chroma_url=args.chroma_url)
+                           chroma_url=args.chroma_url, ray_address=args.ray_address)
     else:
         if args.allow_changed:
             raise SimulacraError("--allow-changed only applies with --resume")

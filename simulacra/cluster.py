@@ -10,9 +10,17 @@ the clock, the state and the trace, and steps the actors through each tick's pha
 Ray's object store once (``ray.put``) and every actor is asked at once; the town waits for all (the barrier) and
 merges their answers by :func:`simulacra.shard.by_agent`, so the trace does not depend on which answers first.
 
-Not yet: resuming a run of several workers, a Chroma server shared by the workers, a scenario's recall probes on
-workers (each refused with a message), and a run-wide bound on model calls in flight (``llm.concurrency`` applies
-per worker).
+A checkpoint covers the town and every shard as one unit: the shards make their part durable first (their store
+journals), the town writes ``checkpoint.json`` last, with each shard's memories and counters in it; ``simulacra run
+--resume`` starts as many actors again, each reopening its ``shard-<k>/`` and rolling it back to the checkpoint
+(:meth:`RayShards.restore`), so a run whose driver or one of whose workers was killed ends as the uninterrupted one.
+
+With a model, one more actor (:class:`ModelGate`) keeps the run's ``llm.concurrency`` (calls in flight) and its
+``llm.max_calls`` / ``llm.max_tokens`` budget over all workers: every worker's budget wrapper takes a place from it
+before each request, so N workers neither send N times the calls at once nor spend N times the budget.
+
+Not yet: resuming with another number of workers, a Chroma server shared by the workers, and a scenario's recall
+probes on workers (each refused with a message).
 """
 
 from __future__ import annotations
@@ -25,17 +33,19 @@ from types import SimpleNamespace
 from typing import Any
 
 from simulacra.config import Config, config_from_dict
-from simulacra.errors import SimulacraError
+from simulacra.errors import CheckpointError, SimulacraError
 from simulacra.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
 
 def build_shard_runtime(world_path: str, config: Config, personas_dir: str | None, run_dir: str | Path,
-                        agents: Sequence[str], residents: Sequence[str], index: int) -> Runtime:
+                        agents: Sequence[str], residents: Sequence[str], index: int, resume: bool = False) -> Runtime:
     """Everything that belongs to the ``agents`` of shard ``index``, built in the calling process: the world, an
     embedder, the language model (recording into ``<run_dir>/shard-<index>/``), a rater, a mind, and the agents'
     stores (with a replica of the town's shared tier) in the embedded Chroma store of ``<run_dir>/shard-<index>/``.
+    With ``resume`` the shard's folder is reopened as it is (its stores, store journal and recorded model answers,
+    which a resume replays); the town then restores them to its checkpoint (:meth:`RayShards.restore`).
 
     Raises:
         WorldError, PersonaError, RaterError, LLMError: as :func:`simulacra.runtime.build_runtime`.
@@ -45,10 +55,95 @@ def build_shard_runtime(world_path: str, config: Config, personas_dir: str | Non
 
     world = load_world(world_path, personas_dir)
     shard_dir = Path(run_dir) / f"shard-{index}"
+    if resume and not shard_dir.is_dir():
+        raise CheckpointError(f"{shard_dir}: the folder of shard {index} is missing; the run cannot be resumed")
     shard_dir.mkdir(parents=True, exist_ok=True)
     location = store_location(config.memory, shard_dir)
-    return build_parts(world, config, shard_dir, agents, location, [location.journal.close], residents=residents,
-                       name=f"{Path(run_dir).name} shard {index}")
+    return build_parts(world, config, shard_dir, agents, location, [location.journal.close], resume=resume,
+                       residents=residents, name=f"{Path(run_dir).name} shard {index}")
+
+
+class ModelGate:
+    """A Ray actor (asynchronous) keeping one run's bound on model calls in flight and its budget for all its
+    workers (:class:`~simulacra.llm.wrappers.CallGate` through :class:`RayGate`): at most ``concurrency`` calls
+    (``llm.concurrency``) in flight in the whole run, at most ``max_calls`` calls and ``max_tokens`` tokens
+    (``llm.max_calls``, ``llm.max_tokens``; ``None``: no limit) over all workers. A worker waiting for a place holds
+    no thread of the actor."""
+
+    def __init__(self, concurrency: int, max_calls: int | None, max_tokens: int | None):
+        self.concurrency = max(1, int(concurrency))
+        self.max_calls, self.max_tokens = max_calls, max_tokens
+        self.calls = self.tokens = self.in_flight = self.most_in_flight = 0
+        self._cond: Any = None  # asyncio.Condition, made in the actor's event loop
+
+    def _condition(self):
+        import asyncio
+
+        if self._cond is None:
+            self._cond = asyncio.Condition()
+        return self._cond
+
+    def _spent(self) -> str | None:
+        if self.max_tokens is not None and self.tokens >= self.max_tokens:
+            return "token"
+        if self.max_calls is not None and self.calls >= self.max_calls:
+            return "call"
+        return None
+
+    async def enter(self) -> tuple[str, int, int] | None:
+        cond = self._condition()
+        async with cond:
+            await cond.wait_for(lambda: self.in_flight < self.concurrency or self._spent() is not None)
+            which = self._spent()
+            if which is not None:  # the figures once the calls let through have finished
+                await cond.wait_for(lambda: self.in_flight == 0)
+                return which, self.calls, self.tokens
+            self.calls += 1
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            return None
+
+    async def leave(self, tokens: int) -> None:
+        cond = self._condition()
+        async with cond:
+            self.tokens += int(tokens)
+            self.in_flight -= 1
+            cond.notify_all()
+
+    async def take_up(self, calls: int, tokens: int) -> None:
+        cond = self._condition()
+        async with cond:
+            self.calls += int(calls)
+            self.tokens += int(tokens)
+            cond.notify_all()
+
+    async def report(self) -> dict[str, int]:
+        """``{"calls", "tokens", "most_in_flight"}`` of the whole run so far (``most_in_flight``: the most calls
+        that were in flight at once, at most ``concurrency``)."""
+        return {"calls": self.calls, "tokens": self.tokens, "most_in_flight": self.most_in_flight}
+
+
+class RayGate:
+    """A :class:`ModelGate` actor as a worker's :class:`~simulacra.llm.wrappers.BudgetedModel` uses it
+    (:meth:`BudgetedModel.share <simulacra.llm.wrappers.BudgetedModel.share>`)."""
+
+    def __init__(self, actor: Any):
+        self.actor = actor
+
+    def enter(self) -> tuple[str, int, int] | None:
+        import ray
+
+        return ray.get(self.actor.enter.remote())
+
+    def leave(self, tokens: int) -> None:
+        import ray
+
+        ray.get(self.actor.leave.remote(tokens))
+
+    def take_up(self, calls: int, tokens: int) -> None:
+        import ray
+
+        ray.get(self.actor.take_up.remote(calls, tokens))
 
 
 class ShardLost(SimulacraError):
@@ -66,9 +161,15 @@ class ShardWorker:
                             format=f"%(levelname)s shard-{spec['index']} %(name)s: %(message)s")
         config = config_from_dict(spec["config"], "the town's config")
         self.rt = build_shard_runtime(spec["world"], config, spec["personas_dir"], spec["run_dir"], spec["agents"],
-                                      spec["residents"], spec["index"])
+                                      spec["residents"], spec["index"], resume=bool(spec.get("resume")))
         self.shard = Shard(self.rt, spec["index"], writes_town=True)
         self.stores = Stores(self.rt)
+        if spec.get("gate") is not None and self.rt.llm is not None:  # the run's calls in flight and budget
+            from simulacra.llm.wrappers import BudgetedModel, unwrap
+
+            budget = unwrap(self.rt.llm, BudgetedModel)
+            if budget is not None:
+                budget.share(RayGate(spec["gate"]))
 
     def info(self) -> dict[str, Any]:
         """``{"mind", "reactive", "embedding_model", "pid", "node"}`` of this shard (``node``: its Ray node id)."""
@@ -106,6 +207,8 @@ class RayShards:
         except ImportError:
             raise SimulacraError("--workers needs Ray: pip install 'simulacra[ray]' (or 'ray>=2.58')") from None
         self.ray = ray
+        self.groups = [list(g) for g in groups]
+        self.address = address
         self.started = False
         if not ray.is_initialized():
             ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING,
@@ -124,6 +227,14 @@ class RayShards:
             options["runtime_env"] = {"env_vars": {"OMP_WAIT_POLICY": "PASSIVE"}}
         # shard k on the cluster's k-th live node (mod their number, soft: elsewhere when that node is full)
         nodes = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU"))
+        # one gate for the run's model calls: llm.concurrency and the budget count over all workers
+        llm = config_from_dict(spec["config"], "the town's config").llm if spec.get("config") else None
+        self.gate = None
+        if llm is not None and llm.configured:
+            self.concurrency = llm.concurrency
+            self.gate = ray.remote(ModelGate).options(num_cpus=0).remote(llm.concurrency, llm.max_calls,
+                                                                          llm.max_tokens)
+            spec = {**spec, "gate": self.gate}
         actor = ray.remote(ShardWorker)
         self.actors = [actor.options(**options, scheduling_strategy=NodeAffinitySchedulingStrategy(
             nodes[k % len(nodes)], soft=True) if nodes else "DEFAULT").remote({**spec, "agents": list(g), "index": k})
@@ -182,6 +293,24 @@ class RayShards:
             memory.update(p["memory"])
         return {"memory": memory, "shared": parts[0]["shared"], "layers": {"shards": [p["layers"] for p in parts]}}
 
+    def restore(self, shared: Sequence[str] | None, memory: dict[str, Any], layers: dict[str, Any],
+                accumulators: dict[str, tuple[float, float | None, float | None]]) -> dict[str, int]:
+        """Every actor's stores back to a checkpoint (:meth:`Stores.restore`, each with its own agents' ``memory``
+        and ``accumulators``, the shared tier's ids ``shared`` and its own counters ``layers["shards"][k]``); the
+        counts added up.
+
+        Raises:
+            CheckpointError: the checkpoint was written by a town of another number of shards.
+        """
+        counters = layers.get("shards") or []
+        if len(counters) != self.n:
+            raise CheckpointError(f"the checkpoint holds the counters of {len(counters)} shards; this town has "
+                                  f"{self.n}")
+        groups = self.groups
+        parts = self.each("stores", "restore", (shared,), per_shard=lambda k: (
+            {a: memory[a] for a in groups[k]}, counters[k], {a: accumulators[a] for a in groups[k]}))
+        return {key: sum(p[key] for p in parts) for key in ("restored", "dropped")}
+
     def after_whole_checkpoint(self) -> None:
         self.each("stores", "after_whole_checkpoint")
 
@@ -209,6 +338,12 @@ class RayShards:
         empty = {"rater": {}, "rater_fallbacks": 0, "embedding_cache": {"hits": 0, "misses": 0}, "llm": None}
         return [r or empty for r in self.each("stores", "report", tolerate=True)]
 
+    def gate_report(self) -> dict[str, int] | None:
+        """:meth:`ModelGate.report` with its ``concurrency``, or ``None`` for a run without a model."""
+        if self.gate is None:
+            return None
+        return {**self.ray.get(self.gate.report.remote()), "concurrency": self.concurrency}
+
     def close(self) -> None:
         """Close every actor's parts and end the actors; shut Ray down when this process started it."""
         ray = self.ray
@@ -216,9 +351,9 @@ class RayShards:
             ray.get([a.close.remote() for a in self.actors])
         except Exception:  # noqa: BLE001 - a dead actor has nothing left to close
             log.warning("closing the shards", exc_info=True)
-        for a in self.actors:
+        for a in [*self.actors, *([self.gate] if self.gate is not None else [])]:
             ray.kill(a)
-        self.actors = []
+        self.actors, self.gate = [], None
         if self.started:
             ray.shutdown()
             self.started = False

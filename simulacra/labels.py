@@ -44,7 +44,7 @@ import yaml
 
 from simulacra.clock import MINUTES_PER_DAY, format_hhmm
 from simulacra.errors import SimulacraError
-from simulacra.memory.records import reinforced_as_add
+from simulacra.trace import ADD, FORGET, REINFORCE, AddOp, reinforced_as_add
 
 #: query categories and how many of each to draw per run (at most)
 CATEGORIES = {"said": 24, "who": 12, "when": 24, "plan": 8}
@@ -72,7 +72,7 @@ class RunFacts:
     seed: int
     names: dict[str, str]  # agent id -> name
     end: float  # game minute of the last tick
-    adds: dict[str, list[dict]] = field(default_factory=dict)  # agent -> its add operations, in order
+    adds: dict[str, list[AddOp]] = field(default_factory=dict)  # agent -> its add operations, in order
     forgotten: dict[str, set[str]] = field(default_factory=dict)  # agent -> ids forgotten by the end
     lines: list[dict] = field(default_factory=list)  # {time, speaker, listener, text, memory_ids, place}
     conversations: list[dict] = field(default_factory=list)  # {time, participants, summary}
@@ -80,45 +80,43 @@ class RunFacts:
     def alive(self, agent: str, memory_id: str) -> bool:
         return memory_id not in self.forgotten.get(agent, set())
 
-    def memories(self, agent: str, kind: str | None = None) -> list[dict]:
+    def memories(self, agent: str, kind: str | None = None) -> list[AddOp]:
         """The agent's add operations of ``kind`` whose memory is still there at the end."""
         return [op for op in self.adds.get(agent, []) if (kind is None or op["kind"] == kind)
                 and self.alive(agent, op["id"])]
 
 
 def read_facts(run_dir: str | Path) -> RunFacts:
-    """Read a run folder's trace (:func:`simulacra.trace.iter_trace`).
+    """Read a run folder's trace (:func:`simulacra.trace.stream_trace`).
 
     Raises:
         SimulacraError: no trace, or a trace without a header or ticks.
     """
-    from simulacra.trace import iter_trace
+    from simulacra.trace import stream_trace
 
     path = Path(run_dir) / "trace.jsonl"
     if not path.is_file():
         raise SimulacraError(f"{run_dir}: not a run folder (no trace.jsonl)")
-    facts: RunFacts | None = None
-    for n, rec in iter_trace(path):
-        if n == 1:
-            personas = rec.get("personas") or {}
-            names = {a: (personas.get(a) or {}).get("name", a) for a in rec.get("agents", [])}
-            facts = RunFacts(Path(run_dir).name, int(rec.get("seed", 0)), names, float(rec.get("start_minute", 0)))
-            continue
+    header, ticks = stream_trace(path)
+    personas = header.get("personas") or {}
+    names = {a: (personas.get(a) or {}).get("name", a) for a in header.get("agents", [])}
+    facts = RunFacts(Path(run_dir).name, int(header.get("seed", 0)), names, float(header.get("start_minute", 0)))
+    for rec in ticks:
         facts.end = float(rec["time"])
-        for op in rec.get("memory", []):
-            if op.get("op") == "add":
+        for op in rec["memory"]:
+            if op["op"] == ADD:
                 facts.adds.setdefault(op["agent"], []).append(op)
-            elif op.get("op") == "forget":
+            elif op["op"] == FORGET:
                 facts.forgotten.setdefault(op["agent"], set()).add(op["id"])
-            elif op.get("op") == "reinforce":  # the text lives on under a new id
+            elif op["op"] == REINFORCE:  # the text lives on under a new id
                 facts.adds.setdefault(op["agent"], []).append(reinforced_as_add(op))
                 facts.forgotten.setdefault(op["agent"], set()).update(op["from_ids"] + op["replaces"])
-        for conv in rec.get("conversations", []):
+        for conv in rec["conversations"]:
             facts.conversations.append({"time": float(rec["time"]), "participants": conv["participants"],
                                         "summary": conv.get("summary")})
-            for line in conv.get("lines", []):
-                facts.lines.append({**line, "time": float(rec["time"]), "place": conv.get("place")})
-    if facts is None or not facts.adds:
+            for line in conv["lines"]:
+                facts.lines.append({**line, "time": float(rec["time"]), "place": conv["place"]})
+    if not facts.adds:
         raise SimulacraError(f"{path}: no memories in the trace")
     return facts
 

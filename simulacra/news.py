@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+
+from simulacra.trace import ADD, Header, TickRecord
 
 #: the ways an agent comes to know a topic (``Learned.how``), in the order a tick's learning is folded in
 HOW = ("seen", "told", "heard")
@@ -46,19 +47,19 @@ class KnownNews:
         header: the trace header (``agents``, ``tick_minutes``, and a scenario's ``scenario.schedule.tellings``).
     """
 
-    def __init__(self, header: dict[str, Any]):
+    def __init__(self, header: Header):
         self.agents: list[str] = list(header["agents"])
         self.tick_minutes = int(header["tick_minutes"])
         self._tellings = list((((header.get("scenario") or {}).get("schedule") or {}).get("tellings")) or [])
         self.first: dict[str, dict[str, Learned]] = {}  # topic -> agent -> when it first knew it
 
-    def read(self, record: dict[str, Any]) -> list[Learned]:
+    def read(self, record: TickRecord) -> list[Learned]:
         """Take in one tick record; returns what was first known at that tick (agent, topic), in the order of
         :data:`HOW` and, within each, of the record."""
         tick, now = int(record["tick"]), int(record["time"])
         found: list[tuple[str, str, str]] = []
-        for op in record.get("memory", ()):
-            if op.get("op") == "add" and op.get("kind") == "event" and op.get("agent") in self.agents:
+        for op in record["memory"]:
+            if op["op"] == ADD and op["kind"] == "event" and op["agent"] in self.agents:
                 found.append((op["agent"], op["text"], "seen"))
         if self._tellings:
             from simulacra.schedule import in_tick
@@ -66,9 +67,9 @@ class KnownNews:
             for t in self._tellings:
                 if in_tick(t["minute"], now, self.tick_minutes):
                     found += [(a, t["topic"], "told") for a in t["agents"] if a in self.agents]
-        for conv in record.get("conversations", ()):
-            for line in conv.get("lines", ()):
-                if line.get("topic"):
+        for conv in record["conversations"]:
+            for line in conv["lines"]:
+                if line["topic"]:
                     found.append((line["listener"], line["topic"], "heard"))
         new = []
         for agent, topic, how in found:
@@ -84,7 +85,7 @@ class KnownNews:
         return sorted(a for a, w in got.items() if tick is None or w.tick <= tick)
 
 
-def known_news(header: dict[str, Any], records: Iterable[dict[str, Any]]) -> KnownNews:
+def known_news(header: Header, records: Iterable[TickRecord]) -> KnownNews:
     """:class:`KnownNews` after reading the tick ``records`` (a trace's lines after the header, in order)."""
     known = KnownNews(header)
     for record in records:

@@ -14,7 +14,7 @@ recorded relevance is the fused one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from simulacra.config import SITUATIONAL, profile_overrides
 from simulacra.errors import SimulacraError
 from simulacra.memory.scoring import SCORING_FIELDS, ScoringParams, TermRanges, combine, recency_of
 from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
-from simulacra.trace import read_trace
+from simulacra.trace import REFLECT, REHEARSE, RETRIEVE, CandidateRow, RetrieveOp, TickRecord, read_trace
 
 
 def recorded_ranges(extremes: Sequence[float | None], params: ScoringParams) -> TermRanges:
@@ -37,8 +37,8 @@ def recorded_ranges(extremes: Sequence[float | None], params: ScoringParams) -> 
     return TermRanges((float(rec[0]), float(rec[1])), (x[2], x[3]), (x[0], x[1]))
 
 
-def recorded_candidates(candidates: dict[str, list | None], params: ScoringParams,
-                        ranges: dict[str, list] | None = None) -> dict[str, TierCandidates]:
+def recorded_candidates(candidates: Mapping[str, Sequence[CandidateRow] | None], params: ScoringParams,
+                        ranges: Mapping[str, Sequence[float | None]] | None = None) -> dict[str, TierCandidates]:
     """Score a retrieve operation's recorded candidates under ``params``, per tier, in row order.
 
     Args:
@@ -66,8 +66,9 @@ def recorded_candidates(candidates: dict[str, list | None], params: ScoringParam
     return out
 
 
-def rerank(candidates: dict[str, list | None], tiers: Sequence[str], rule: RetrievalRule,
-           params: ScoringParams, ranges: dict[str, list] | None = None) -> list[tuple[str, str, float]]:
+def rerank(candidates: Mapping[str, Sequence[CandidateRow] | None], tiers: Sequence[str], rule: RetrievalRule,
+           params: ScoringParams, ranges: Mapping[str, Sequence[float | None]] | None = None
+           ) -> list[tuple[str, str, float]]:
     """The retrieval's result under ``params`` and ``rule``: ``[(id, tier, score), ...]`` in result order.
 
     Args:
@@ -129,9 +130,9 @@ def rescore_run(run: str | Path, a_rec: float | None = None, a_imp: float | None
         return {"a_rec": p.a_rec, "a_imp": p.a_imp, "a_rel": p.a_rel, "gamma": p.gamma}
 
     base, params = params_of(profile or SITUATIONAL)
-    changes = {"threshold": threshold, "mode": mode, "top_k": top_k, "static_top_k": static_top_k,
-               "static_threshold": static_threshold}
-    changes = {k: v for k, v in changes.items() if v is not None}
+    asked: dict[str, Any] = {"threshold": threshold, "mode": mode, "top_k": top_k, "static_top_k": static_top_k,
+                             "static_threshold": static_threshold}
+    changes = {k: v for k, v in asked.items() if v is not None}
     texts = _texts(ticks)
     report: dict[str, Any] = {"retrievals": 0, "rescored": 0, "not_rescorable": 0, "changed": 0, "changes": [],
                               "weights": {"a_rec": a_rec, "a_imp": a_imp, "a_rel": a_rel, "gamma": gamma,
@@ -140,7 +141,7 @@ def rescore_run(run: str | Path, a_rec: float | None = None, a_imp: float | None
                               "run_weights": weights_of(base), "profile": profile, "run_profiles": {}}
     for t in ticks:
         for op in t["memory"]:
-            if op["op"] != "retrieve":
+            if op["op"] != RETRIEVE:
                 continue
             name = op.get("profile", SITUATIONAL)
             if profile is not None and name != profile:
@@ -186,7 +187,7 @@ def scoring_overrides(memory: dict[str, Any], profile: str | None) -> dict[str, 
     return {k: v for k, v in over.items() if k in SCORING_FIELDS}
 
 
-def recorded_depth(op: dict[str, Any], run_memory: dict[str, Any]) -> int:
+def recorded_depth(op: RetrieveOp, run_memory: Mapping[str, Any]) -> int:
     """The ``top_k`` a retrieve operation's candidates serve: its ``max_top_k``; else, in a trace whose config
     has ``memory.max_top_k`` (candidates recorded by :meth:`AgentMemory.candidates`, which defaults to that
     depth), :func:`candidate_depth` of the run's config; else (older traces) the operation's ``top_k``."""
@@ -197,17 +198,19 @@ def recorded_depth(op: dict[str, Any], run_memory: dict[str, Any]) -> int:
     return int(op["top_k"])
 
 
-def _texts(ticks: list[dict]) -> dict[str, str]:
+def _texts(ticks: Iterable[TickRecord]) -> dict[str, str]:
     """Memory id -> text, from every operation of the trace that carries both."""
     out: dict[str, str] = {}
     for t in ticks:
         for op in t["memory"]:
-            if "id" in op and "text" in op:
+            if op["op"] == RETRIEVE:
+                for m in op["results"]:
+                    out.setdefault(m["id"], m["text"])
+            elif op["op"] == REFLECT:
+                for ins in op["insights"]:
+                    out.setdefault(ins["id"], ins["text"])
+            elif op["op"] != REHEARSE:  # every other operation is about one memory
                 out.setdefault(op["id"], op["text"])
-            for m in op.get("results", []):
-                out.setdefault(m["id"], m["text"])
-            for ins in op.get("insights", []):
-                out.setdefault(ins["id"], ins["text"])
     return out
 
 

@@ -53,7 +53,7 @@ def uses_language_model(config: Config) -> bool:
     backend = config.cognition.backend
     if backend != "auto":
         return backend == "llm"
-    return config.llm.provider == "local" or bool(config.llm.model)
+    return config.llm.configured
 
 
 #: model tokens per agent and game hour of the language-model mind, measured by ``bench.cognition`` (25 residents, a

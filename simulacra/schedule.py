@@ -39,6 +39,7 @@ from typing import Any
 
 from simulacra.runtime import Runtime
 from simulacra.state import TownState
+from simulacra.trace import ProbeAsk, ProbeRecord
 
 
 @dataclass
@@ -86,7 +87,7 @@ def telling_stage(rt: Runtime, now: int, tick: int) -> Told:
     return told
 
 
-def probe_stage(state: TownState, rt: Runtime, now: int, tick: int) -> dict[str, Any] | None:
+def probe_stage(state: TownState, rt: Runtime, now: int, tick: int) -> ProbeRecord | None:
     """The recall probe due in the tick starting at game minute ``now``, read at the tick's end (see the module
     docstring); ``None`` when none is due.
 
@@ -110,12 +111,12 @@ def probe_stage(state: TownState, rt: Runtime, now: int, tick: int) -> dict[str,
             for a in probes["asks"] if a["after"] <= at for pid in rt.agents]
     queries = list(dict.fromkeys(q for _, _, q in asks))
     vectors = dict(zip(queries, rt.embedder.embed(queries))) if queries else {}
-    out: list[dict[str, Any]] = []
-    memories: dict[str, list] = {}
+    out: list[ProbeAsk] = []
+    memories: dict[str, list[Any]] = {}
     answered: list[tuple[int, Sequence]] = []
     for pid, ask, query in asks:
         mem = rt.memories[pid]
-        results = {}
+        results: dict[str, list[str]] = {}
         for name in profiles:
             got = recalled(mem, vectors[query], query, at, cfg, name)
             results[name] = [m.id for m in got]
@@ -133,7 +134,8 @@ def probe_stage(state: TownState, rt: Runtime, now: int, tick: int) -> dict[str,
             return rt.mind.interview(view_of(state, rt, a["agent"], at, got), a["query"])
 
         for (i, _), d in zip(answered, rt.map(answer, answered)):
-            out[i].update(answer=d.value.text, answer_source=d.source, answer_ids=list(d.value.memory_ids))
+            ask = out[i]
+            ask["answer"], ask["answer_source"], ask["answer_ids"] = d.value.text, d.source, list(d.value.memory_ids)
     counts = {pid: rt.memories[pid].counts() for pid in rt.agents}
     return {"time": at, "profiles": profiles, "interview": interview, "asks": out, "memories": memories,
             "counts": counts}

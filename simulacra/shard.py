@@ -16,7 +16,7 @@ the same whatever the number of shards and whichever shard answers first. Agents
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from simulacra.runtime import Runtime
@@ -40,6 +40,7 @@ from simulacra.tick import (
     sides_stage,
     summarise_stage,
 )
+from simulacra.trace import AddOp, MemoryOp, RehearseOp
 
 T = TypeVar("T")
 
@@ -63,8 +64,9 @@ def by_agent(items: Iterable[T], order: dict[str, int], key: Callable[[T], str |
     return sorted(items, key=lambda x: -1 if (a := key(x)) is None else order[a])
 
 
-def op_agent(op: dict[str, Any]) -> str | None:
-    """The agent of a trace operation (``None`` for a notice posted to the town's shared memory)."""
+def op_agent(op: Mapping[str, Any]) -> str | None:
+    """The agent of a trace operation or decision record (``None`` for a notice posted to the town's shared
+    memory)."""
     return op.get("agent")
 
 
@@ -156,8 +158,9 @@ class Shard:
         """Hold the conversations its agents open (:func:`~simulacra.tick.hold_stage`)."""
         return hold_stage(state, self.rt, pairs, sides, doing, now)
 
-    def settle(self, pending: Sequence[Pending], used_ops: Sequence[dict[str, Any]], plans: dict[str, list],
-               now: int, tick: int) -> tuple[Remembered, Reflected, list, list, list, dict[str, tuple]]:
+    def settle(self, pending: Sequence[Pending], used_ops: Sequence[MemoryOp], plans: Mapping[str, Sequence],
+               now: int, tick: int) -> tuple[Remembered, Reflected, list[RehearseOp], list[AddOp], list[MemoryOp],
+                                             dict[str, tuple]]:
         """The last phase of a tick: remember what its agents planned, said and heard; reflect; mark what the
         tick used (``used_ops``: the tick's operations before this phase, every shard's, in agent order); the
         nightly summaries (``plans``: the day plans); consolidate. Returns ``(said, reflected, rehearse ops,
@@ -213,6 +216,7 @@ class Stores:
         """Before a checkpoint: everything it will list made durable (journal frame and sync, or a write)."""
         if journal:
             self.rt.journal_tick(ticks_done)
+            assert self.rt.journal is not None  # a journaling run has its store journal
             self.rt.journal.sync()
         else:
             self.rt.flush(deletes=False)
@@ -225,6 +229,33 @@ class Stores:
         rt = self.rt
         return {"memory": {pid: rt.memories[pid].snapshot() for pid in rt.agents},
                 "shared": None if rt.shared is None else rt.shared.ids, "layers": layer_counters(rt)}
+
+    def restore(self, shared: Sequence[str] | None, memory: Mapping[str, Any], layers: Mapping[str, Any],
+                accumulators: Mapping[str, tuple[float, float | None, float | None]]) -> dict[str, int]:
+        """Take these stores back to a checkpoint (the stores' part of :meth:`Simulation._restore
+        <simulacra.simulation.Simulation>`): the parts' counters and recorded model answers
+        (:func:`~simulacra.checkpoint.restore_layer_counters` of ``layers``), each agent's tiers to ``memory[agent]``
+        (:meth:`AgentMemory.restore` with its ``accumulators``: importance since reflection, last reflection, last
+        consolidation, in game minutes), the shared tier to the ids ``shared``; then everything written to Chroma.
+        Returns ``{"restored", "dropped"}`` memory counts.
+
+        Raises:
+            CheckpointError: a memory the checkpoint lists is nowhere in its agent's store.
+        """
+        from collections import Counter
+
+        from simulacra.checkpoint import restore_layer_counters
+        from simulacra.memory.stream import roll_back
+
+        rt = self.rt
+        restore_layer_counters(rt, dict(layers))
+        counts: Counter[str] = Counter()
+        for pid in rt.agents:
+            counts.update(rt.memories[pid].restore(memory[pid], *accumulators[pid]))
+        if rt.shared is not None:
+            counts["dropped"] += roll_back(rt.shared, list(shared or []))
+        rt.flush()  # the stores in Chroma as the checkpoint has them before the first tick writes
+        return {"restored": counts["restored"], "dropped": counts["dropped"]}
 
     def after_whole_checkpoint(self) -> None:
         """Queue the access marks set since the last whole checkpoint and empty old trash."""

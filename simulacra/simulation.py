@@ -26,7 +26,6 @@ from simulacra.checkpoint import (
     changed_inputs,
     input_hashes,
     read_checkpoint,
-    restore_layer_counters,
 )
 from simulacra.clock import GameClock, format_game_time, format_hhmm
 from simulacra.cluster import ShardLost, ShardProxy
@@ -35,7 +34,6 @@ from simulacra.errors import CheckpointError, RaterError, SimulacraError, StoreU
 from simulacra.killpoint import kill_point
 from simulacra.llm.base import BudgetExceeded, LLMUnreachable
 from simulacra.memory.journal import store_schedule
-from simulacra.memory.stream import roll_back
 from simulacra.runtime import Runtime, build_runtime, prepare_run
 from simulacra.runtime import static_records as static_records  # re-exported: the viewer and tests use it
 from simulacra.schedule import probe_stage, schedule_of, telling_stage
@@ -52,6 +50,7 @@ from simulacra.shard import (
 from simulacra.state import AgentState, TownState
 from simulacra.threads import scoring_threads
 from simulacra.tick import (
+    Pending,
     Reflected,
     apply_stage,
     converse_stage,
@@ -63,13 +62,26 @@ from simulacra.tick import (
     sleepers,
     world_events,
 )
-from simulacra.trace import TraceFormatError, TraceWriter, read_header
+from simulacra.trace import (
+    FALLBACK,
+    FORGET,
+    HEADER,
+    REFLECT,
+    REINFORCE,
+    SCHEMA_VERSION,
+    TICK,
+    Header,
+    TickRecord,
+    TraceFormatError,
+    TraceWriter,
+    read_header,
+)
 
 log = logging.getLogger(__name__)
 
 
 def _recorded_run(run_dir: Path, allow_changed: bool, rater_url: str | None, chroma_url: str | None
-                  ) -> tuple[Config, str, dict[str, Any]]:
+                  ) -> tuple[Config, str, Header]:
     """``(config, world path, header)`` of the run at ``run_dir`` as its trace header records them, the rater's and
     the Chroma server's addresses replaced when given.
 
@@ -105,7 +117,7 @@ def _recorded_run(run_dir: Path, allow_changed: bool, rater_url: str | None, chr
 class TickResult:
     """What one tick produced: the trace record and human-readable notable lines."""
 
-    record: dict[str, Any]
+    record: TickRecord
     notable: list[str]
 
 
@@ -165,15 +177,10 @@ class Simulation:
         self.ticks_done = int(ck["ticks_done"])
         self.target_ticks = ck.get("target_ticks")
         self.history_usage = Counter(ck.get("history_usage", {}))
-        restore_layer_counters(rt, ck.get("layers", {}))
-        restored = Counter()
-        for pid in rt.agents:
-            a = self.state.agents[pid]
-            restored.update(rt.memories[pid].restore(ck["memory"][pid], a.importance_since_reflection,
-                                                     a.last_reflection, a.last_consolidation))
-        if rt.shared is not None:
-            restored["dropped"] += roll_back(rt.shared, ck.get("shared") or [])
-        rt.flush()  # the stores in Chroma as the checkpoint has them before the first tick writes
+        accumulators = {pid: (a.importance_since_reflection, a.last_reflection, a.last_consolidation)
+                        for pid, a in self.state.agents.items()}
+        # the stores back to the checkpoint (on Ray, every actor its own)
+        restored = self.stores.restore(ck.get("shared"), ck["memory"], ck.get("layers", {}), accumulators)
         self.trace = TraceWriter(rt.run_dir / "trace.jsonl", resume_at=int(ck["trace_bytes"]))
         self._checkpointed = self.ticks_done
         log.info("resumed %s after tick %d: %d memories restored, %d written after the checkpoint dropped",
@@ -231,9 +238,11 @@ class Simulation:
 
     @classmethod
     def resume(cls, run_dir: str | Path, embedder=None, allow_changed: bool = False,
-               rater_url: str | None = None, chroma_url: str | None = None) -> Simulation:
+               rater_url: str | None = None, chroma_url: str | None = None,
+               ray_address: str | None = None) -> Simulation:
         """Continue a run from its last checkpoint, with the run's own config, world and persona files (as the
-        trace header records them).
+        trace header records them). A run of several workers (its header's ``workers``) is resumed on as many Ray
+        actors, started here or on the cluster at ``ray_address``; each reopens its ``shard-<k>/`` folder.
 
         The trace is cut back to the checkpoint's length and the stores rolled back to its memories, so that the
         ticks run next are exactly those an uninterrupted run would have run (scripted backend).
@@ -253,9 +262,10 @@ class Simulation:
             return cls._start_again(run_dir, embedder, allow_changed, rater_url, chroma_url)
         ck = read_checkpoint(run_dir)
         config, world_path, header = _recorded_run(run_dir, allow_changed, rater_url, chroma_url)
-        if header.get("workers"):
-            raise CheckpointError(f"cannot resume {run_dir}: a run of {header['workers']} workers (resuming a run on "
-                                  f"several workers is not supported yet)")
+        if header.get("workers"):  # as many Ray actors again, each reopening its shard's folder
+            return cls._on_ray(world_path, config, header["personas_dir"], run_dir.parent, run_dir.name, False,
+                               header["agents"], int(header["workers"]), ray_address, checkpoint=ck,
+                               scenario=header.get("scenario"))
         rt = build_runtime(world_path, config, header["personas_dir"], run_dir.parent, run_dir.name,
                            embedder=embedder, agents=header["agents"], resume=True)
         rt.scenario = header.get("scenario")  # its schedule (tellings, probes) goes on where the run stopped
@@ -267,19 +277,23 @@ class Simulation:
 
     @classmethod
     def _on_ray(cls, world_path, config: Config, personas_dir, db_dir, run_name, overwrite, agents, workers: int,
-                address: str | None) -> Simulation:
-        """A town whose ``workers`` shards are Ray actors (:class:`simulacra.cluster.RayShards`).
+                address: str | None, checkpoint: dict[str, Any] | None = None,
+                scenario: dict[str, Any] | None = None) -> Simulation:
+        """A town whose ``workers`` shards are Ray actors (:class:`simulacra.cluster.RayShards`); with
+        ``checkpoint``, the run in its folder taken up there (:meth:`resume`; ``scenario``: its header's).
 
         Raises:
             SimulacraError: a Chroma server with several workers (not yet), Ray missing, a shard not built.
+            CheckpointError: resuming, a shard's folder or part of the checkpoint is missing.
         """
         from simulacra.cluster import RayShards, town_mind
 
         if config.memory.chroma_url:
             raise SimulacraError("--workers with --chroma-url is not supported yet: each worker keeps an embedded "
                                  "store in the run folder")
+        resume = checkpoint is not None
         world, ids, run_dir, _, _ = prepare_run(world_path, config, personas_dir, db_dir, run_name, overwrite,
-                                                agents, stores=False)
+                                                agents, resume=resume, stores=False)
         if not config.embedding.threads:  # the workers embed with the town's thread count: the same vectors
             import torch
 
@@ -288,12 +302,13 @@ class Simulation:
         spec = {"world": str(Path(world_path).resolve()),
                 "personas_dir": None if personas_dir is None else str(Path(personas_dir).resolve()),
                 "config": config.to_dict(), "run_dir": str(run_dir.resolve()), "residents": list(ids),
-                "log_level": logging.getLogger().getEffectiveLevel()}
+                "log_level": logging.getLogger().getEffectiveLevel(), "resume": resume}
         cluster = RayShards(spec, shard_agents(ids, workers), address)
         rt = Runtime(world=world, config=config, run_dir=run_dir, agents=list(ids), embedder=None, rater=None,
                      mind=town_mind(cluster.infos[0]), memories={}, closers=[cluster.close])
+        rt.scenario = scenario
         try:
-            return cls(rt, shards=workers, cluster=cluster)
+            return cls(rt, checkpoint=checkpoint, shards=workers, cluster=cluster)
         except BaseException:
             rt.close()
             raise
@@ -360,16 +375,17 @@ class Simulation:
         """The game clock at the tick about to run (a view of the state)."""
         return GameClock(self.state.start_minute, self.state.tick_minutes, self.state.tick)
 
-    def _header(self) -> dict[str, Any]:
+    def _header(self) -> Header:
         w = self.world
-        return {
+        header: Header = {
+            "type": HEADER,
+            "schema_version": SCHEMA_VERSION,
             "simulacra_version": __version__,
             "seed": self.config.simulation.seed,
             "config": self.config.to_dict(),
             "mind": self.rt.mind.name,
             "embedding_model": (self.cluster.infos[0]["embedding_model"] if self.cluster is not None
                                 else getattr(self.rt.embedder, "name", "?")),
-            **({"workers": len(self.shards)} if self.cluster is not None else {}),
             "world_file": Path(w.source).name,
             "inputs": input_hashes(w),
             "personas_dir": str(Path(next(iter(w.persona_files.values()))).resolve().parent),
@@ -379,8 +395,12 @@ class Simulation:
             "start_minute": self.state.start_minute,
             "tick_minutes": self.state.tick_minutes,
             "objects": dict(self.state.object_states),
-            **({"scenario": self.rt.scenario} if self.rt.scenario is not None else {}),
         }
+        if self.cluster is not None:
+            header["workers"] = len(self.shards)
+        if self.rt.scenario is not None:
+            header["scenario"] = self.rt.scenario
+        return header
 
     def _each(self, method: str, args: tuple, per_shard=None) -> list:
         """``Shard.<method>(*args, *per_shard(k))`` of every shard, answers in shard order: in this process one
@@ -411,7 +431,8 @@ class Simulation:
 
         events = world_events(rt, now)
         objects = {**state.object_states, **events.object_changes}
-        notices, posted = [], set()
+        notices: list[Pending] = []
+        posted: set[str] = set()
         for ev in events.starting:
             notable.append(f"{clock} event at {rt.world.places[ev.place].name}: {ev.text}")
             if ev.public:
@@ -475,9 +496,9 @@ class Simulation:
         for pid in decided.considered:
             state.agents[pid].invitations = []
         for listener, engagement in conversed.heard:  # an invitation heard for the first time: considered next tick
-            a = state.agents[listener]
-            if engagement.topic not in a.knows and engagement.to_dict() not in a.invitations:
-                a.invitations.append(engagement.to_dict())
+            hearer = state.agents[listener]
+            if engagement.topic not in hearer.knows and engagement.to_dict() not in hearer.invitations:
+                hearer.invitations.append(engagement.to_dict())
         for speaker, listener, topic in conversed.told:
             state.agents[speaker].told.setdefault(listener, set()).add(topic)
             state.agents[listener].told.setdefault(speaker, set()).add(topic)
@@ -488,22 +509,22 @@ class Simulation:
 
         memory_ops = used_ops + rehearsed + summarised + consolidated
         for op in memory_ops:
-            if op["op"] == "forget":
+            if op["op"] == FORGET:
                 state.counters[f"forgotten:{op['agent']}"] += 1
-            elif op["op"] == "reinforce":
+            elif op["op"] == REINFORCE:
                 state.counters[f"reinforced:{op['agent']}"] += 1
-            elif op["op"] == "reflect" and op["insights"]:
+            elif op["op"] == REFLECT and op["insights"]:
                 state.counters[f"reflections:{op['agent']}"] += 1
         decisions = decided.records + conversed.records
         for d in decisions:
             state.counters[f"decisions:{d['source']}"] += 1
-            if d["source"] == "fallback":
+            if d["source"] == FALLBACK:
                 state.counters[f"fallback:{d['kind']}"] += 1
         state.counters["reflection_failures"] += reflected.failures
         self.history_usage.update(conversed.history_usage)
         notable += [line for _, line in decided.notable] + conversed.notable + [line for _, line in reflected.notable]
-        record = {
-            "type": "tick",
+        record: TickRecord = {
+            "type": TICK,
             "tick": tick,
             "time": now,
             "clock": clock,
@@ -563,8 +584,8 @@ class Simulation:
                 break
             except ShardLost as err:
                 self.stopped = (f"stopped before tick {self.state.tick} ({format_hhmm(self.state.now)}): {err}; the "
-                                f"trace ends at the last complete tick (resuming a run of several workers is not "
-                                f"supported yet: start it again)")
+                                f"trace ends at the last complete tick; continue with: simulacra run --resume "
+                                f"{self.run_dir}")
                 log.error("run %s", self.stopped)
                 break
             if on_tick is not None:
@@ -599,7 +620,7 @@ class Simulation:
         counters = state.counters
         agents = {}
         memory = self.stores.memory_summary(now)
-        lost = {"counts": {}, "top_long_term": [], "reflections": []}  # a lost worker's agents
+        lost: dict[str, Any] = {"counts": {}, "top_long_term": [], "reflections": []}  # a lost worker's agents
         for pid, a in state.agents.items():
             agents[pid] = {
                 "name": rt.names[pid],
@@ -637,13 +658,19 @@ class Simulation:
     def _parts_report(self) -> dict[str, Any]:
         """The summary's ``llm``, ``rater``, ``rater_fallbacks`` and ``embedding_cache`` (:meth:`Stores.report`): this
         process's parts, or with shards on Ray, the first shard's rater and model reports (``"shards"``: every
-        shard's), the fallbacks and the embedding cache summed over the shards."""
+        shard's), the fallbacks and the embedding cache summed over the shards, and with a model ``"model_calls"``:
+        the run's calls, tokens and most calls in flight at once over all workers
+        (:class:`~simulacra.cluster.ModelGate`)."""
         if self.cluster is None:
             return self.stores.report()
         reports = self.cluster.reports()
-        return {"llm": reports[0]["llm"], "rater_fallbacks": sum(r["rater_fallbacks"] for r in reports),
-                "rater": reports[0]["rater"], "shards": reports,
-                "embedding_cache": {k: sum(r["embedding_cache"][k] for r in reports) for k in ("hits", "misses")}}
+        out = {"llm": reports[0]["llm"], "rater_fallbacks": sum(r["rater_fallbacks"] for r in reports),
+               "rater": reports[0]["rater"], "shards": reports,
+               "embedding_cache": {k: sum(r["embedding_cache"][k] for r in reports) for k in ("hits", "misses")}}
+        gate = self.cluster.gate_report()
+        if gate is not None:  # the run's model calls over all workers (llm.concurrency, the budget)
+            out["model_calls"] = gate
+        return out
 
     def close(self) -> None:
         """Write what the stores still queue to Chroma (the access marks not yet saved, :meth:`AgentMemory.save_marks`,

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from simulacra.cognition.mind import PlanItem, in_force
+from simulacra.trace import ActionRecord
 
 
 @dataclass
@@ -36,7 +37,7 @@ class AgentState:
     """
 
     place: str
-    action: dict[str, Any] | None = None
+    action: ActionRecord | None = None
     plan_start: int | None = None
     plan: list[PlanItem] = field(default_factory=list)
     steps: list[PlanItem] = field(default_factory=list)

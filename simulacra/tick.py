@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -46,6 +46,30 @@ from simulacra.killpoint import kill_point
 from simulacra.memory.records import MemoryRecord, RetrievedMemory, memory_id
 from simulacra.runtime import Runtime
 from simulacra.state import TownState
+from simulacra.trace import (
+    ENGAGEMENT,
+    FALLBACK,
+    LINE,
+    NEXT_ACTIONS,
+    PLAN_DAY,
+    REACT,
+    REFLECT,
+    RETRIEVE,
+    SCRIPTED,
+    SUMMARY,
+    AddOp,
+    ConversationRecord,
+    DecisionRecord,
+    LineRecord,
+    MemoryOp,
+    RehearseOp,
+    RetrieveOp,
+    conversation_record,
+    decision_record,
+    line_record,
+    post_op,
+    reflect_op,
+)
 from simulacra.world.perception import Percept, perceive
 
 log = logging.getLogger(__name__)
@@ -107,7 +131,7 @@ def current_activity(state: TownState, rt: Runtime, agent: str, now: int) -> str
 
 
 def retrieve_many(rt: Runtime, asks: Sequence[tuple[str, str, str]], now: int
-                  ) -> tuple[list[list[RetrievedMemory]], list[dict[str, Any]]]:
+                  ) -> tuple[list[list[RetrievedMemory]], list[RetrieveOp]]:
     """Retrieve for ``(agent, query, purpose)`` each, with one embedding batch, under the retrieval profile of the
     purpose (``memory.purposes``: acting now is situational, recalling is led by relevance); returns the results in
     order and their trace operations (:meth:`AgentMemory.retrieval_record`)."""
@@ -124,12 +148,10 @@ def retrieve_many(rt: Runtime, asks: Sequence[tuple[str, str, str]], now: int
     return found, ops
 
 
-def decision_record(agent: str, kind: str, d: Decision, value: Any) -> dict[str, Any]:
-    """The trace form of a decision: who, what kind, from where, the memories in its prompt, what it decided."""
-    rec = {"agent": agent, "kind": kind, "source": d.source, "memory_ids": list(d.memory_ids), "value": value}
-    if d.reason:
-        rec["reason"] = d.reason
-    return rec
+def decision_of(agent: str, kind: str, d: Decision, value: Any) -> DecisionRecord:
+    """The trace form of a decision (:class:`~simulacra.trace.DecisionRecord`): who, what kind, from where, the
+    memories in its prompt, what it decided."""
+    return decision_record(agent, kind, d.source, list(d.memory_ids), value, d.reason)
 
 
 # --------------------------------------------------------------------------- world events
@@ -166,15 +188,19 @@ class Perception:
 
 
 def perceive_stage(state: TownState, rt: Runtime, events: WorldEvents, object_states: dict[str, str], now: int,
-                   tick: int, asleep: set[str] = frozenset()) -> Perception:
+                   tick: int, asleep: frozenset[str] | set[str] = frozenset()) -> Perception:
     """Each agent perceives its place as the tick begins (events, others and what they do, conversations held
     last tick, objects), within its attention bandwidth; only what changed since last tick is remembered.
     Agents ``asleep`` perceive nothing (and, on waking, everything they perceive is new)."""
     positions = {pid: a.place for pid, a in state.agents.items()}
     activities = {pid: current_activity(state, rt, pid, now) for pid in state.agents}
-    talking = sorted({tuple(sorted((pid, a.action["partner"]))) for pid, a in state.agents.items()
-                      if a.action and a.action.get("partner") in state.agents})
-    percepts, new, pending, last, learned = {}, {}, [], {}, {}
+    talking = sorted({(min(pid, partner), max(pid, partner)) for pid, a in state.agents.items()
+                      if a.action and (partner := a.action.get("partner", "")) in state.agents})
+    percepts: dict[str, list[Percept]] = {}
+    new: dict[str, list[Percept]] = {}
+    pending: list[Pending] = []
+    last: dict[str, set[str]] = {}
+    learned: dict[str, set[str]] = {}
     for pid, agent in state.agents.items():
         if pid in asleep:
             percepts[pid], new[pid], learned[pid], last[pid] = [], [], set(), set()
@@ -195,7 +221,7 @@ def perceive_stage(state: TownState, rt: Runtime, events: WorldEvents, object_st
 # --------------------------------------------------------------------------- remember
 @dataclass
 class Remembered:
-    ops: list[dict[str, Any]]
+    ops: list[MemoryOp]
     ratings: dict[str, int]
 
 
@@ -223,16 +249,16 @@ def remember_stage(rt: Runtime, pending: Sequence[Pending], phase: str = "rememb
         floor = max((topic_ratings[t] for t in p.topics), default=1) if by_topic else 1
         p.record.rating = max(ratings[p.record.text], int(p.record.extra.get("importance", 1)), floor)
         by_owner.setdefault(p.owner, {}).setdefault(p.record.id, p.record)
-    ops: list[dict[str, Any]] = []
+    ops: list[MemoryOp] = []
     for owner in [TOWN, *rt.agents]:
         recs = list(by_owner.get(owner, {}).values())
         if not recs:
             continue
         emb = np.stack([vectors[r.text] for r in recs])
         if owner == TOWN:
+            assert rt.shared is not None  # notices are pending only in a world with shared memory
             rt.shared.upsert(recs, emb)
-            ops += [{"op": "post", "tier": "shared", "author": r.extra["author"], "id": r.id, "text": r.text,
-                     "kind": r.kind, "rating": r.rating, "timestamp": r.timestamp} for r in recs]
+            ops += [post_op(r.extra["author"], r.id, r.text, r.kind, r.rating, r.timestamp) for r in recs]
         else:
             ops += rt.memories[owner].add(recs, emb)
         kill_point(phase)
@@ -247,7 +273,7 @@ class Retrieval:
 
     focus: dict[str, list[RetrievedMemory]]
     salient: dict[str, list[tuple[Percept, list[RetrievedMemory]]]]
-    ops: list[dict[str, Any]]
+    ops: list[RetrieveOp]
 
 
 def salient_percepts(state: TownState, rt: Runtime, agent: str, new: Sequence[Percept], ratings: dict[str, int],
@@ -271,7 +297,7 @@ def salient_percepts(state: TownState, rt: Runtime, agent: str, new: Sequence[Pe
 
 
 def retrieve_stage(state: TownState, rt: Runtime, perception: Perception, ratings: dict[str, int],
-                   now: int, asleep: set[str] = frozenset()) -> Retrieval:
+                   now: int, asleep: frozenset[str] | set[str] = frozenset()) -> Retrieval:
     """The focus retrieval of every agent not ``asleep`` (its activity at its place), and, for a mind that
     reacts, one retrieval about its most salient new percept (agents whose activity is not sleep only)."""
     asks = [(pid, f"{current_activity(state, rt, pid, now)} at {rt.place_names[state.agents[pid].place]}", "focus")
@@ -297,7 +323,7 @@ class Decided:
     """This tick's decisions: per agent its (possibly new) plan, steps and action; the conversations to hold;
     the plan memories to write; trace records of every decision and the retrievals made for them."""
 
-    plan_start: dict[str, int]
+    plan_start: dict[str, int | None]
     plans: dict[str, list[PlanItem]]
     steps: dict[str, list[PlanItem]]
     step_keys: dict[str, str | None]
@@ -306,8 +332,8 @@ class Decided:
     pairs: list[tuple[str, str]]
     pair_last_talk: dict[str, int]
     pending: list[Pending]
-    records: list[dict[str, Any]]
-    ops: list[dict[str, Any]]
+    records: list[DecisionRecord]
+    ops: list[RetrieveOp]
     notable: list[tuple[str, str]] = field(default_factory=list)  # (agent, line)
     considered: set[str] = field(default_factory=set)  # agents whose heard engagements were considered this tick
     invitations: list[tuple[str, str]] = field(default_factory=list)  # (inviter, invited) from reactions, in order
@@ -343,7 +369,7 @@ def carried_over(plan: Sequence[PlanItem], day_start: int) -> list[PlanItem]:
 
 
 def consider_stage(state: TownState, rt: Runtime, now: int, plans: dict[str, list[PlanItem]],
-                   steps: dict[str, list[PlanItem]]) -> tuple[set[str], list[dict[str, Any]], list[dict[str, Any]],
+                   steps: dict[str, list[PlanItem]]) -> tuple[set[str], list[DecisionRecord], list[RetrieveOp],
                                                               list[tuple[str, str]]]:
     """Engagements heard since the last tick (``AgentState.invitations``; none in a run without any): each agent
     retrieves its plans for the engagement's window (:func:`engagement_query`) and its mind decides from what came
@@ -361,9 +387,10 @@ def consider_stage(state: TownState, rt: Runtime, now: int, plans: dict[str, lis
         (pid, e), mems = item
         return rt.mind.consider(view_of(state, rt, pid, now, mems), e, commitments(rt, pid, plans[pid], e))
 
-    records, notable = [], []
+    records: list[DecisionRecord] = []
+    notable: list[tuple[str, str]] = []
     for (pid, e), d in zip(asks, rt.map(one, list(zip(asks, found)))):
-        records.append(decision_record(pid, "engagement", d, {"engagement": e.to_dict(), **d.value.to_dict()}))
+        records.append(decision_of(pid, ENGAGEMENT, d, {"engagement": e.to_dict(), **d.value.to_dict()}))
         if d.value.go:
             item = e.item(pid, rt.names)
             plans[pid] = splice(plans[pid], item)
@@ -374,7 +401,7 @@ def consider_stage(state: TownState, rt: Runtime, now: int, plans: dict[str, lis
 
 
 def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, tick: int,
-                 asleep: set[str] = frozenset()) -> Decided:
+                 asleep: frozenset[str] | set[str] = frozenset()) -> Decided:
     """Plan at each wake-up (once per plan day, :func:`simulacra.days.plan_day_at`: rest days follow the
     persona's ``rest_day_routine``), decompose the next hours when no action covers now, react to salient
     percepts, then take this tick's action from the plan; pair free agents at the same place for conversations
@@ -384,7 +411,7 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
     """
     mind = rt.mind
     cfg = rt.config.cognition
-    records: list[dict[str, Any]] = []
+    records: list[DecisionRecord] = []
     pending: list[Pending] = []
     notable: list[tuple[str, str]] = []
     clock = format_hhmm(now)
@@ -408,7 +435,7 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
         for kept in carried_over(plans[pid], days[pid].start):
             plan = splice(plan, kept)
         plan_start[pid], plans[pid], steps[pid] = days[pid].start, plan, []
-        records.append(decision_record(pid, "plan_day", d, [p.to_dict() for p in plan]))
+        records.append(decision_of(pid, PLAN_DAY, d, [p.to_dict() for p in plan]))
         text = plan_memory_text(rt.persona(pid), plan, rt.place_names, days[pid].day)
         pending.append(Pending(pid, new_record(pid, text, "plan", now, tick)))
 
@@ -425,8 +452,8 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
 
     for pid, d in zip(need, rt.map(decompose, need)):
         steps[pid] = [s for s in steps[pid] if s.end > now] + list(d.value)
-        if d.source != "scripted" or d.memory_ids:
-            records.append(decision_record(pid, "next_actions", d, [p.to_dict() for p in d.value]))
+        if d.source != SCRIPTED or d.memory_ids:
+            records.append(decision_of(pid, NEXT_ACTIONS, d, [p.to_dict() for p in d.value]))
 
     # 2b. engagements heard of since the last tick (a party): go, or not
     considered, more, engagement_ops, also = consider_stage(state, rt, now, plans, steps)
@@ -448,7 +475,7 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
     for pid, d in zip(reacting, rt.map(react, reacting)):
         r: Reaction = d.value
         percept = retrieval.salient[pid][0][0]
-        records.append(decision_record(pid, "react", d, {"percept": percept.text, **r.to_dict()}))
+        records.append(decision_of(pid, REACT, d, {"percept": percept.text, **r.to_dict()}))
         if r.kind == "go" and r.place in rt.world.places:
             end = now + MINUTES_PER_HOUR
             steps[pid] = [s for s in steps[pid] if s.end > now] + [
@@ -479,7 +506,8 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
                    considered, invitations)
 
 
-def pair_stage(state: TownState, rt: Runtime, decided: Decided, now: int, asleep: set[str] = frozenset()) -> Decided:
+def pair_stage(state: TownState, rt: Runtime, decided: Decided, now: int,
+               asleep: frozenset[str] | set[str] = frozenset()) -> Decided:
     """The town's part of deciding, over every shard's decisions (:func:`merge_decided`): who talks with whom
     (:func:`pair_conversations`: invitations first, then chance meetings), their actions turned into talk; returns
     ``decided`` with ``pairs``, ``pair_last_talk`` and those actions set."""
@@ -494,7 +522,7 @@ def pair_stage(state: TownState, rt: Runtime, decided: Decided, now: int, asleep
 
 
 def pair_conversations(state: TownState, rt: Runtime, actions: dict[str, Action],
-                       invitations: Sequence[tuple[str, str]], now: int, asleep: set[str] = frozenset()
+                       invitations: Sequence[tuple[str, str]], now: int, asleep: frozenset[str] | set[str] = frozenset()
                        ) -> tuple[list[tuple[str, str]], dict[str, int]]:
     """Pairs that talk this tick and the updated cooldowns. An agent talks with one other at most; both must be
     free (staying, awake, not ``asleep``) at the same place and the pair not have talked within
@@ -569,12 +597,12 @@ class Conversed:
     """The tick's conversations (trace form), the memories they leave (lines for both sides, a summary each,
     notices), who learnt which topic from whom, and the retrievals and decisions behind them."""
 
-    conversations: list[dict[str, Any]]
+    conversations: list[ConversationRecord]
     pending: list[Pending]
     told: list[tuple[str, str, str]]  # (speaker, listener, topic)
     posted: set[str]
-    ops: list[dict[str, Any]]
-    records: list[dict[str, Any]]
+    ops: list[RetrieveOp]
+    records: list[DecisionRecord]
     notable: list[str]
     history_usage: Counter
     heard: list[tuple[str, Engagement]] = field(default_factory=list)  # (listener, engagement told to it)
@@ -597,7 +625,7 @@ class Sides:
 
     about: dict[tuple[str, str], list[RetrievedMemory]]
     news: dict[tuple[str, str], list]
-    ops: dict[tuple[str, str], dict[str, Any]]
+    ops: dict[tuple[str, str], RetrieveOp]
 
 
 def sides_stage(state: TownState, rt: Runtime, ordered: Sequence[tuple[str, str]], now: int) -> Sides:
@@ -675,9 +703,9 @@ def converse_stage(state: TownState, rt: Runtime, ordered: Sequence[tuple[str, s
     pending: list[Pending] = []
     told: list[tuple[str, str, str]] = []
     posted: set[str] = set()
-    records: list[dict[str, Any]] = []
+    records: list[DecisionRecord] = []
     notable: list[str] = []
-    out: list[dict[str, Any]] = []
+    out: list[ConversationRecord] = []
     usage: Counter = Counter()
     heard: list[tuple[str, Engagement]] = []
     clock = format_hhmm(now)
@@ -685,7 +713,7 @@ def converse_stage(state: TownState, rt: Runtime, ordered: Sequence[tuple[str, s
         usage.update(used)
         place = state.agents[a].place
         pl = rt.world.places[place]
-        trace_lines = []
+        trace_lines: list[LineRecord] = []
         for (speaker, u), d in zip(lines, decisions):
             listener = b if speaker == a else a
             said = f'{rt.names[speaker]} said to {rt.names[listener]}: "{u.text}"'
@@ -706,31 +734,25 @@ def converse_stage(state: TownState, rt: Runtime, ordered: Sequence[tuple[str, s
                     if n is not None:
                         posted.add(u.topic)
                         pending.append(n)
-            line = {"speaker": speaker, "listener": listener, "text": u.text, "topic": u.topic}
-            if d.source != "scripted":
-                line["source"] = d.source
-            line["memory_ids"] = list(d.memory_ids)
-            trace_lines.append(line)
-            if d.source == "fallback":
-                records.append(decision_record(speaker, "line", d, u.text))
-        if summary.source == "fallback":
-            records.append(decision_record(a, "summary", summary, summary.value))
+            trace_lines.append(line_record(speaker, listener, u.text, u.topic, d.source, list(d.memory_ids)))
+            if d.source == FALLBACK:
+                records.append(decision_of(speaker, LINE, d, u.text))
+        if summary.source == FALLBACK:
+            records.append(decision_of(a, SUMMARY, summary, summary.value))
         topics = [u.topic for _, u in lines if u.topic]
         for me in (a, b):
             pending.append(Pending(me, new_record(me, summary.value, "conversation", now, tick), tuple(topics)))
         notable.append(f"{clock} {rt.names[a]} talks with {rt.names[b]} at {pl.name}: "
                        f"{'; '.join(topics) if topics else 'small talk'}")
-        conv = {"participants": [a, b], "place": place, "lines": trace_lines, "summary": summary.value}
-        if context is not None:  # what the history strategy still showed when the conversation ended
-            conv["history"] = context
-        out.append(conv)
+        # with the history strategy's context: what it still showed when the conversation ended
+        out.append(conversation_record([a, b], place, trace_lines, summary.value, context))
     return Conversed(out, pending, told, posted, ops, records, notable, usage, heard)
 
 
 # --------------------------------------------------------------------------- reflect
 @dataclass
 class Reflected:
-    ops: list[dict[str, Any]]
+    ops: list[MemoryOp]  # reflect, and the add of each insight
     failures: int
     notable: list[tuple[str, str]]  # (agent, line)
 
@@ -772,17 +794,16 @@ def reflect_stage(rt: Runtime, now: int, tick: int) -> Reflected:
     texts = list(dict.fromkeys(r.text for _, _, recs, _ in made for r in recs))
     ratings = dict(zip(texts, rt.rater.rate_many(texts))) if texts else {}
     vectors = dict(zip(texts, rt.embedder.embed(texts))) if texts else {}
-    ops: list[dict[str, Any]] = []
+    ops: list[MemoryOp] = []
     notable = []
     clock = format_hhmm(now)
     for pid, req, recs, accumulated in made:
         for r in recs:
             r.rating = ratings[r.text]
-        ops.append({"op": "reflect", "agent": pid, "importance_accumulated": accumulated,
-                    "focal_points": [{"id": f.id, "text": f.text} for f in req.focal_points],
-                    "evidence": [m.id for m in req.evidence],
-                    "insights": [{"id": r.id, "text": r.text, "evidence_ids": r.evidence_ids, "depth": r.depth,
-                                  "rating": r.rating} for r in recs]})
+        ops.append(reflect_op(pid, accumulated, [{"id": f.id, "text": f.text} for f in req.focal_points],
+                              [m.id for m in req.evidence],
+                              [{"id": r.id, "text": r.text, "evidence_ids": r.evidence_ids, "depth": r.depth,
+                                "rating": r.rating} for r in recs]))
         notable += [(pid, f"{clock} {rt.names[pid]} reflects: {r.text}") for r in recs]
         if recs:
             emb = np.stack([vectors[r.text] for r in recs])
@@ -791,15 +812,15 @@ def reflect_stage(rt: Runtime, now: int, tick: int) -> Reflected:
     return Reflected(ops, failures, notable)
 
 
-def used_memories(ops: Sequence[dict[str, Any]]) -> dict[str, dict[str, list[str]]]:
+def used_memories(ops: Sequence[MemoryOp]) -> dict[str, dict[str, list[str]]]:
     """The memories a tick used, per agent and reason, in first-use order: ``retrieved`` (the results of its
     ``retrieve`` operations, which go into the mind's view or prompt) and ``reflection evidence`` (the evidence of
     its ``reflect`` operations)."""
     used: dict[str, dict[str, dict[str, None]]] = {}
     for op in ops:
-        if op["op"] == "retrieve":
+        if op["op"] == RETRIEVE:
             ids, reason = [r["id"] for r in op["results"]], "retrieved"
-        elif op["op"] == "reflect":
+        elif op["op"] == REFLECT:
             ids, reason = op["evidence"], "reflection evidence"
         else:
             continue
@@ -807,7 +828,7 @@ def used_memories(ops: Sequence[dict[str, Any]]) -> dict[str, dict[str, list[str
     return {a: {reason: list(ids) for reason, ids in by.items()} for a, by in used.items()}
 
 
-def summarise_stage(rt: Runtime, plans: dict[str, Sequence[PlanItem]], now: int, tick: int) -> list[dict[str, Any]]:
+def summarise_stage(rt: Runtime, plans: Mapping[str, Sequence[PlanItem]], now: int, tick: int) -> list[AddOp]:
     """The nightly summaries (``memory.day_summary``, :mod:`simulacra.cognition.summary`): on the tick of each game
     day that reaches ``memory.day_summary_time``, every agent writes up to two long-term memories of kind
     ``summary``: its day's ``memory.day_summary_items`` best episodes rated at least ``memory.day_summary_min_rating``
@@ -856,21 +877,21 @@ def summarise_stage(rt: Runtime, plans: dict[str, Sequence[PlanItem]], now: int,
         rec.rating = rating
     texts = list(dict.fromkeys(r.text for recs in made.values() for r in recs))
     vectors = dict(zip(texts, rt.embedder.embed(texts)))
-    ops: list[dict[str, Any]] = []
+    ops: list[AddOp] = []
     for pid, recs in made.items():
         ops += rt.memories[pid].add_long_term(recs, np.stack([vectors[r.text] for r in recs]), now)
         kill_point("summarise")
     return ops
 
 
-def rehearse_stage(rt: Runtime, ops: Sequence[dict[str, Any]], now: int) -> list[dict[str, Any]]:
+def rehearse_stage(rt: Runtime, ops: Sequence[MemoryOp], now: int) -> list[RehearseOp]:
     """Rehearsal (``memory.rehearse``): every memory the tick's operations ``ops`` used (:func:`used_memories`) is
     marked accessed at ``now`` (:meth:`AgentMemory.mark_accessed`, which restarts a long-term memory's decay), in
     agent order, before consolidation forgets; the trace operations (``rehearse``, one per agent and reason)."""
     if not rt.config.memory.rehearse:
         return []
     used = used_memories(ops)
-    out: list[dict[str, Any]] = []
+    out: list[RehearseOp] = []
     for pid in rt.agents:
         for reason, ids in used.get(pid, {}).items():
             marked = rt.memories[pid].mark_accessed(ids, now, reason)
@@ -880,9 +901,9 @@ def rehearse_stage(rt: Runtime, ops: Sequence[dict[str, Any]], now: int) -> list
     return out
 
 
-def consolidate_stage(rt: Runtime, now: int) -> list[dict[str, Any]]:
+def consolidate_stage(rt: Runtime, now: int) -> list[MemoryOp]:
     """Consolidation and forgetting of every agent (:meth:`AgentMemory.consolidate`); the trace operations."""
-    ops: list[dict[str, Any]] = []
+    ops: list[MemoryOp] = []
     for pid in rt.agents:
         ops += rt.memories[pid].consolidate(now)
         kill_point("consolidate")

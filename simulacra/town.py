@@ -24,10 +24,13 @@ import sys
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simulacra.config import Config, apply_overrides, config_from_dict, load_config
 from simulacra.errors import ConfigError, SimulacraError
+
+if TYPE_CHECKING:
+    from simulacra.trace import Header, TickRecord
 
 log = logging.getLogger(__name__)
 
@@ -150,13 +153,14 @@ class Town:
 
     @classmethod
     def resume(cls, run_dir: str | Path, *, allow_changed: bool = False, rater_url: str | None = None,
-               chroma_url: str | None = None) -> Town:
+               chroma_url: str | None = None, ray_address: str | None = None) -> Town:
         """The run at ``run_dir`` taken up at its last checkpoint, with its own config, world and personas
-        (:meth:`Simulation.resume`); :meth:`run` with no length then finishes the length it was started for."""
+        (:meth:`Simulation.resume`; a run of several workers on as many Ray actors, started here or on the cluster
+        at ``ray_address``); :meth:`run` with no length then finishes the length it was started for."""
         from simulacra.simulation import Simulation
 
         return cls(Simulation.resume(run_dir, allow_changed=allow_changed, rater_url=rater_url,
-                                     chroma_url=chroma_url))
+                                     chroma_url=chroma_url, ray_address=ray_address))
 
     # ----------------------------------------------------------------- what it is
     @property
@@ -297,21 +301,17 @@ class Town:
 
     def _recover(self) -> None:
         """After an interrupt: a tick cut in the middle is undone by taking the run up again at its last checkpoint
-        (the embedding model is kept); a town on Ray workers cannot be taken up and is closed."""
+        (in this process the embedding model is kept; on Ray the workers are started again on the same cluster)."""
         sim = self.sim
         if not sim._mid_tick:
-            return
-        if sim.cluster is not None:
-            self.close()
-            print(f"simulacra: interrupted in the middle of a tick; a town on Ray workers cannot be taken up again: "
-                  f"closed (its trace ends at tick {sim.ticks_done - 1})", file=sys.stderr)
             return
         from simulacra.simulation import Simulation
 
         embedder = sim.rt.embedder
+        address = sim.cluster.address if sim.cluster is not None else None
         self._finalizer.detach()
         sim.close()
-        self.sim = Simulation.resume(sim.run_dir, embedder=embedder)
+        self.sim = Simulation.resume(sim.run_dir, embedder=embedder, ray_address=address)
         self._finalizer = weakref.finalize(self, _close_quietly, self.sim)
         print(f"simulacra: interrupted in the middle of a tick; the town is back at its last checkpoint "
               f"({self.ticks_done} ticks, {self.clock})", file=sys.stderr)
@@ -394,7 +394,7 @@ class Run:
         run_dir: the run folder; header: the trace header (config, world, personas, agents, ...).
     """
 
-    def __init__(self, run_dir: Path, header: dict[str, Any]):
+    def __init__(self, run_dir: Path, header: Header):
         self.run_dir = run_dir
         self.header = header
 
@@ -415,8 +415,9 @@ class Run:
         path = self.run_dir / SUMMARY
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
-    def ticks(self) -> list[dict[str, Any]]:
-        """The complete tick records of the trace (a killed run's cut last line is left out)."""
+    def ticks(self) -> list[TickRecord]:
+        """The complete tick records of the trace (:class:`~simulacra.trace.TickRecord`; a killed run's cut last
+        line is left out)."""
         from simulacra.trace import read_trace
 
         return read_trace(self.run_dir)[1]

@@ -1,4 +1,4 @@
-"""The run trace: ``database/<run>/trace.jsonl``, versioned JSON Lines.
+"""The run trace: ``database/<run>/trace.jsonl``, versioned JSON Lines: its records, their writer and their reader.
 
 Line 1 is a header ``{"type": "header", "schema_version", "config", "world", "personas", ...}``; then one
 ``{"type": "tick", ...}`` record per tick with positions, actions, utterances and every memory operation
@@ -13,26 +13,495 @@ importance, age_minutes]``, with floats written exactly (shortest round-trip for
 carry ``static_top_k``, ``static_threshold`` and ``max_top_k`` (the depth of the candidates); readers treat
 them as absent in older schema-2 traces (no static budget; candidates for the header's ``memory.max_top_k``
 rule, else for ``top_k``).
-"""
 
-from __future__ import annotations
+**Record types.** Every record is typed here, once, as a ``TypedDict``: :class:`Header`, :class:`TickRecord` and
+what a tick holds (:class:`ActionRecord`, :class:`PlanState`, :class:`ConversationRecord` with its
+:class:`LineRecord` lines, :class:`DecisionRecord`, :class:`ProbeRecord`), and each memory operation, a union
+tagged by ``op`` (:data:`MemoryOp`: :class:`AddOp`, :class:`PostOp`, :class:`MoveOp`, :class:`ForgetOp`,
+:class:`ReinforceOp`, :class:`RehearseOp`, :class:`ReflectOp`, :class:`RetrieveOp`). At run time they are plain
+dicts: nothing is validated when a trace is read (a reader goes over GB traces), and the types cost nothing; for
+mypy they are checked shapes (a key misspelt, missing or unknown is an error). A ``NotRequired`` key is one the
+writer leaves out of some records (written only when it applies), or one that older schema-2 traces lack (a
+tick's ``decisions`` and ``plans``, a conversation's ``summary``, a line's ``memory_ids``, a retrieval's
+``profile``, ...): readers use ``.get`` for those and index the others (mypy checks the key of an index, not the
+key of a ``.get``). Writers build records through the constructors below (:func:`add_op`, :func:`line_record`,
+...), so that each record's shape is written in one place; readers compare with the constants (:data:`ADD`,
+:data:`SHORT_TERM`, :data:`PLAN_DAY`, :data:`FALLBACK`, ...), not with bare strings. ``tests/test_records.py``
+runs mypy over the writers and readers (``[tool.mypy]`` of ``pyproject.toml``) and checks every record of a real
+run's trace against these types, so that the types cannot drift from the bytes.
+"""
 
 import json
 import logging
 import math
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal, cast
 
 from simulacra.errors import CheckpointError, SimulacraError
 from simulacra.killpoint import kill_point
+
+if sys.version_info >= (3, 11):
+    from typing import NotRequired, TypedDict
+else:  # typing's TypedDict of 3.10 does not know NotRequired (typing_extensions comes with pydantic)
+    from typing_extensions import NotRequired, TypedDict
+
+# No ``from __future__ import annotations`` here: a TypedDict's ``__required_keys__`` are only right when its
+# annotations are evaluated at class creation (tests/test_records.py reads them).
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
 
+# --------------------------------------------------------------------------- names
+#: ``type`` of the two kinds of line
+HEADER: Final = "header"
+TICK: Final = "tick"
 
+#: ``op`` of a memory operation (:data:`MemoryOp`)
+ADD: Final = "add"  # a memory written to an agent's short-term (perceived, said, heard) or long-term tier
+POST: Final = "post"  # a notice written to the town's shared tier
+MOVE: Final = "move"  # consolidation moved a memory from short-term to long-term
+FORGET: Final = "forget"  # consolidation or decay deleted a memory
+REINFORCE: Final = "reinforce"  # consolidation folded repeated memories into one new long-term memory
+REHEARSE: Final = "rehearse"  # memories marked accessed (their long-term decay restarts)
+REFLECT: Final = "reflect"  # a reflection: focal points, evidence, insights (each also an ``add``)
+RETRIEVE: Final = "retrieve"  # a retrieval, with its rule, results and candidates
+OPS: Final = (ADD, POST, MOVE, FORGET, REINFORCE, REHEARSE, REFLECT, RETRIEVE)
+
+#: memory tiers: an agent's own (in retrieval order), then the town's
+STATIC: Final = "static"
+SHORT_TERM: Final = "short_term"
+LONG_TERM: Final = "long_term"
+SHARED: Final = "shared"
+
+#: ``kind`` of a decision record (:class:`DecisionRecord`)
+PLAN_DAY: Final = "plan_day"  # the day plan made at wake-up
+NEXT_ACTIONS: Final = "next_actions"  # the next hours decomposed into actions
+REACT: Final = "react"  # a reaction to a salient percept
+ENGAGEMENT: Final = "engagement"  # go to an engagement heard of (a party), or not
+LINE: Final = "line"  # a conversation line (recorded as a decision when it fell back)
+SUMMARY: Final = "summary"  # a conversation's summary (recorded as a decision when it fell back)
+DECISION_KINDS: Final = (PLAN_DAY, NEXT_ACTIONS, REACT, ENGAGEMENT, LINE, SUMMARY)
+
+#: where a decision or a line came from (:data:`simulacra.cognition.mind.Source`)
+Source = Literal["scripted", "llm", "fallback"]
+SCRIPTED: Final = "scripted"
+LLM: Final = "llm"
+FALLBACK: Final = "fallback"
+
+
+# --------------------------------------------------------------------------- the header
+class Header(TypedDict):
+    """Line 1 (:meth:`simulacra.simulation.Simulation._header`; ``type`` and ``schema_version`` added by
+    :class:`TraceWriter`)."""
+
+    type: Literal["header"]
+    schema_version: int
+    simulacra_version: str
+    seed: int
+    config: dict[str, Any]  # Config.to_dict()
+    mind: str
+    embedding_model: str
+    workers: NotRequired[int]  # a run on Ray: its number of workers
+    world_file: str
+    inputs: dict[str, dict[str, str]]  # {"world" | "personas": {absolute path: sha256}}
+    personas_dir: str
+    world: dict[str, Any]  # World.model_dump
+    personas: dict[str, dict[str, Any]]  # agent id -> Persona.model_dump
+    agents: list[str]
+    start_minute: int
+    tick_minutes: int
+    objects: dict[str, str]  # object -> its state at the start
+    scenario: NotRequired[dict[str, Any]]  # a scenario run: the scenario as recorded (simulacra.evaluation)
+
+
+# --------------------------------------------------------------------------- memory operations
+class RetrievedEntry(TypedDict):
+    """One memory a retrieval returned (:meth:`simulacra.memory.records.RetrievedMemory.to_dict`): its score
+    terms rounded to 6 digits, ``None`` where a term does not apply (a static memory's recency and importance)."""
+
+    id: str
+    text: str
+    tier: str
+    kind: str
+    recency: float | None
+    importance: float | None
+    relevance: float | None
+    score: float | None
+    dense: NotRequired[float | None]  # lexical or hybrid relevance: its dense part
+    lexical: NotRequired[float | None]  # ... and its lexical part
+    normalized: NotRequired[dict[str, float | None]]  # normalize: minmax: the terms as the score sums them
+
+
+class AddOp(TypedDict):
+    """A memory written to an agent's tier (:meth:`AgentMemory.add`, :meth:`AgentMemory.add_long_term`)."""
+
+    op: Literal["add"]
+    agent: str
+    tier: str  # SHORT_TERM, or LONG_TERM (reflections, day summaries)
+    id: str
+    text: str
+    kind: str  # simulacra.memory.records.KINDS
+    rating: int | None  # 1..10
+    timestamp: float | None  # game minute it was formed
+    evidence_ids: NotRequired[list[str]]  # a reflection or a day summary: the memories it rests on
+    depth: NotRequired[int]  # ... and its depth
+
+
+class PostOp(TypedDict):
+    """A notice written to the town's shared tier (:func:`simulacra.tick.remember_stage`)."""
+
+    op: Literal["post"]
+    tier: str  # SHARED
+    author: str  # "world" or an agent id
+    id: str
+    text: str
+    kind: str
+    rating: int | None
+    timestamp: float | None
+
+
+# "from" is a Python keyword: the functional form
+MoveOp = TypedDict("MoveOp", {
+    "op": Literal["move"],
+    "agent": str,
+    "id": str,
+    "from": str,  # SHORT_TERM
+    "to": str,  # LONG_TERM
+    "text": str,
+    "importance": float,  # rating / 10
+    "retold": NotRequired[int],  # news told n times raised its rating (memory.retold_bonus)
+})
+MoveOp.__doc__ = "A short-term memory consolidation moved to long-term (:meth:`AgentMemory.consolidate`)."
+
+
+class ForgetOp(TypedDict):
+    """A memory deleted by consolidation (short-term, not important enough) or decay (long-term)."""
+
+    op: Literal["forget"]
+    agent: str
+    id: str
+    tier: str
+    text: str
+    importance: float | None  # rating / 10 (short-term); the decayed importance (long-term)
+    reason: str
+
+
+class ReinforceOp(TypedDict):
+    """Repeated memories folded into one new long-term memory (:meth:`AgentMemory._reinforce`)."""
+
+    op: Literal["reinforce"]
+    agent: str
+    id: str  # the new long-term memory
+    tier: str  # LONG_TERM
+    replaces: list[str]  # the long-term memory it replaces ([] or one id)
+    from_ids: list[str]  # the short-term memories folded in
+    text: str
+    kind: str
+    rating: int | None
+    importance: float
+    timestamp: float | None
+    first_observed: float
+    repeats: int
+
+
+class RehearseOp(TypedDict):
+    """Memories marked accessed at ``time`` (:meth:`AgentMemory.mark_accessed`), ``tiers`` per id."""
+
+    op: Literal["rehearse"]
+    agent: str
+    ids: list[str]
+    tiers: list[str]
+    reason: str
+    time: float
+
+
+class FocalPoint(TypedDict):
+    id: str
+    text: str
+
+
+class Insight(TypedDict):
+    """An insight of a reflection (also written as an ``add`` of kind ``reflection``)."""
+
+    id: str
+    text: str
+    evidence_ids: list[str]
+    depth: int
+    rating: int | None
+
+
+class ReflectOp(TypedDict):
+    """A reflection (:func:`simulacra.tick.reflect_stage`), traced whether or not it found insights."""
+
+    op: Literal["reflect"]
+    agent: str
+    importance_accumulated: float
+    focal_points: list[FocalPoint]
+    evidence: list[str]  # memory ids
+    insights: list[Insight]
+
+
+#: a candidate of a ``retrieve``: ``[id, relevance, importance | None, age_minutes | None]``, floats exact
+CandidateRow = list[Any]
+
+
+class RetrieveOp(TypedDict):
+    """A retrieval (:meth:`AgentMemory.retrieval_record`): query, rule, results, and per tier the candidates any
+    other weights could have returned (``None``: a tier too large to record)."""
+
+    op: Literal["retrieve"]
+    agent: str
+    query: str
+    purpose: str  # focus, plan, reaction, engagement, conversation with <id>, ...
+    profile: NotRequired[str]  # the retrieval profile (absent in traces written before profiles: situational)
+    results: list[RetrievedEntry]
+    mode: str  # cascade | merged
+    top_k: int
+    threshold: float
+    static_top_k: NotRequired[int | None]  # absent in older schema-2 traces: no static budget
+    static_threshold: NotRequired[float | None]
+    tiers: list[str]  # asked, in order
+    max_top_k: NotRequired[int]  # the depth of the candidates (absent in older schema-2 traces)
+    candidates: dict[str, list[CandidateRow] | None]
+    relevance: NotRequired[str]  # lexical or hybrid relevance (memory.relevance) ...
+    hybrid_weight: NotRequired[float]  # ... with its weight
+    fusion: NotRequired[str]  # "rrf" under reciprocal-rank fusion ...
+    rrf_k: NotRequired[float]  # ... with its k
+    normalize: NotRequired[str]  # "minmax" ...
+    ranges: NotRequired[dict[str, list[float | None]]]  # ... with per tier [rel min, max, imp min, max, age min, max]
+
+
+#: an entry of a tick's ``memory`` list, tagged by ``op``
+MemoryOp = AddOp | PostOp | MoveOp | ForgetOp | ReinforceOp | RehearseOp | ReflectOp | RetrieveOp
+
+
+# --------------------------------------------------------------------------- the tick record
+class ActionRecord(TypedDict):
+    """An agent's action of the tick (:meth:`simulacra.cognition.plan.Action.to_dict`)."""
+
+    type: str  # act | move | talk
+    activity: str
+    place: str  # where it is at the tick's end
+    routine_index: NotRequired[int]  # the routine entry it follows
+    path: NotRequired[list[str]]  # a move: the places passed through
+    partner: NotRequired[str]  # a talk: with whom
+
+
+class PlanState(TypedDict):
+    """An agent's plan as the tick leaves it: its day plan's start, the step in force
+    (``"<start>|<activity>|<place>"``)."""
+
+    start: int | None
+    step: str | None
+
+
+class LineRecord(TypedDict):
+    """A conversation line (:func:`simulacra.tick.converse_stage`)."""
+
+    speaker: str
+    listener: str
+    text: str
+    topic: str | None  # the news it tells
+    source: NotRequired[Source]  # left out for a scripted line (:func:`line_source`)
+    memory_ids: NotRequired[list[str]]  # the memories in the speaker's view or prompt (absent in older traces)
+
+
+class HistoryEnd(TypedDict):
+    """What a conversation-history strategy still showed when the conversation ended."""
+
+    strategy: str
+    summary: str | None
+    verbatim: int  # the last lines shown word for word
+
+
+class ConversationRecord(TypedDict):
+    participants: list[str]  # opener first
+    place: str
+    lines: list[LineRecord]
+    summary: NotRequired[str]  # absent in older schema-2 traces
+    history: NotRequired[HistoryEnd]  # a language-model mind speaking line by line
+
+
+class DecisionRecord(TypedDict):
+    """A decision of a mind (:func:`simulacra.tick.decision_record`): who, what kind (:data:`DECISION_KINDS`),
+    from where, the memories in its view or prompt, what it decided."""
+
+    agent: str
+    kind: str
+    source: Source
+    memory_ids: list[str]
+    value: Any  # plan_day / next_actions: [PlanItem.to_dict()]; react, engagement: a dict; line, summary: text
+    reason: NotRequired[str]  # a fallback's
+
+
+class ProbeAsk(TypedDict):
+    agent: str
+    about: str  # "fact:<id>", "event:<n>", "plan:<day>"
+    query: str
+    results: dict[str, list[str]]  # profile -> memory ids, best first
+    answer: NotRequired[str]  # with the probe's answer: the mind's answer ...
+    answer_source: NotRequired[Source]
+    answer_ids: NotRequired[list[str]]
+
+
+class ProbeRecord(TypedDict):
+    """A scenario's recall probe (:func:`simulacra.schedule.probe_stage`)."""
+
+    time: int  # the game minute the stores are read at: the tick's end
+    profiles: list[str]
+    interview: str
+    asks: list[ProbeAsk]
+    memories: dict[str, list[Any]]  # id -> [text, kind, tier, timestamp]
+    counts: dict[str, dict[str, int]]  # agent -> tier -> memories
+
+
+class TickRecord(TypedDict):
+    """One line per tick (:meth:`simulacra.simulation.Simulation.step`)."""
+
+    type: Literal["tick"]
+    tick: int
+    time: int  # game minute of the tick's start
+    clock: str  # "HH:MM"
+    positions: dict[str, str]  # agent -> place at the tick's end
+    actions: dict[str, ActionRecord]
+    events: list[str]  # world events beginning in the tick
+    object_changes: dict[str, str]
+    conversations: list[ConversationRecord]
+    decisions: NotRequired[list[DecisionRecord]]  # absent in older schema-2 traces, as ``plans`` ...
+    plans: NotRequired[dict[str, PlanState]]
+    memory: list[MemoryOp]
+    asleep: NotRequired[list[str]]  # agents asleep during the tick (when any)
+    probes: NotRequired[ProbeRecord]  # a scenario's recall probe (when one is due)
+
+
+#: a line of a trace
+TraceRecord = Header | TickRecord
+
+
+# --------------------------------------------------------------------------- constructors (the writers' shapes)
+def add_op(agent: str, tier: str, id: str, text: str, kind: str, rating: int | None, timestamp: float | None,
+           evidence_ids: list[str] | None = None, depth: int | None = None) -> AddOp:
+    """An ``add``; ``evidence_ids`` and ``depth`` (a reflection's or a day summary's) are written when given."""
+    op: AddOp = {"op": ADD, "agent": agent, "tier": tier, "id": id, "text": text, "kind": kind, "rating": rating,
+                 "timestamp": timestamp}
+    if evidence_ids is not None:
+        op["evidence_ids"] = evidence_ids
+    if depth is not None:
+        op["depth"] = depth
+    return op
+
+
+def post_op(author: str, id: str, text: str, kind: str, rating: int | None, timestamp: float | None) -> PostOp:
+    """A ``post`` to the town's shared tier."""
+    return {"op": POST, "tier": SHARED, "author": author, "id": id, "text": text, "kind": kind, "rating": rating,
+            "timestamp": timestamp}
+
+
+def move_op(agent: str, id: str, text: str, importance: float, retold: int | None = None) -> MoveOp:
+    """A ``move`` from short-term to long-term; ``retold`` is written when given."""
+    op: MoveOp = {"op": MOVE, "agent": agent, "id": id, "from": SHORT_TERM, "to": LONG_TERM, "text": text,
+                  "importance": importance}
+    if retold is not None:
+        op["retold"] = retold
+    return op
+
+
+def forget_op(agent: str, id: str, tier: str, text: str, importance: float | None, reason: str) -> ForgetOp:
+    return {"op": FORGET, "agent": agent, "id": id, "tier": tier, "text": text, "importance": importance,
+            "reason": reason}
+
+
+def reinforce_op(agent: str, id: str, replaces: list[str], from_ids: list[str], text: str, kind: str,
+                 rating: int | None, importance: float, timestamp: float | None, first_observed: float,
+                 repeats: int) -> ReinforceOp:
+    return {"op": REINFORCE, "agent": agent, "id": id, "tier": LONG_TERM, "replaces": replaces, "from_ids": from_ids,
+            "text": text, "kind": kind, "rating": rating, "importance": importance, "timestamp": timestamp,
+            "first_observed": first_observed, "repeats": repeats}
+
+
+def rehearse_op(agent: str, ids: list[str], tiers: list[str], reason: str, time: float) -> RehearseOp:
+    return {"op": REHEARSE, "agent": agent, "ids": ids, "tiers": tiers, "reason": reason, "time": time}
+
+
+def reflect_op(agent: str, importance_accumulated: float, focal_points: list[FocalPoint], evidence: list[str],
+               insights: list[Insight]) -> ReflectOp:
+    return {"op": REFLECT, "agent": agent, "importance_accumulated": importance_accumulated,
+            "focal_points": focal_points, "evidence": evidence, "insights": insights}
+
+
+def retrieve_op(agent: str, query: str, purpose: str, profile: str, results: list[RetrievedEntry], mode: str,
+                top_k: int, threshold: float, static_top_k: int | None, static_threshold: float | None,
+                tiers: list[str], max_top_k: int, candidates: dict[str, list[CandidateRow] | None],
+                lexical: tuple[str, float] | None = None, rrf_k: float | None = None,
+                minmax_ranges: dict[str, list[float | None]] | None = None) -> RetrieveOp:
+    """A ``retrieve``.
+
+    Args:
+        lexical: under lexical or hybrid relevance, ``(relevance, hybrid_weight)``, written as those keys.
+        rrf_k: under reciprocal-rank fusion its ``k``, written with ``fusion: "rrf"``.
+        minmax_ranges: under ``normalize: minmax`` the tiers' extremes, written as ``ranges`` with ``normalize``.
+    """
+    op: RetrieveOp = {"op": RETRIEVE, "agent": agent, "query": query, "purpose": purpose, "profile": profile,
+                      "results": results, "mode": mode, "top_k": top_k, "threshold": threshold,
+                      "static_top_k": static_top_k, "static_threshold": static_threshold, "tiers": tiers,
+                      "max_top_k": max_top_k, "candidates": candidates}
+    if lexical is not None:
+        op["relevance"], op["hybrid_weight"] = lexical
+    if rrf_k is not None:
+        op["fusion"] = "rrf"
+        op["rrf_k"] = rrf_k
+    if minmax_ranges is not None:
+        op["normalize"] = "minmax"
+        op["ranges"] = minmax_ranges
+    return op
+
+
+def line_record(speaker: str, listener: str, text: str, topic: str | None, source: Source,
+                memory_ids: list[str]) -> LineRecord:
+    """A conversation line; ``source`` is left out for a scripted line (:func:`line_source`)."""
+    line: LineRecord = {"speaker": speaker, "listener": listener, "text": text, "topic": topic,
+                        "memory_ids": memory_ids}
+    if source != SCRIPTED:
+        line["source"] = source
+    return line
+
+
+def conversation_record(participants: list[str], place: str, lines: list[LineRecord], summary: str,
+                        history: HistoryEnd | None = None) -> ConversationRecord:
+    conv: ConversationRecord = {"participants": participants, "place": place, "lines": lines, "summary": summary}
+    if history is not None:
+        conv["history"] = history
+    return conv
+
+
+def decision_record(agent: str, kind: str, source: Source, memory_ids: list[str], value: Any,
+                    reason: str | None = None) -> DecisionRecord:
+    """A decision; ``reason`` is written when not empty."""
+    rec: DecisionRecord = {"agent": agent, "kind": kind, "source": source, "memory_ids": memory_ids, "value": value}
+    if reason:
+        rec["reason"] = reason
+    return rec
+
+
+def reinforced_as_add(op: ReinforceOp) -> AddOp:
+    """The ``add`` operation equivalent to the memory a ``reinforce`` operation writes
+    (:meth:`~simulacra.memory.stream.AgentMemory.consolidate` with ``memory.reinforce_repeats``), for readers of
+    the trace that collect added memories."""
+    return add_op(op["agent"], LONG_TERM, op["id"], op["text"], op["kind"], op["rating"], op["timestamp"])
+
+
+def line_source(line: LineRecord) -> Source:
+    """Where a conversation line of a tick record came from: ``scripted``, ``llm`` or ``fallback``
+    (:data:`simulacra.cognition.mind.Source`). The writer (:func:`line_record`) leaves the key out for a scripted
+    line."""
+    return line.get("source", SCRIPTED)
+
+
+# --------------------------------------------------------------------------- writing
 def _clean(value: Any) -> Any:
     if isinstance(value, float):
         return None if math.isnan(value) or math.isinf(value) else value
@@ -52,7 +521,7 @@ def _scalar(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
-def dumps(record: dict[str, Any]) -> str:
+def dumps(record: Mapping[str, Any]) -> str:
     """One trace line: sorted keys, floats exact (NaN and infinities as null), UTF-8 text kept as is.
 
     Written directly when the record holds only JSON values, string keys and numpy scalars (a tick's record: the
@@ -70,7 +539,8 @@ class TraceWriter:
     """Appends records to a trace file, flushing each line (a killed run keeps every finished tick).
 
     Args:
-        path: the ``trace.jsonl`` to write; header: written as line 1 of a new file.
+        path: the ``trace.jsonl`` to write; header: written as line 1 of a new file (a :class:`Header`; ``type``
+            and ``schema_version`` are set here).
         resume_at: instead of starting a new file, keep the first ``resume_at`` bytes of the existing one (a
             checkpoint's trace length: a header and whole tick lines) and append after them.
 
@@ -80,13 +550,13 @@ class TraceWriter:
         CheckpointError: ``resume_at`` is longer than the file, or does not end a line.
     """
 
-    def __init__(self, path: str | Path, header: dict[str, Any] | None = None, resume_at: int | None = None):
+    def __init__(self, path: str | Path, header: Mapping[str, Any] | None = None, resume_at: int | None = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if resume_at is None:
             self._fh = self.path.open("wb")
             self.size = 0
-            self.write({"type": "header", "schema_version": SCHEMA_VERSION, **(header or {})})
+            self.write({"type": HEADER, "schema_version": SCHEMA_VERSION, **(header or {})})
             return
         fh = self.path.open("r+b")
         try:
@@ -103,14 +573,14 @@ class TraceWriter:
         self._fh = self.path.open("ab")
         self.size = resume_at
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: Mapping[str, Any]) -> None:
         data = (dumps(record) + "\n").encode("utf-8")
 
         def half_line() -> None:  # what a kill in the middle of the write leaves behind
             self._fh.write(data[: len(data) // 2])
             self._fh.flush()
 
-        if record.get("type") == "tick":
+        if record.get("type") == TICK:
             kill_point("trace", before=half_line)
         self._fh.write(data)
         self._fh.flush()
@@ -130,11 +600,12 @@ class TraceWriter:
             self._fh.close()
 
 
+# --------------------------------------------------------------------------- reading
 class TraceFormatError(SimulacraError, ValueError):
     """A trace file is malformed; the message names the file and line."""
 
 
-def read_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def read_trace(path: str | Path) -> tuple[Header, list[TickRecord]]:
     """Read a trace: ``(header, tick records)``. Accepts a run folder or the ``trace.jsonl`` path.
 
     Raises:
@@ -144,7 +615,7 @@ def read_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return header, list(ticks)
 
 
-def stream_trace(path: str | Path) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
+def stream_trace(path: str | Path) -> tuple[Header, Iterator[TickRecord]]:
     """A trace's header and its tick records one at a time, for a reader that need not hold a long trace.
 
     The header is read (and validated) at once; the ticks as the iterator is advanced (the file stays open until
@@ -153,13 +624,13 @@ def stream_trace(path: str | Path) -> tuple[dict[str, Any], Iterator[dict[str, A
     Raises:
         TraceFormatError: missing header or unknown schema version (at once); a malformed line (when reached).
     """
-    records = iter_trace(path)
+    records = cast(Iterator[tuple[int, Any]], iter_trace(path))
     for _, header in records:
         return header, (record for _, record in records)
     raise TraceFormatError(f"{path}: empty trace")
 
 
-def read_header(path: str | Path) -> dict[str, Any]:
+def read_header(path: str | Path) -> Header:
     """The header (line 1) of a trace, without reading the rest (which may end in a half-written line).
 
     Raises:
@@ -168,9 +639,10 @@ def read_header(path: str | Path) -> dict[str, Any]:
     return stream_trace(path)[0]
 
 
-def iter_trace(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line number, record)``; validates the header on line 1.
+def iter_trace(path: str | Path) -> Iterator[tuple[int, TraceRecord]]:
+    """Yield ``(line number, record)``: the :class:`Header` (line 1, validated), then the :class:`TickRecord` s.
 
+    Records are parsed, not validated (a reader of a GB trace pays for nothing more than ``json.loads``).
     A last line without its newline that is not a whole record is the tick a killed run was writing
     (:class:`TraceWriter` writes each line whole or, killed, part of it): it is left out with a warning, so a
     killed run reads up to its last complete tick.
@@ -194,17 +666,10 @@ def iter_trace(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
                     return
                 raise TraceFormatError(f"{p}: line {n}: {getattr(err, 'msg', err)}") from None
             if n == 1:
-                if record.get("type") != "header":
+                if record.get("type") != HEADER:
                     raise TraceFormatError(f"{p}: line 1 is not a header")
                 if record.get("schema_version") != SCHEMA_VERSION:
                     raise TraceFormatError(
                         f"{p}: schema version {record.get('schema_version')}, this simulacra reads {SCHEMA_VERSION}"
                     )
             yield n, record
-
-
-def line_source(line: dict[str, Any]) -> str:
-    """Where a conversation line of a tick record came from: ``scripted``, ``llm`` or ``fallback``
-    (:data:`simulacra.cognition.mind.Source`). The writer (:func:`simulacra.tick.converse_stage`) leaves the key out
-    for a scripted line."""
-    return str(line.get("source", "scripted"))

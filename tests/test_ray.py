@@ -1,5 +1,6 @@
 """Agent shards as Ray actors (simulacra.cluster): a town on 2 and 3 workers writes the same trace and memories as in
-one process; a worker killed mid-run stops the run with a message; the command line runs it. One local Ray
+one process; a worker killed mid-run stops the run with a message, and the resumed run ends as the uninterrupted one
+(also after the driver was killed); the command line runs it. One local Ray
 instance (2 CPUs) for the whole module, as Ray's testing guide advises."""
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ ray = pytest.importorskip("ray")
 
 from simulacra.config import load_config  # noqa: E402
 from simulacra.simulation import Simulation  # noqa: E402
+from tests.schema_answers import SchemaAnswers  # noqa: E402
+
+pytest_plugins = ["tests.openai_double"]
 
 DATA = Path(__file__).resolve().parent / "data"
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,7 +84,10 @@ def test_a_town_on_workers_is_the_town_in_one_process(tmp_path, one_process, wor
         assert summary[key] == one_process[2][key], key
 
 
-def test_a_killed_worker_stops_the_run_with_a_message(tmp_path, ray_local):
+def test_a_killed_worker_stops_the_run_and_resume_ends_as_the_uninterrupted_run(tmp_path, one_process):
+    """A worker killed between ticks: the next tick stops with a message saying how to resume (the other shard has
+    done its part of that tick meanwhile); the resumed run, on as many new actors, rolls every shard back to the
+    checkpoint and ends with the trace and memories of the run in one process."""
     config = load_config(None, BUSY)
     with Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
                            run_name="killed", workers=2) as sim:
@@ -89,23 +96,95 @@ def test_a_killed_worker_stops_the_run_with_a_message(tmp_path, ray_local):
         summary = sim.run(3)
     assert summary["ticks"] == 2 and "the worker of shard 1 died" in summary["stopped"]
     assert "stopped before tick 2" in summary["stopped"]
+    assert f"simulacra run --resume {tmp_path / 'killed'}" in summary["stopped"]
     lines = [x for x in (tmp_path / "killed" / "trace.jsonl").read_bytes().split(b"\n")[1:] if x]
     assert [json.loads(x)["tick"] for x in lines] == [0, 1]  # the trace ends at the last complete tick
+    with Simulation.resume(tmp_path / "killed") as sim:
+        assert sim.cluster is not None and sim.cluster.n == 2 and sim.ticks_done == 2
+        summary = sim.run(TICKS - 2)
+    assert summary["stopped"] is None
+    assert (tmp_path / "killed" / "trace.jsonl").read_bytes().split(b"\n")[1:] == one_process[0]
+    assert read_memories(tmp_path / "killed", 2) == one_process[1]
 
 
-def test_the_command_line_runs_a_town_on_workers(tmp_path, one_process):
-    """``simulacra run --workers 2`` (its own Ray instance, in a new process) ends as the run in one process."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    args = [sys.executable, "-m", "simulacra.cli", "run", "--world", str(DATA / "tiny.yaml"), "--personas-dir",
-            str(DATA / "personas"), "--ticks", str(TICKS), "--db-dir", str(tmp_path), "--run-name", "cli",
-            "--workers", "2", "--quiet", "--json"]
+def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in (env or os.environ).items() if not k.startswith("RAY_")}
+    return subprocess.run([sys.executable, "-m", "simulacra.cli", "run", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_the_command_line_runs_a_town_on_workers_and_resumes_it_after_the_driver_is_killed(tmp_path, one_process):
+    """``simulacra run --workers 2`` (its own Ray instance, in a new process) killed by SIGKILL while it writes
+    tick 7's trace line (its shards have done the tick): ``simulacra run --resume`` starts two workers again and the
+    run ends as the run in one process, trace and memories."""
+    args = ["--world", str(DATA / "tiny.yaml"), "--personas-dir", str(DATA / "personas"), "--ticks", str(TICKS),
+            "--db-dir", str(tmp_path), "--run-name", "cli", "--workers", "2", "--quiet", "--json"]
     for item in BUSY:
         args += ["--set", item]
-    r = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr
-    assert (tmp_path / "cli" / "trace.jsonl").read_bytes().split(b"\n")[1:] == one_process[0]
-    header = json.loads((tmp_path / "cli" / "trace.jsonl").read_text().split("\n")[0])
+    r = _cli(*args, env={**os.environ, "SIMULACRA_KILL_AT": "tick=7:phase=trace"})
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    run_dir = tmp_path / "cli"
+    header = json.loads((run_dir / "trace.jsonl").read_text().split("\n")[0])
     assert header["workers"] == 2
-    r = subprocess.run([sys.executable, "-m", "simulacra.cli", "run", "--resume", str(tmp_path / "cli")], cwd=ROOT,
-                       env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 2 and "several workers is not supported yet" in r.stderr
+    cut = (run_dir / "trace.jsonl").read_bytes()
+    assert not cut.endswith(b"\n")  # half of tick 7's line
+    r = _cli("--resume", str(run_dir), "--quiet", "--json")
+    assert r.returncode == 0, r.stderr
+    assert (run_dir / "trace.jsonl").read_bytes().split(b"\n")[1:] == one_process[0]
+    assert read_memories(run_dir, 2) == one_process[1]
+    r = _cli("--resume", str(run_dir), "--workers", "3")
+    assert r.returncode == 2 and "drop --workers" in r.stderr
+
+
+class SlowServer:
+    """Answers as :class:`SchemaAnswers` (from the request alone) after ``delay_s`` seconds of the server's time,
+    counting the requests it holds at once (``most``): the run's calls in flight, seen from the server."""
+
+    def __init__(self, delay_s: float):
+        import threading
+
+        self.delay_s, self.now, self.most = delay_s, 0, 0
+        self.lock, self.answers = threading.Lock(), SchemaAnswers()
+
+    def __call__(self, body: dict):
+        import time
+
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        try:
+            time.sleep(self.delay_s)  # a model's latency, so that calls of the two workers overlap
+            return self.answers(body)
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+def _recorded_calls(run_dir: Path) -> int:
+    return sum(len(f.read_text().splitlines()) for f in run_dir.glob("shard-*/llm_calls.jsonl"))
+
+
+def test_llm_concurrency_and_the_budget_bound_the_whole_run_not_each_worker(tmp_path, ray_local, openai_double):
+    """Two workers, each asking the model from ``llm.concurrency`` threads: the server never holds more than
+    ``llm.concurrency`` of the run's requests at once, and ``llm.max_calls`` stops the run after that many calls
+    over both workers (not that many per worker)."""
+    server = SlowServer(0.15)
+    openai_double.script([], then=server)
+    llm = ["llm.model=double-model", f"llm.base_url={openai_double.url}", "llm.attempts=1", "llm.timeout_s=20",
+           "rater.check_sample=0", "cognition.react_min_rating=1", "simulation.news_min_rating=1",
+           "llm.concurrency=2"]
+    config = load_config(None, [*BUSY, *llm])
+    with Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
+                           run_name="bound", workers=2) as sim:
+        summary = sim.run(3)
+    assert summary["stopped"] is None
+    calls = _recorded_calls(tmp_path / "bound")
+    assert calls > 8 and summary["model_calls"]["calls"] == calls
+    assert 1 <= server.most <= 2 and summary["model_calls"]["most_in_flight"] <= 2
+
+    config = load_config(None, [*BUSY, *llm, "llm.max_calls=7"])
+    with Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
+                           run_name="budget", workers=2) as sim:
+        summary = sim.run(3)
+    assert "the run's call budget exhausted after 7 calls" in summary["stopped"]
+    assert _recorded_calls(tmp_path / "budget") == 7  # over both workers

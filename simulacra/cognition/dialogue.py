@@ -23,6 +23,7 @@ from simulacra.cognition.history import (
 from simulacra.config import CognitionConfig
 from simulacra.llm.base import BudgetExceeded, Completion, LLMError, LLMUnreachable
 from simulacra.llm.parsing import extract_json
+from simulacra.trace import HistoryEnd
 
 
 class SafeSummariser:
@@ -74,7 +75,7 @@ class DialogueHistory:
         self.line_prompt_tokens += decision.tokens[0]
         self.line_completion_tokens += decision.tokens[1]
 
-    def end_context(self) -> dict:
+    def end_context(self) -> HistoryEnd:
         """What the strategy shows of the conversation after its last line (the trace's ``history`` entry of a
         conversation): ``{"strategy", "summary": str | None, "verbatim": n}``, the last ``n`` lines being shown
         word for word, the older ones only through the summary (or not at all: ``window``)."""

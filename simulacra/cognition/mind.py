@@ -20,11 +20,9 @@ from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 from simulacra.clock import format_hhmm
 from simulacra.memory.records import RetrievedMemory
 from simulacra.persona import Persona
+from simulacra.trace import Source as Source  # where a decision came from: "scripted", "llm" or "fallback"
 
 T = TypeVar("T")
-
-#: where a decision came from
-Source = Literal["scripted", "llm", "fallback"]
 
 
 @dataclass(frozen=True)

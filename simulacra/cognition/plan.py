@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulacra.cognition.mind import PlanItem
+from simulacra.trace import ActionRecord
 
 
 @dataclass(frozen=True)
@@ -29,8 +30,9 @@ class Action:
     path: tuple[str, ...] = ()
     partner: str | None = None
 
-    def to_dict(self) -> dict:
-        d = {"type": self.type, "activity": self.activity, "place": self.place}
+    def to_dict(self) -> ActionRecord:
+        """The trace's and the checkpoint's form (:class:`~simulacra.trace.ActionRecord`)."""
+        d: ActionRecord = {"type": self.type, "activity": self.activity, "place": self.place}
         if self.routine_index is not None:
             d["routine_index"] = self.routine_index
         if self.path:

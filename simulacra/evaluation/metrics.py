@@ -46,7 +46,7 @@ import numpy as np
 
 from simulacra.clock import MINUTES_PER_HOUR
 from simulacra.evaluation.scenario import Fact, Scenario
-from simulacra.trace import read_trace
+from simulacra.trace import ENGAGEMENT, POST, Header, LineRecord, TickRecord, read_trace
 
 #: cosine similarity (MiniLM embeddings) at or above which a text holds a fact (see the module docstring)
 SIMILARITY = 0.7
@@ -72,8 +72,8 @@ class Run:
     """A finished scenario run: ``header`` and ``ticks`` of its trace, its folder and summary."""
 
     run_dir: Path
-    header: dict[str, Any]
-    ticks: list[dict[str, Any]]
+    header: Header
+    ticks: list[TickRecord]
     summary: dict[str, Any] | None
 
     @classmethod
@@ -156,23 +156,23 @@ def heard_times(run: Run, fact: Fact, sim: Similarity | None = None, notices: bo
     for op in run.seeded:
         if op["text"] == fact.memory_text:
             mark(op["agent"], run.start - 1)
-    for t in run.tellings:  # told during the run (simulacra.schedule)
-        if t["topic"] == fact.text:
-            for a in t["agents"]:
-                mark(a, int(t["minute"]))
+    for telling in run.tellings:  # told during the run (simulacra.schedule)
+        if telling["topic"] == fact.text:
+            for a in telling["agents"]:
+                mark(a, int(telling["minute"]))
     check_text = sim is not None and not run.scripted
     for t in run.ticks:
         now = int(t["time"])
         for c in t["conversations"]:
             for line in c["lines"]:
-                if line.get("topic") == fact.text or (check_text and sim.holds(line["text"], fact)):
+                if line["topic"] == fact.text or (check_text and sim.holds(line["text"], fact)):
                     mark(line["listener"], now)
                     mark(line["speaker"], now)
             if check_text and sim.holds(c.get("summary", ""), fact):
                 for a in c["participants"]:
                     mark(a, now)
         for op in t["memory"] if notices else ():
-            if op["op"] == "post" and fact.text in op["text"]:
+            if op["op"] == POST and fact.text in op["text"]:
                 for a in run.agents:
                     mark(a, now)
     return first
@@ -263,15 +263,15 @@ def coordination(run: Run, sc: Scenario, heard: dict[str, int]) -> dict[str, Any
         now = int(t["time"])
         for c in t["conversations"]:
             for line in c["lines"]:
-                if line.get("topic") == topic and now < p.end_minute:
+                if line["topic"] == topic and now < p.end_minute:
                     told.setdefault(line["listener"], now)
-        for d in t["decisions"]:
-            if d["kind"] == "engagement" and d["value"]["engagement"]["topic"] == topic:
+        for d in t.get("decisions", ()):
+            if d["kind"] == ENGAGEMENT and d["value"]["engagement"]["topic"] == topic:
                 decisions.setdefault(d["agent"], []).append(d["value"])
         if p.start_minute <= now < p.end_minute:  # there, not walking through
-            acts = t.get("actions", {})
+            acts = t["actions"]
             present |= {a for a, place in t["positions"].items()
-                        if place == p.place and acts.get(a, {}).get("type") != "move"}
+                        if place == p.place and (a not in acts or acts[a]["type"] != "move")}
     guests = [a for a in run.agents if a != p.host]
     invited = sorted(a for a in guests if a in told)
     attended = sorted(a for a in guests if a in present)
@@ -369,9 +369,9 @@ def cost(run: Run) -> dict[str, Any]:
             "decisions": (s.get("mind") or {}).get("decisions", {})}
 
 
-def _tells(line: dict[str, Any], f: Fact, run: Run, sim: Similarity) -> bool:
+def _tells(line: LineRecord, f: Fact, run: Run, sim: Similarity) -> bool:
     """A trace line tells ``f``: its news topic, or (a language-model mind's line) its text holds the fact."""
-    return line.get("topic") == f.text or (not run.scripted and sim.holds(line["text"], f))
+    return line["topic"] == f.text or (not run.scripted and sim.holds(line["text"], f))
 
 
 def _in_summary(text: str, f: Fact, sim: Similarity) -> bool:

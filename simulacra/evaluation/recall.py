@@ -27,11 +27,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from simulacra.clock import MINUTES_PER_DAY, day_number, format_hhmm
 from simulacra.evaluation.metrics import Run, Similarity, heard_times
 from simulacra.evaluation.scenario import Scenario
+from simulacra.trace import ADD, POST, REINFORCE, Header, ProbeRecord, TickRecord
 
 #: the age buckets of the report, in game days: [low, high)
 AGE_BUCKETS: tuple[tuple[float, float], ...] = ((0, 1), (1, 3), (3, 7), (7, 14), (14, 21), (21, 31))
@@ -53,20 +54,21 @@ class Scan:
     conversations and notices: what :func:`heard_times` reads), every probe record, when each agent wrote its
     memory of each world event and its plan of each day, and each memory's text and evidence ids."""
 
-    header: dict[str, Any]
-    ticks: list[dict[str, Any]]
-    probes: list[dict[str, Any]]
+    header: Header
+    ticks: list[TickRecord]  # slim: time, conversations and the memory's posts only (what heard_times reads)
+    probes: list[ProbeRecord]
     events_seen: dict[tuple[str, str], tuple[int, int]]  # (agent, event text) -> (first game minute, its rating)
     plans: dict[tuple[str, int], tuple[str, str]]  # (agent, day) -> (memory id, text)
     texts: dict[str, str]
     evidence: dict[str, list[str]]
-    last_tick: dict[str, Any] | None = None  # the trace's last tick record, whole
+    last_tick: TickRecord | None = None  # the trace's last tick record, whole
 
     @classmethod
-    def of(cls, header: dict[str, Any], records: Iterable[dict[str, Any]]) -> Scan:
+    def of(cls, header: Header, records: Iterable[TickRecord]) -> Scan:
         """Scan tick ``records`` (a trace's lines after the header, in order)."""
         names = {pid: p["name"] for pid, p in header["personas"].items()}
-        slim, probes = [], []
+        slim: list[TickRecord] = []
+        probes: list[ProbeRecord] = []
         seen: dict[tuple[str, str], tuple[int, int]] = {}
         plans: dict[tuple[str, int], tuple[str, str]] = {}
         texts: dict[str, str] = {}
@@ -75,17 +77,17 @@ class Scan:
         for t in records:
             last = t
             now = int(t["time"])
-            slim.append({"time": now, "conversations": t["conversations"],
-                         "memory": [op for op in t["memory"] if op["op"] == "post"]})
+            slim.append(cast(TickRecord, {"time": now, "conversations": t["conversations"],
+                                          "memory": [op for op in t["memory"] if op["op"] == POST]}))
             for op in t["memory"]:
-                if op["op"] not in ("add", "reinforce") or "id" not in op:
+                if op["op"] != ADD and op["op"] != REINFORCE:
                     continue
                 texts.setdefault(op["id"], op["text"])
-                if op.get("evidence_ids"):
-                    evidence[op["id"]] = list(op["evidence_ids"])
-                if op["op"] == "add" and op["kind"] == "event":
-                    seen.setdefault((op["agent"], op["text"]), (now, int(op.get("rating") or 0)))
-                elif op["op"] == "add" and op["kind"] == "plan":
+                if op["op"] == ADD and (ids := op.get("evidence_ids")):  # a reflection's or a day summary's
+                    evidence[op["id"]] = list(ids)
+                if op["op"] == ADD and op["kind"] == "event":
+                    seen.setdefault((op["agent"], op["text"]), (now, int(op["rating"] or 0)))
+                elif op["op"] == ADD and op["kind"] == "plan":
                     head = f"{names[op['agent']]}'s plan for day "
                     if op["text"].startswith(head):
                         day = op["text"][len(head):].split(":", 1)[0]
@@ -98,11 +100,9 @@ class Scan:
     @classmethod
     def load(cls, run_dir) -> Scan:
         """Scan a run's trace without holding all of it (a 30-day trace is several hundred MB)."""
-        from simulacra.trace import iter_trace
+        from simulacra.trace import stream_trace
 
-        it = iter_trace(run_dir)
-        _, header = next(it)
-        return cls.of(header, (r for _, r in it))
+        return cls.of(*stream_trace(run_dir))
 
     @cached_property
     def names(self) -> dict[str, str]:

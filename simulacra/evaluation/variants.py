@@ -18,7 +18,7 @@ config (``cognition.history``).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,7 +161,7 @@ def check_ablations(ablate, what: str) -> frozenset[str]:
     return got
 
 
-def recorded_ablations(header: dict[str, Any], what: str = "trace header") -> frozenset[str]:
+def recorded_ablations(header: Mapping[str, Any], what: str = "trace header") -> frozenset[str]:
     """The ablations a run was made under, from its trace ``header`` (``scenario.variant.ablate``, written by
     :func:`simulacra.evaluation.setup.start_run`); empty for a run that is not a scenario run.
 

@@ -43,8 +43,8 @@ def build_model(
 ) -> LanguageModel | None:
     """The model ``config`` names, wrapped; ``None`` when none is named (callers then use the offline backends).
 
-    With ``config.provider == "openai"``: the model is ``model``, else ``config.model``, else the environment
-    variable ``OPENAI_MODEL``; the server ``base_url``, else ``config.base_url``, else ``OPENAI_BASE_URL``, else
+    With ``config.provider == "openai"``: the model is ``model``, else ``config.model`` (``OPENAI_MODEL`` is not
+    read); the server ``base_url``, else ``config.base_url``, else ``OPENAI_BASE_URL``, else
     OpenAI; the key the environment variable ``config.api_key_env`` holds. The environment is read here, never
     at import.
 

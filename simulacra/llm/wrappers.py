@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
@@ -175,6 +175,23 @@ class RetryingModel(_Wrapper):
             ) from err
 
 
+class CallGate(Protocol):
+    """What several processes' :class:`BudgetedModel` share when one run's model calls are made in all of them (Ray
+    workers, :class:`simulacra.cluster.RayGate`): the run's bound on calls in flight and its call and token budget.
+
+    ``enter()`` waits for a free place among the run's calls in flight and takes it, returning ``None``; or, when
+    the run's budget is spent, waits until the calls in flight have finished and returns ``(which, calls,
+    tokens)`` (``which``: ``"call"`` or ``"token"``; the run's figures) without taking a place. ``leave(tokens)``
+    gives the place back and adds the call's tokens. ``take_up(calls, tokens)`` adds what a process had already
+    spent (a resumed run's recorded calls)."""
+
+    def enter(self) -> tuple[str, int, int] | None: ...
+
+    def leave(self, tokens: int) -> None: ...
+
+    def take_up(self, calls: int, tokens: int) -> None: ...
+
+
 class BudgetedModel(_Wrapper):
     """Stops a run cleanly when a call or token budget is spent.
 
@@ -216,6 +233,17 @@ class BudgetedModel(_Wrapper):
         self._in_flight = 0
         self._taken_up = False
         self._lock = threading.Condition()
+        #: the run's shared budget and bound on calls in flight (:meth:`share`), or ``None``: this model's own
+        self.gate: CallGate | None = None
+
+    def share(self, gate: CallGate) -> None:
+        """From now on the budget and the bound on calls in flight are the run's, kept by ``gate`` (the run's calls
+        are made in several processes: :mod:`simulacra.cluster`); what this model already spent (taken up from its
+        recorded calls on a resume) is added to the run's. ``max_calls`` / ``max_tokens`` are then the run's
+        limits, checked by the gate; this model still counts its own calls and tokens for its report."""
+        with self._lock:
+            self.gate = gate
+            gate.take_up(self.calls, self.tokens)
 
     def take_up(self, records: Sequence[dict[str, Any]]) -> None:
         """Count the requests a run already sent, from its ``llm_calls.jsonl`` records (each line one request
@@ -259,6 +287,9 @@ class BudgetedModel(_Wrapper):
         seed: int | None = None,
         json_schema: dict | None = None,
     ) -> Completion:
+        if self.gate is not None:
+            return self._complete_through_gate(self.gate, messages, max_tokens=max_tokens, temperature=temperature,
+                                               seed=seed, json_schema=json_schema)
         with self._lock:
             spent = self._spent()
             if spent is not None:
@@ -280,6 +311,32 @@ class BudgetedModel(_Wrapper):
             self.tokens += completion.prompt_tokens + completion.completion_tokens
             self._in_flight -= 1
             self._lock.notify_all()
+        return completion
+
+
+    def _complete_through_gate(self, gate: CallGate, messages: Sequence[dict], **kw: Any) -> Completion:
+        """:meth:`complete` when the run's budget and calls in flight are shared (:meth:`share`): a place is taken
+        from ``gate`` first (waiting while the run has ``llm.concurrency`` calls in flight), a spent run budget
+        refuses with the run's figures."""
+        refused = gate.enter()
+        if refused is not None:
+            which, calls, tokens = refused
+            limits = (f"llm.max_calls={'unlimited' if self.max_calls is None else self.max_calls}, "
+                      f"llm.max_tokens={'unlimited' if self.max_tokens is None else self.max_tokens}")
+            raise BudgetExceeded(
+                f"{self.name}: the run's {which} budget exhausted after {calls} calls and {tokens} tokens over all "
+                f"its workers ({limits}); raise it with --set llm.max_{which}s=N (null = no limit) or in the config "
+                f"file's llm section")
+        with self._lock:
+            self.calls += 1
+        spent = 0
+        try:
+            completion = self.inner.complete(messages, **kw)
+            spent = completion.prompt_tokens + completion.completion_tokens
+        finally:
+            gate.leave(spent)
+            with self._lock:
+                self.tokens += spent
         return completion
 
 

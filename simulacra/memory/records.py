@@ -8,6 +8,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from simulacra.trace import LONG_TERM, SHORT_TERM, STATIC, RetrievedEntry
+from simulacra.trace import reinforced_as_add as reinforced_as_add  # re-exported: it moved to simulacra.trace
+
 #: Kinds of memory. ``observation``: something perceived; ``dialogue``: something said;
 #: ``plan``: a plan step; ``event``: a world event witnessed; ``reflection``: a summary of others;
 #: ``persona`` / ``world``: static facts; ``notice``: posted to the town's shared memory; ``conversation``: the
@@ -18,7 +21,7 @@ KINDS = ("observation", "dialogue", "plan", "event", "reflection", "persona", "w
          "intention", "summary")
 
 #: an agent's own tiers, in seed 003's retrieval order; the town's ``shared`` tier comes after them
-TIERS = ("static", "short_term", "long_term")
+TIERS = (STATIC, SHORT_TERM, LONG_TERM)
 
 
 def memory_id(agent: str, timestamp: float, text: str) -> str:
@@ -156,13 +159,14 @@ class RetrievedMemory:
     #: under ``normalize: minmax``: the rescaled ``recency``, ``importance`` and ``relevance`` the score sums
     normalized: dict[str, float | None] | None = None
 
-    def to_dict(self, digits: int = 6) -> dict[str, Any]:
-        """JSON-able form with floats rounded to ``digits`` (the trace's form)."""
+    def to_dict(self, digits: int = 6) -> RetrievedEntry:
+        """JSON-able form with floats rounded to ``digits`` (the trace's form,
+        :class:`~simulacra.trace.RetrievedEntry`)."""
 
         def r(x: float | None) -> float | None:
             return None if x is None or math.isnan(x) else round(float(x), digits)
 
-        out = {
+        out: RetrievedEntry = {
             "id": self.id,
             "text": self.text,
             "tier": self.tier,
@@ -179,11 +183,3 @@ class RetrievedMemory:
             out["normalized"] = {k: r(v) for k, v in self.normalized.items()}
         return out
 
-
-def reinforced_as_add(op: dict[str, Any]) -> dict[str, Any]:
-    """The ``add`` trace operation equivalent to the memory a ``reinforce`` operation writes
-    (:meth:`~simulacra.memory.stream.AgentMemory.consolidate` with ``memory.reinforce_repeats``), for readers of
-    the trace that collect added memories: ``{"op": "add", "agent", "tier": "long_term", "id", "text", "kind",
-    "rating", "timestamp"}``."""
-    return {"op": "add", "agent": op["agent"], "tier": "long_term", "id": op["id"], "text": op["text"],
-            "kind": op["kind"], "rating": op["rating"], "timestamp": op["timestamp"]}

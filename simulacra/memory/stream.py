@@ -34,6 +34,22 @@ from simulacra.memory.scoring import SCORING_FIELDS, ScoringParams
 from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
 from simulacra.memory.store import MemoryTier, flush_tiers
 from simulacra.threads import scoring_threads
+from simulacra.trace import (
+    LONG_TERM,
+    SHORT_TERM,
+    AddOp,
+    ForgetOp,
+    MemoryOp,
+    RehearseOp,
+    ReinforceOp,
+    RetrieveOp,
+    add_op,
+    forget_op,
+    move_op,
+    rehearse_op,
+    reinforce_op,
+    retrieve_op,
+)
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +88,12 @@ class AgentMemory:
         self._params: dict[str | None, LastAnswer[ScoringParams]] = {}
         if location is not None:
             self.client = location.client(agent)
+        elif client is not None:
+            self.client = client
+        elif self.path is not None:
+            self.client = open_chroma(self.path)
         else:
-            self.client = client if client is not None else open_chroma(self.path)
+            raise ValueError(f"the memory of {agent} needs a path, a client or a location")
 
         def tier(name: str) -> MemoryTier:
             args = {} if location is None else location.tier_args(agent, name)
@@ -147,7 +167,7 @@ class AgentMemory:
         fresh = [i for i, r in enumerate(records) if r.id not in self.static]
         self.static.upsert([records[i] for i in fresh], np.asarray(embeddings)[fresh])
 
-    def add(self, records: Sequence[MemoryRecord], embeddings: np.ndarray) -> list[dict[str, Any]]:
+    def add(self, records: Sequence[MemoryRecord], embeddings: np.ndarray) -> list[AddOp]:
         """Add new memories to short-term in one write; returns the trace operations.
 
         A record whose id is already in long-term (consolidated earlier, then perceived again at the same
@@ -158,21 +178,9 @@ class AgentMemory:
         recs = [records[i] for i in keep]
         self.importance_since_reflection += sum(r.rating or 0 for r in recs if r.id not in self.short_term)
         self.short_term.upsert(recs, np.asarray(embeddings)[keep])
-        return [
-            {
-                "op": "add",
-                "agent": self.agent,
-                "tier": "short_term",
-                "id": r.id,
-                "text": r.text,
-                "kind": r.kind,
-                "rating": r.rating,
-                "timestamp": r.timestamp,
-            }
-            for r in recs
-        ]
+        return [add_op(self.agent, SHORT_TERM, r.id, r.text, r.kind, r.rating, r.timestamp) for r in recs]
 
-    def add_long_term(self, records: Sequence[MemoryRecord], embeddings: np.ndarray, now: float) -> list[dict]:
+    def add_long_term(self, records: Sequence[MemoryRecord], embeddings: np.ndarray, now: float) -> list[AddOp]:
         """Write memories straight to long-term (reflections) in one write; returns the trace operations.
 
         Their ratings do not count towards the next reflection (a reflection must not trigger itself).
@@ -181,12 +189,9 @@ class AgentMemory:
         self.long_term.upsert(recs, embeddings)
         ops = []
         for r in recs:
-            op = {"op": "add", "agent": self.agent, "tier": "long_term", "id": r.id, "text": r.text,
-                  "kind": r.kind, "rating": r.rating, "timestamp": r.timestamp}
-            if r.kind in ("reflection", "summary"):
-                op["evidence_ids"] = r.evidence_ids
-                op["depth"] = r.depth
-            ops.append(op)
+            rests = r.kind in ("reflection", "summary")  # the op names what a reflection or a day summary rests on
+            ops.append(add_op(self.agent, LONG_TERM, r.id, r.text, r.kind, r.rating, r.timestamp,
+                              evidence_ids=r.evidence_ids if rests else None, depth=r.depth if rests else None))
         return ops
 
     def reflection_due(self, threshold: float) -> bool:
@@ -198,7 +203,7 @@ class AgentMemory:
         self.importance_since_reflection = 0.0
         self.last_reflection = now
 
-    def consolidate(self, now: float, force: bool = False) -> list[dict[str, Any]]:
+    def consolidate(self, now: float, force: bool = False) -> list[MemoryOp]:
         """Seed 003's "after some time" step; returns the trace operations.
 
         Runs when ``consolidation_interval_minutes`` of game time have passed since the last run (or
@@ -213,7 +218,7 @@ class AgentMemory:
             if now - self.last_consolidation < cfg.consolidation_interval_minutes:
                 return []
         self.last_consolidation = now
-        ops: list[dict[str, Any]] = []
+        ops: list[MemoryOp] = []
         st = self.short_term
         if len(st) > cfg.short_term_min_entries:
             age = cfg.consolidation_age_minutes
@@ -232,14 +237,12 @@ class AgentMemory:
             for r in old:
                 if r.id in reinforced:
                     continue
-                if r.id in promoted_ids:
-                    ops.append({"op": "move", "agent": self.agent, "id": r.id, "from": "short_term",
-                                "to": "long_term", "text": r.text, "importance": r.rating / 10.0,
-                                **({"retold": r.extra["retold"]} if "retold" in r.extra else {})})
+                if r.id in promoted_ids:  # promoted: rated
+                    ops.append(move_op(self.agent, r.id, r.text, (r.rating or 0) / 10.0, r.extra.get("retold")))
                 else:
-                    ops.append({"op": "forget", "agent": self.agent, "id": r.id, "tier": "short_term",
-                                "text": r.text, "importance": None if r.rating is None else r.rating / 10.0,
-                                "reason": f"consolidation: importance <= {cfg.promote_threshold}"})
+                    ops.append(forget_op(self.agent, r.id, SHORT_TERM, r.text,
+                                         None if r.rating is None else r.rating / 10.0,
+                                         f"consolidation: importance <= {cfg.promote_threshold}"))
         ops.extend(self.forget_decayed(now))
         return ops
 
@@ -265,7 +268,7 @@ class AgentMemory:
             out.append(r)
         return out
 
-    def _reinforce(self, promote: Sequence[MemoryRecord], now: float) -> tuple[list[MemoryRecord], list[dict]]:
+    def _reinforce(self, promote: Sequence[MemoryRecord], now: float) -> tuple[list[MemoryRecord], list[ReinforceOp]]:
         """Fold repeated texts among the short-term memories being promoted at game minute ``now``
         (``memory.reinforce_repeats``); returns the records still to be moved as they are, and the trace
         operations of the reinforcements.
@@ -304,23 +307,21 @@ class AgentMemory:
             repeats = sum(int(r.extra.get("repeats", 1)) for r in parts)
             head = parts[0]
             rec = replace(head, id=reinforced_id(self.agent, [r.id for r in parts]),
-                          rating=max(r.rating for r in parts), timestamp=newest.timestamp, tick=newest.tick,
+                          rating=max(r.rating or 0 for r in parts), timestamp=newest.timestamp, tick=newest.tick,
                           long_term_since=now, extra={**head.extra, "first_observed": first, "repeats": repeats})
             merged.append(rec)
             embs.append((lt if base is not None else st).embeddings_of([head.id])[0])
             if base is not None:
                 replaced.append(base)
-            ops.append({"op": "reinforce", "agent": self.agent, "id": rec.id, "tier": "long_term",
-                        "replaces": [base.id] if base is not None else [], "from_ids": [r.id for r in group],
-                        "text": text, "kind": rec.kind, "rating": rec.rating, "importance": rec.rating / 10.0,
-                        "timestamp": rec.timestamp,
-                        "first_observed": first, "repeats": repeats})
+            ops.append(reinforce_op(self.agent, rec.id, [base.id] if base is not None else [],
+                                    [r.id for r in group], text, rec.kind, rec.rating, (rec.rating or 0) / 10.0,
+                                    rec.timestamp, first, repeats))
         if merged:
             lt.upsert(merged, np.stack(embs))
             self._delete(lt, replaced)
         return keep, ops
 
-    def forget_decayed(self, now: float) -> list[dict[str, Any]]:
+    def forget_decayed(self, now: float) -> list[ForgetOp]:
         """Forget long-term memories whose decayed importance is under ``forget_floor``; a day summary (kind
         ``summary``) instead when it is ``summary_keep_days`` game days old (with ``summary_keep_days`` null, by its
         decayed importance like the others)."""
@@ -337,11 +338,7 @@ class AgentMemory:
             elif floor is not None and not math.isnan(i) and i < floor:
                 gone.append((r, float(i), f"decayed importance < {floor}"))
         self._delete(lt, [r for r, _, _ in gone])
-        return [
-            {"op": "forget", "agent": self.agent, "id": r.id, "tier": "long_term", "text": r.text,
-             "importance": round(i, 6), "reason": reason}
-            for r, i, reason in gone
-        ]
+        return [forget_op(self.agent, r.id, LONG_TERM, r.text, round(i, 6), reason) for r, i, reason in gone]
 
     def _delete(self, tier: MemoryTier, records: Sequence[MemoryRecord]) -> None:
         """Delete ``records`` from ``tier``: from the mirror at once; from Chroma when the stores are next flushed
@@ -425,7 +422,7 @@ class AgentMemory:
         self.last_consolidation = last_consolidation
         return counts
 
-    def mark_accessed(self, ids: Iterable[str], now: float, reason: str = "accessed") -> list[dict[str, Any]]:
+    def mark_accessed(self, ids: Iterable[str], now: float, reason: str = "accessed") -> list[RehearseOp]:
         """Rehearse these memories: set ``last_accessed = now`` on those in short-term or long-term (explicit:
         retrieval itself never writes); returns the trace operations.
 
@@ -461,8 +458,7 @@ class AgentMemory:
         if not marked:
             return []
         marked.sort(key=lambda x: order[x[0]])
-        return [{"op": "rehearse", "agent": self.agent, "ids": [i for i, _ in marked],
-                 "tiers": [t for _, t in marked], "reason": reason, "time": float(now)}]
+        return [rehearse_op(self.agent, [i for i, _ in marked], [t for _, t in marked], reason, float(now))]
 
     # ----------------------------------------------------------------- reads
     def rule(self, top_k: int | None = None, threshold: float | None = None, mode: str | None = None,
@@ -547,7 +543,7 @@ class AgentMemory:
 
     def retrieval_record(self, query: str, purpose: str, results: Sequence[RetrievedMemory],
                          query_embedding: np.ndarray, now: float, rule: RetrievalRule | None = None,
-                         tiers: Sequence[str] | None = None, profile: str | None = None) -> dict[str, Any]:
+                         tiers: Sequence[str] | None = None, profile: str | None = None) -> RetrieveOp:
         """The trace's ``retrieve`` operation for a retrieval made with :meth:`retrieve`.
 
         Args:
@@ -574,17 +570,15 @@ class AgentMemory:
         names = list(self.readable if tiers is None else tiers)
         depth = max(self.max_top_k, rule.top_k, rule.static_top_k or 0)
         params = self.params_for(profile)
-        mode = {} if not params.lexical else {"relevance": params.relevance, "hybrid_weight": params.hybrid_weight}
-        if params.rrf:
-            mode.update(fusion="rrf", rrf_k=params.rrf_k)
+        ranges = None
         if params.normalize == "minmax":  # the tiers' extremes, so that rescore can redo the scaling
-            mode.update(normalize="minmax", ranges={
-                name: self.tier(name).extremes(query_embedding, now, params, self.config.recency_from, query)
-                for name in names})
-        return {"op": "retrieve", "agent": self.agent, "query": query, "purpose": purpose,
-                "profile": profile or SITUATIONAL, "results": [r.to_dict() for r in results], **rule.to_record(),
-                **mode, "tiers": names, "max_top_k": depth,
-                "candidates": self.candidates(query_embedding, now, depth, names, query, profile)}
+            ranges = {name: self.tier(name).extremes(query_embedding, now, params, self.config.recency_from, query)
+                      for name in names}
+        return retrieve_op(self.agent, query, purpose, profile or SITUATIONAL, [r.to_dict() for r in results],
+                           rule.mode, rule.top_k, rule.threshold, rule.static_top_k, rule.static_threshold, names,
+                           depth, self.candidates(query_embedding, now, depth, names, query, profile),
+                           lexical=(params.relevance, params.hybrid_weight) if params.lexical else None,
+                           rrf_k=params.rrf_k if params.rrf else None, minmax_ranges=ranges)
 
     def most_important(
         self, now: float, n: int, tiers: Sequence[str] = ("long_term",), since: float | None = None,
@@ -635,7 +629,8 @@ def restore_missing(tier: MemoryTier, want: Sequence[str], sources: Sequence[Mem
         copy = tier.removed(i)  # deleted from this tier since the checkpoint, not yet from Chroma
         if copy is None:
             src = next((s for s in sources if i in s), None)
-            copy = None if src is None else (src.get(i), src.embeddings_of([i])[0])
+            if src is not None and (held := src.get(i)) is not None:
+                copy = (held, src.embeddings_of([i])[0])
         if copy is None:
             raise CheckpointError(f"memory {i} of {owner}'s {tier.tier} tier is in the checkpoint but no longer in the "
                                   f"store; the run folder was changed outside simulacra and cannot be resumed")

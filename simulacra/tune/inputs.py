@@ -14,6 +14,7 @@ import numpy as np
 from simulacra.clock import format_game_time, format_hhmm
 from simulacra.errors import InputError
 from simulacra.memory.scoring import ScoringInputs
+from simulacra.trace import AddOp, PostOp
 from simulacra.tune.queries import LabelledQuery
 from simulacra.tune.run import SHARED, RunInfo, TuneError, read_run
 
@@ -46,7 +47,7 @@ def _match_text(texts: Sequence[str], wanted: str) -> list[int]:
     return [i for i, t in enumerate(texts) if w in t.casefold()]
 
 
-def _resolve(q: LabelledQuery, file: Path, records: list, trace_ops: list[dict], now: float,
+def _resolve(q: LabelledQuery, file: Path, records: list, trace_ops: Sequence[AddOp | PostOp], now: float,
              hide_future: bool) -> tuple[set[str], list[tuple[str, str]]]:
     """Ids of the expected memories present at ``now``, and the ones that cannot be found, with the reason."""
     relevant: set[str] = set()
@@ -56,14 +57,15 @@ def _resolve(q: LabelledQuery, file: Path, records: list, trace_ops: list[dict],
         where = f"queries.{q.index}.expected.{j}"
         if e.id is not None:
             hits = [i for i, r in enumerate(records) if r.id == e.id]
-            in_trace = any(op.get("id") == e.id for op in trace_ops)
+            in_trace = any(op["id"] == e.id for op in trace_ops)
         else:
+            assert e.text is not None  # an expected memory has an id or a text
             hits = _match_text(texts, e.text)
             if len({texts[i] for i in hits}) > 1:
                 shown = "; ".join(repr(texts[i][:70]) for i in hits[:4])
                 raise InputError(file, where, f"text {e.text!r} matches {len(hits)} different memories of "
                                               f"{q.agent} ({shown}); give a longer text or an id")
-            in_trace = bool(_match_text([op.get("text", "") for op in trace_ops], e.text))
+            in_trace = bool(_match_text([op["text"] for op in trace_ops], e.text))
         if not hits:
             if in_trace:
                 missing.append((str(e), "forgotten (in the trace, not in the store)"))

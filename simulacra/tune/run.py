@@ -9,8 +9,7 @@ from typing import Any
 
 from simulacra.config import config_from_dict, recorded_config
 from simulacra.errors import SimulacraError
-from simulacra.memory.records import reinforced_as_add
-from simulacra.trace import TraceFormatError, stream_trace
+from simulacra.trace import ADD, POST, REINFORCE, AddOp, PostOp, TraceFormatError, reinforced_as_add, stream_trace
 
 #: owner key of the town's shared tier in :attr:`RunInfo.added` (persona ids are file stems, never "@")
 SHARED = "@town"
@@ -29,7 +28,7 @@ class RunInfo:
     start_minute: int
     end_minute: float
     agents: list[str]
-    added: dict[str, list[dict[str, Any]]]  # owner (:data:`SHARED` for the shared tier) -> add/post operations
+    added: dict[str, list[AddOp | PostOp]]  # owner (:data:`SHARED` for the shared tier) -> add/post operations
 
 
 def read_run(run_dir: str | Path) -> RunInfo:
@@ -43,21 +42,20 @@ def read_run(run_dir: str | Path) -> RunInfo:
     path = run / "trace.jsonl"
     if not path.is_file():
         raise TuneError(f"{run}: not a run folder (no trace.jsonl)")
-    added: dict[str, list[dict[str, Any]]] = {}
+    added: dict[str, list[AddOp | PostOp]] = {}
     end: float | None = None
     try:
         header, ticks = stream_trace(path)
         if not isinstance(header.get("config"), dict):
             raise TuneError(f"{path}: line 1 is not a trace header with a config")
         for rec in ticks:
-            if "time" in rec:
-                end = float(rec["time"])
-            for op in rec.get("memory", []):
-                if op.get("op") == "add":
-                    added.setdefault(op.get("agent"), []).append(op)
-                elif op.get("op") == "reinforce":
-                    added.setdefault(op.get("agent"), []).append(reinforced_as_add(op))
-                elif op.get("op") == "post":
+            end = float(rec["time"])
+            for op in rec["memory"]:
+                if op["op"] == ADD:
+                    added.setdefault(op["agent"], []).append(op)
+                elif op["op"] == REINFORCE:
+                    added.setdefault(op["agent"], []).append(reinforced_as_add(op))
+                elif op["op"] == POST:
                     added.setdefault(SHARED, []).append(op)
     except TraceFormatError as err:
         raise TuneError(str(err)) from None

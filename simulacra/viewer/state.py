@@ -10,15 +10,31 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from simulacra.clock import format_game_time, format_hhmm
 from simulacra.memory.records import RetrievedMemory
-from simulacra.trace import TraceFormatError, read_trace
+from simulacra.trace import (
+    ADD,
+    FORGET,
+    HEADER,
+    LONG_TERM,
+    MOVE,
+    PLAN_DAY,
+    REINFORCE,
+    RETRIEVE,
+    SHORT_TERM,
+    STATIC,
+    Header,
+    RetrieveOp,
+    TickRecord,
+    TraceFormatError,
+    read_trace,
+)
 
 log = logging.getLogger(__name__)
 
-TIERS = ("static", "short_term", "long_term")
+TIERS = (STATIC, SHORT_TERM, LONG_TERM)
 
 
 @dataclass(frozen=True)
@@ -84,7 +100,7 @@ def initials(name: str) -> str:
     return (parts[0][0] + parts[-1][0]).upper()
 
 
-def _static_counts(header: dict[str, Any]) -> dict[str, int | None]:
+def _static_counts(header: Header) -> dict[str, int | None]:
     """Static-memory size per agent, rebuilt from the header's world and personas (``None`` if that fails)."""
     agents = header.get("agents", [])
     try:
@@ -101,13 +117,13 @@ def _static_counts(header: dict[str, Any]) -> dict[str, int | None]:
         return {pid: None for pid in agents}
 
 
-def _retrieval(tick: int, op: dict[str, Any]) -> Retrieval:
+def _retrieval(tick: int, op: RetrieveOp) -> Retrieval:
     results = tuple(
-        RetrievedMemory(id=str(m.get("id", "")), text=str(m.get("text", "")), tier=str(m.get("tier", "?")),
-                        kind=str(m.get("kind", "")), recency=m.get("recency"), importance=m.get("importance"),
-                        relevance=m.get("relevance"), score=float(m.get("score") or 0.0))
-        for m in op.get("results", []))
-    return Retrieval(tick=tick, query=str(op.get("query", "")), purpose=str(op.get("purpose", "")), results=results)
+        RetrievedMemory(id=m["id"], text=m["text"], tier=m["tier"], kind=m["kind"], recency=m["recency"],
+                        importance=m["importance"], relevance=cast(float, m["relevance"]),  # None: shown as "-"
+                        score=float(m["score"] or 0.0))
+        for m in op["results"])
+    return Retrieval(tick=tick, query=op["query"], purpose=op["purpose"], results=results)
 
 
 class ReplayState:
@@ -123,7 +139,7 @@ class ReplayState:
         TraceFormatError: no tick records, or a header without world places.
     """
 
-    def __init__(self, header: dict[str, Any], ticks: list[dict[str, Any]], source: str = "trace"):
+    def __init__(self, header: Header, ticks: list[TickRecord], source: str = "trace"):
         if not ticks:
             raise TraceFormatError(f"{source}: the trace has no ticks to replay")
         world = header.get("world") or {}
@@ -167,60 +183,62 @@ class ReplayState:
         return cls(header, ticks, source=str(trace))
 
     # ----------------------------------------------------------------- precomputation
-    def extend(self, ticks: list[dict[str, Any]]) -> None:
+    def extend(self, ticks: list[TickRecord]) -> None:
         """Append tick records (a live run's new ticks); earlier states are not touched."""
         for rec in ticks:
             self._states.append(self._advance(len(self._states), rec))
 
-    def _advance(self, n: int, rec: dict[str, Any]) -> TickState:
+    def _advance(self, n: int, rec: TickRecord) -> TickState:
         """The state after tick record ``rec`` (the ``n``-th), updating the running memory counts."""
         ids, last = self._ids, self._last
-        tick = int(rec.get("tick", n))
-        for op in rec.get("memory", []):
-            kind, agent = op.get("op"), op.get("agent")
+        tick = int(rec["tick"])
+        for op in rec["memory"]:
+            agent = op.get("agent")
             if agent not in ids:
                 continue  # town notices ("post") and unknown agents
             tiers = ids[agent]
-            if kind == "add" and op.get("tier") in tiers:
-                tiers[op["tier"]].add(op["id"])
-            elif kind == "move":
-                tiers.get(op.get("from"), set()).discard(op["id"])
-                if op.get("to") in tiers:
+            if op["op"] == ADD:
+                if op["tier"] in tiers:
+                    tiers[op["tier"]].add(op["id"])
+            elif op["op"] == MOVE:
+                tiers.get(op["from"], set()).discard(op["id"])
+                if op["to"] in tiers:
                     tiers[op["to"]].add(op["id"])
-            elif kind == "forget":
-                tiers.get(op.get("tier"), set()).discard(op["id"])
-            elif kind == "reinforce":
-                tiers["short_term"].difference_update(op.get("from_ids", ()))
-                tiers["long_term"].difference_update(op.get("replaces", ()))
-                tiers["long_term"].add(op["id"])
-            elif kind == "retrieve":
+            elif op["op"] == FORGET:
+                tiers.get(op["tier"], set()).discard(op["id"])
+            elif op["op"] == REINFORCE:
+                tiers[SHORT_TERM].difference_update(op["from_ids"])
+                tiers[LONG_TERM].difference_update(op["replaces"])
+                tiers[LONG_TERM].add(op["id"])
+            elif op["op"] == RETRIEVE:
                 last[agent] = _retrieval(tick, op)
-        for d in rec.get("decisions", []):
-            if d.get("kind") == "plan_day" and d.get("agent") in self._plans:
+        for d in rec.get("decisions", ()):
+            if d["kind"] == PLAN_DAY and d["agent"] in self._plans:
                 items = tuple(f"{format_hhmm(i['start'])} {i['activity']} at "
-                              f"{self.places.get(i['place'], {}).get('name', i['place'])}" for i in d.get("value", []))
-                self._plans[d["agent"]] = (items, str(d.get("source", "")))
+                              f"{self.places.get(i['place'], {}).get('name', i['place'])}" for i in d["value"])
+                self._plans[d["agent"]] = (items, d["source"])
         views = {}
         asleep = set(rec.get("asleep", ()))
         for pid in self.agents:
             place = rec["positions"].get(pid, "")
-            act = rec.get("actions", {}).get(pid) or {}
+            act = rec["actions"].get(pid)
             views[pid] = AgentView(
                 id=pid, name=self.names[pid], initials=self.initials[pid], place=place,
-                place_name=self.places.get(place, {}).get("name", place), action_type=str(act.get("type", "")),
-                activity=str(act.get("activity", "")),
-                counts={"static": self._static.get(pid), "short_term": len(ids[pid]["short_term"]),
-                        "long_term": len(ids[pid]["long_term"])},
+                place_name=self.places.get(place, {}).get("name", place),
+                action_type=act["type"] if act is not None else "",
+                activity=act["activity"] if act is not None else "",
+                counts={STATIC: self._static.get(pid), SHORT_TERM: len(ids[pid][SHORT_TERM]),
+                        LONG_TERM: len(ids[pid][LONG_TERM])},
                 last_retrieval=last[pid], plan=self._plans[pid][0], plan_source=self._plans[pid][1],
                 asleep=pid in asleep)
         utterances = tuple(
-            Utterance(speaker=ln["speaker"], listener=ln["listener"], text=ln["text"], place=conv.get("place", ""),
-                      topic=ln.get("topic"))
-            for conv in rec.get("conversations", []) for ln in conv.get("lines", []))
-        time = int(rec.get("time", 0))
+            Utterance(speaker=ln["speaker"], listener=ln["listener"], text=ln["text"], place=conv["place"],
+                      topic=ln["topic"])
+            for conv in rec["conversations"] for ln in conv["lines"])
+        time = int(rec["time"])
         when = format_game_time(time, self.start_weekday, self.rest_days)
-        return TickState(tick=tick, time=time, clock=str(rec.get("clock", "")), agents=views, utterances=utterances,
-                         events=tuple(rec.get("events", [])), when=when)
+        return TickState(tick=tick, time=time, clock=rec["clock"], agents=views, utterances=utterances,
+                         events=tuple(rec["events"]), when=when)
 
     # ----------------------------------------------------------------- queries
     def __len__(self) -> int:
@@ -257,9 +275,9 @@ class TraceFollower:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._offset = 0
-        self.header: dict[str, Any] | None = None
+        self.header: Header | None = None
 
-    def poll(self) -> list[dict[str, Any]]:
+    def poll(self) -> list[TickRecord]:
         """Tick records appended since the last poll (the header, once, goes to :attr:`header`)."""
         import json
 
@@ -275,7 +293,7 @@ class TraceFollower:
         out = []
         for line in data[: end + 1].decode("utf-8").splitlines():
             record = json.loads(line)
-            if record.get("type") == "header":
+            if record.get("type") == HEADER:
                 self.header = record
             else:
                 out.append(record)
