@@ -7,7 +7,11 @@ the other, the same run (scripted, seed 0, ``--hours`` game hours from 07:00) in
 2 Ray workers (a local Ray instance with the machine's CPUs, started once). Reported per mode: set-up seconds (model
 loading, the rater's fit, the static memories embedded), seconds per game hour of ticks, milliseconds per
 agent-tick, peak RSS of this process and (Ray) the workers' RSS at the end, and whether the trace's tick records equal
-the one-process run's. Writes the figures as JSON and prints a table.
+the one-process run's. On Ray also the barrier's cost (:class:`simulacra.cluster.PhaseCosts`): the share of the run a
+shard spends waiting at the phases' barriers for the slowest shard (``wait %``, averaged over the shards), Ray's own
+share (``Ray %``: each phase's time beyond its slowest shard's work: sending, scheduling, answers back), the town's
+own stages while the shards idle (``town %``), and the bytes moved per tick (pickled sizes of the phases' inputs and
+answers: ``KB/tick``). Writes the figures as JSON and prints a table.
 """
 
 from __future__ import annotations
@@ -50,15 +54,31 @@ def one_run(world: Path, db: Path, name: str, ticks: int, workers: int, embedder
     with Simulation.create(world, config, db_dir=db, run_name=name, embedder=embedder, workers=workers,
                            ray_address=address) as sim:
         setup = time.perf_counter() - start
+        if sim.cluster is not None:  # the run's phases only, with the bytes they move
+            from simulacra.cluster import PhaseCosts
+
+            sim.cluster.costs = PhaseCosts()
+            sim.cluster.measure_bytes = True
         start = time.perf_counter()
         sim.run(ticks)
         ran = time.perf_counter() - start
         agents = len(sim.rt.agents)
         workers_rss = ([round(rss_mb(i["pid"]), 1) for i in sim.cluster.infos] if sim.cluster is not None else [])
+        costs = sim.cluster.costs.report() if sim.cluster is not None else None
     lines = (db / name / "trace.jsonl").read_bytes().split(b"\n")[1:]
-    return {"workers": workers, "setup_s": round(setup, 1), "run_s": round(ran, 1), "agents": agents, "ticks": ticks,
-            "ms_per_agent_tick": round(1000 * ran / (agents * ticks), 2), "workers_rss_mb": workers_rss,
-            "lines": lines}
+    out = {"workers": workers, "setup_s": round(setup, 1), "run_s": round(ran, 1), "agents": agents, "ticks": ticks,
+           "ms_per_agent_tick": round(1000 * ran / (agents * ticks), 2), "workers_rss_mb": workers_rss,
+           "lines": lines}
+    if costs is not None:
+        # a shard's time at the barriers: waiting for the slowest shard of each phase (averaged over the shards),
+        # and Ray's own part of each phase (sending, scheduling, answers back); the town's own stages, during which
+        # the shards idle, are the rest of the tick
+        out.update(barrier_wait_pct=round(100 * costs["waiting_s"] / workers / ran, 2),
+                   transport_pct=round(100 * costs["transport_s"] / ran, 2),
+                   town_only_pct=round(100 * (ran - costs["wall_s"]) / ran, 2),
+                   kb_moved_per_tick=round((costs["bytes_sent"] + costs["bytes_received"]) / 1024 / ticks, 1),
+                   phases=costs["phases"])
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,10 +114,13 @@ def main(argv: list[str] | None = None) -> int:
                 results.append({"residents": n, "hours": args.hours, "runs": runs})
                 print(f"\n{n} residents, {args.hours:g} game hours ({ticks} ticks)")
                 print(f"{'mode':>16} | {'set-up s':>8} {'run s':>7} {'x one':>6} {'ms/agent-tick':>13} "
-                      f"{'workers RSS MB':>16} same trace")
+                      f"{'workers RSS MB':>16} {'wait %':>6} {'Ray %':>6} {'town %':>6} {'KB/tick':>8} same trace")
                 for r in runs:
+                    extra = (f"{r['barrier_wait_pct']:6.2f} {r['transport_pct']:6.2f} {r['town_only_pct']:6.2f} "
+                             f"{r['kb_moved_per_tick']:8.1f}" if "phases" in r else f"{'-':>6} {'-':>6} {'-':>6} "
+                                                                                    f"{'-':>8}")
                     print(f"{r['mode']:>16} | {r['setup_s']:8.1f} {r['run_s']:7.1f} {r['run_over_one_process']:6.2f} "
-                          f"{r['ms_per_agent_tick']:13.2f} {str(r['workers_rss_mb']):>16} {r['same_trace']}")
+                          f"{r['ms_per_agent_tick']:13.2f} {str(r['workers_rss_mb']):>16} {extra} {r['same_trace']}")
     finally:
         ray.shutdown()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -146,6 +148,47 @@ class RayGate:
         ray.get(self.actor.take_up.remote(calls, tokens))
 
 
+def _pickled(obj: Any) -> int:
+    return len(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+class PhaseCosts:
+    """What the town's calls to its shards cost, per phase (``"shard.act"``, ``"stores.persist"``, ...): the
+    seconds from sending the phase to the last answer (``wall_s``: the barrier included), each answer's seconds of
+    work in its worker, and the bytes sent and received (pickled sizes, when measured).
+
+    Derived in :meth:`report`, for the whole run so far: ``waiting_s``, the seconds shards waited at the barriers
+    for the slowest shard of each phase (sum over phases and shards of slowest - own); ``transport_s``, the seconds
+    a phase took beyond its slowest shard's work (sending, scheduling, answers coming back: Ray's own cost)."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, dict[str, Any]] = {}
+
+    def add(self, phase: str, wall_s: float, busy_s: Sequence[float], sent: int, received: int) -> None:
+        p = self.phases.setdefault(phase, {"calls": 0, "wall_s": 0.0, "busy_s": 0.0, "slowest_s": 0.0,
+                                           "waiting_s": 0.0, "bytes_sent": 0, "bytes_received": 0})
+        slowest = max(busy_s, default=0.0)
+        p["calls"] += 1
+        p["wall_s"] += wall_s
+        p["busy_s"] += sum(busy_s)
+        p["slowest_s"] += slowest
+        p["waiting_s"] += sum(slowest - b for b in busy_s)
+        p["bytes_sent"] += sent
+        p["bytes_received"] += received
+
+    def report(self) -> dict[str, Any]:
+        """``{"phases": {phase: {calls, wall_s, busy_s, slowest_s, waiting_s, bytes_sent, bytes_received}},
+        "wall_s", "waiting_s", "transport_s", "bytes_sent", "bytes_received"}`` (seconds, bytes; totals over the
+        phases)."""
+        tot = {k: sum(p[k] for p in self.phases.values()) for k in
+               ("wall_s", "slowest_s", "waiting_s", "bytes_sent", "bytes_received")}
+        return {"phases": {k: {kk: round(v, 4) if isinstance(v, float) else v for kk, v in p.items()}
+                           for k, p in sorted(self.phases.items())},
+                "wall_s": round(tot["wall_s"], 3), "waiting_s": round(tot["waiting_s"], 3),
+                "transport_s": round(tot["wall_s"] - tot["slowest_s"], 3),
+                "bytes_sent": tot["bytes_sent"], "bytes_received": tot["bytes_received"]}
+
+
 class ShardLost(SimulacraError):
     """A shard's worker process died; the run stops at its last complete tick."""
 
@@ -183,6 +226,14 @@ class ShardWorker:
         """``self.<part>.<method>(*args)`` (``part``: ``"shard"`` or ``"stores"``)."""
         return getattr(getattr(self, part), method)(*args)
 
+    def timed_call(self, part: str, method: str, measure: bool, *args) -> tuple[Any, float, int]:
+        """:meth:`call`, with the seconds it took in this process and, when ``measure``, the bytes of its answer
+        pickled (what goes back to the town; else 0): ``(answer, seconds, bytes)``."""
+        start = time.perf_counter()
+        out = self.call(part, method, *args)
+        busy = time.perf_counter() - start
+        return out, busy, len(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)) if measure else 0
+
     def close(self) -> None:
         self.rt.close()
 
@@ -207,6 +258,10 @@ class RayShards:
         except ImportError:
             raise SimulacraError("--workers needs Ray: pip install 'simulacra[ray]' (or 'ray>=2.58')") from None
         self.ray = ray
+        #: what each phase cost (:class:`PhaseCosts`); with ``measure_bytes`` also the bytes it moved (pickled:
+        #: costs time, so off unless a benchmark turns it on)
+        self.costs = PhaseCosts()
+        self.measure_bytes = False
         self.groups = [list(g) for g in groups]
         self.address = address
         self.started = False
@@ -261,13 +316,24 @@ class RayShards:
             Exception: what a shard's method raised (RaterError, BudgetExceeded, ...), as itself.
         """
         ray = self.ray
+        start = time.perf_counter()
+        measure = self.measure_bytes
+        sent = sum(_pickled(a) for a in args) if measure else 0
         refs = [ray.put(a) for a in args]
         which = range(self.n) if only is None else only
-        calls = [self.actors[k].call.remote(part, method, *refs, *(per_shard(k) if per_shard else ())) for k in which]
+        extra = {k: per_shard(k) if per_shard else () for k in which}
+        if measure:
+            sent += sum(_pickled(a) for k in which for a in extra[k])
+        calls = [self.actors[k].timed_call.remote(part, method, measure, *refs, *extra[k]) for k in which]
         out = []
+        busy: list[float] = []
+        received = 0
         for k, ref in zip(which, calls):
             try:
-                out.append(ray.get(ref))
+                answer, seconds, size = ray.get(ref)
+                out.append(answer)
+                busy.append(seconds)
+                received += size
             except ray.exceptions.RayActorError as err:
                 self.lost = self.lost or f"the worker of shard {k} died ({type(err).__name__})"
                 if not tolerate:
@@ -277,6 +343,7 @@ class RayShards:
             except ray.exceptions.RayTaskError as err:
                 ray.wait(calls, num_returns=len(calls), timeout=60)
                 raise err.as_instanceof_cause() from None
+        self.costs.add(f"{part}.{method}", time.perf_counter() - start, busy, sent, received)
         return out
 
     # ----------------------------------------------------------------- the town's questions to its stores

@@ -84,6 +84,22 @@ def test_a_town_on_workers_is_the_town_in_one_process(tmp_path, one_process, wor
         assert summary[key] == one_process[2][key], key
 
 
+def test_the_onnx_backend_on_workers_is_the_onnx_backend_in_one_process(tmp_path, ray_local):
+    """``embedding.backend: onnx`` (issue 27): each worker loads the exported model (exported once, under a file
+    lock, whichever process comes first) and the run on 2 workers is the run in one process, byte for byte."""
+    pytest.importorskip("onnxruntime")
+    config = load_config(None, [*BUSY, "embedding.backend=onnx"])
+    lines = {}
+    for name, workers in (("one", 1), ("two", 2)):
+        with Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
+                               run_name=name, workers=workers) as sim:
+            sim.run(6)
+        lines[name] = (tmp_path / name / "trace.jsonl").read_bytes().split(b"\n")
+    header = json.loads(lines["two"][0])
+    assert header["config"]["embedding"]["backend"] == "onnx" and header["workers"] == 2
+    assert lines["two"][1:] == lines["one"][1:] and len(lines["one"]) > 6
+
+
 def test_a_killed_worker_stops_the_run_and_resume_ends_as_the_uninterrupted_run(tmp_path, one_process):
     """A worker killed between ticks: the next tick stops with a message saying how to resume (the other shard has
     done its part of that tick meanwhile); the resumed run, on as many new actors, rolls every shard back to the
@@ -176,8 +192,14 @@ def test_llm_concurrency_and_the_budget_bound_the_whole_run_not_each_worker(tmp_
     config = load_config(None, [*BUSY, *llm])
     with Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
                            run_name="bound", workers=2) as sim:
+        sim.cluster.measure_bytes = True
         summary = sim.run(3)
+        costs = sim.cluster.costs.report()
     assert summary["stopped"] is None
+    # what the phases cost: one act phase per tick, each answered by both shards, bytes both ways (bench.cluster)
+    act = costs["phases"]["shard.act"]
+    assert act["calls"] == 3 and act["bytes_sent"] > 0 and act["bytes_received"] > 0
+    assert act["wall_s"] >= act["slowest_s"] > 0 and act["busy_s"] >= act["slowest_s"]
     calls = _recorded_calls(tmp_path / "bound")
     assert calls > 8 and summary["model_calls"]["calls"] == calls
     assert 1 <= server.most <= 2 and summary["model_calls"]["most_in_flight"] <= 2
