@@ -19,8 +19,11 @@ With a model, one more actor (:class:`ModelGate`) keeps the run's ``llm.concurre
 ``llm.max_calls`` / ``llm.max_tokens`` budget over all workers: every worker's budget wrapper takes a place from it
 before each request, so N workers neither send N times the calls at once nor spend N times the budget.
 
-Not yet: resuming with another number of workers, a Chroma server shared by the workers, and a scenario's recall
-probes on workers (each refused with a message).
+All workers can keep the run's memory on one Chroma server (``--chroma-url``): each agent's collections are its
+shard's alone; the town's shared tier is one collection that every shard writes alike (the same records).
+
+Not yet: resuming with another number of workers, and a scenario's recall probes on workers (refused with a
+message).
 """
 
 from __future__ import annotations
@@ -45,7 +48,8 @@ def build_shard_runtime(world_path: str, config: Config, personas_dir: str | Non
                         agents: Sequence[str], residents: Sequence[str], index: int, resume: bool = False) -> Runtime:
     """Everything that belongs to the ``agents`` of shard ``index``, built in the calling process: the world, an
     embedder, the language model (recording into ``<run_dir>/shard-<index>/``), a rater, a mind, and the agents'
-    stores (with a replica of the town's shared tier) in the embedded Chroma store of ``<run_dir>/shard-<index>/``.
+    stores (with a replica of the town's shared tier) in the embedded Chroma store of ``<run_dir>/shard-<index>/``,
+    or on the run's Chroma server (``memory.chroma_url``).
     With ``resume`` the shard's folder is reopened as it is (its stores, store journal and recorded model answers,
     which a resume replays); the town then restores them to its checkpoint (:meth:`RayShards.restore`).
 
@@ -60,7 +64,10 @@ def build_shard_runtime(world_path: str, config: Config, personas_dir: str | Non
     if resume and not shard_dir.is_dir():
         raise CheckpointError(f"{shard_dir}: the folder of shard {index} is missing; the run cannot be resumed")
     shard_dir.mkdir(parents=True, exist_ok=True)
-    location = store_location(config.memory, shard_dir)
+    # embedded: the shard's own store in its folder; on a Chroma server: the run's collections (one per agent and
+    # tier, so the shards' never overlap; the town's shared tier is written alike by every shard); the store journal
+    # in the shard's folder either way
+    location = store_location(config.memory, shard_dir, Path(run_dir).name)
     return build_parts(world, config, shard_dir, agents, location, [location.journal.close], resume=resume,
                        residents=residents, name=f"{Path(run_dir).name} shard {index}")
 

@@ -55,8 +55,7 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         unknown ablation in the trace header.
     """
     from simulacra.evaluation.variants import ablate_memory, ablate_mind, recorded_ablations
-    from simulacra.memory.stream import AgentMemory
-    from simulacra.runtime import build_language_model, build_mind, open_shared, store_location
+    from simulacra.runtime import RunStores, build_language_model, build_mind
 
     if not question or not question.strip():
         raise SimulacraError("the question is empty")
@@ -78,7 +77,8 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     embedded_with = dict(recorded.get("embedding") or {})  # apply_overrides changes the dicts it is given
     config = config_from_dict(apply_overrides(recorded, list(overrides), source), source)
     same_embedding(embedded_with, config.embedding, f"{run_dir}/trace.jsonl")
-    location = store_location(config.memory, run_dir)
+    stores = RunStores(config.memory, run_dir, header)
+    location = stores.location(agent)
     if not location.has_store(agent):
         raise SimulacraError(f"{run_dir}: no memory store for {agent} in {location}"
                              + ("" if location.remote else " (the run folder holds no memory of this agent)"))
@@ -92,11 +92,7 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         from simulacra.embeddings import build_embedder
 
         embedder = build_embedder(config.embedding)
-    shared = None
-    if header["world"].get("shared_memory") and location.has_store("town", "shared"):
-        shared = open_shared(location, config.memory, embedder.dim)
-    memory = ablate_memory(AgentMemory(agent, run_dir / agent, config.memory, embedder.dim, shared=shared,
-                                       location=location), ablate)
+    memory = ablate_memory(stores.memory(agent, embedder.dim), ablate)
     closers: list = []
     try:
         if mind is None:

@@ -5,7 +5,7 @@ mind, memory stores, trace), and the tear-down. :class:`~simulacra.simulation.Si
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -371,17 +371,72 @@ def build_mind(config: Config, llm, tick_minutes: int = 10, reflector=None):
     return LLMMind(llm, config, tick_minutes, reflector)
 
 
-def store_location(config: MemoryConfig, run_dir: str | Path) -> EmbeddedChroma | ChromaServer:
+def store_location(config: MemoryConfig, run_dir: str | Path, run: str | None = None) -> EmbeddedChroma | ChromaServer:
     """Where the run's memory stores live: the Chroma server at ``config.chroma_url`` (collections named after the
-    run folder's name, :class:`ChromaServer`), else folders under ``run_dir`` (:class:`EmbeddedChroma`).
+    run's name ``run``, default the folder's: :class:`ChromaServer`), else folders under ``run_dir``
+    (:class:`EmbeddedChroma`); the store journal in ``run_dir`` either way (a Ray worker's: its ``shard-<k>/``).
 
     Raises:
         StoreUnavailable: no Chroma server answers at ``config.chroma_url``.
     """
-    location = (ChromaServer(config.chroma_url, Path(run_dir).name, config.chroma_retry_s, config.chroma_timeout_s)
+    location = (ChromaServer(config.chroma_url, run or Path(run_dir).name, config.chroma_retry_s,
+                             config.chroma_timeout_s)
                 if config.chroma_url else EmbeddedChroma(run_dir))
     location.journal = StoreJournal(run_dir)  # what the run wrote since its stores last reached Chroma
     return location
+
+
+class RunStores:
+    """Where a recorded run keeps each owner's memory stores, for the tools that read a run (``interview``,
+    ``evaluate``, ``tune``, the recall scores): the run's Chroma server or its folder; for a run on Ray workers (its
+    header records ``workers``) the folder ``shard-<k>/`` of the owner's shard by the rule the run used
+    (:func:`simulacra.shard.shard_agents`), which holds its embedded stores and its store journal (with a Chroma
+    server: its journal). One location per folder, made at first use.
+
+    Args:
+        config: the run's ``memory`` section (as its header records it, with any override).
+        run_dir: the run folder; header: its trace header (``agents``, ``world.shared_memory``, ``workers``).
+    Raises:
+        StoreUnavailable: (on first use) no Chroma server answers at ``config.chroma_url``.
+    """
+
+    def __init__(self, config: MemoryConfig, run_dir: str | Path, header: Mapping[str, Any]):
+        self.config, self.run_dir = config, Path(run_dir)
+        self.has_shared = bool((header.get("world") or {}).get("shared_memory"))
+        self._shard_of: dict[str, int] | None = None
+        if header.get("workers"):
+            from simulacra.shard import shard_agents
+
+            groups = shard_agents(list(header["agents"]), int(header["workers"]))
+            self._shard_of = {a: k for k, g in enumerate(groups) for a in g}
+        self._made: dict[Path, EmbeddedChroma | ChromaServer] = {}
+        self._shared: dict[Path, MemoryTier | None] = {}
+
+    def _folder(self, owner: str) -> Path:
+        if self._shard_of is None:
+            return self.run_dir
+        return self.run_dir / f"shard-{self._shard_of.get(owner, 0)}"  # the town's shared tier: shard 0's replica
+
+    def location(self, owner: str) -> EmbeddedChroma | ChromaServer:
+        """The :func:`store_location` holding ``owner``'s stores (an agent id, or ``"town"``)."""
+        folder = self._folder(owner)
+        if folder not in self._made:
+            self._made[folder] = store_location(self.config, folder, self.run_dir.name)
+        return self._made[folder]
+
+    def shared(self, owner: str, dim: int) -> MemoryTier | None:
+        """The town's shared tier as ``owner``'s location keeps it (``None``: the run has none)."""
+        folder = self._folder(owner)
+        if folder not in self._shared:
+            location = self.location(owner)
+            self._shared[folder] = (open_shared(location, self.config, dim)
+                                    if self.has_shared and location.has_store("town", "shared") else None)
+        return self._shared[folder]
+
+    def memory(self, agent: str, dim: int) -> AgentMemory:
+        """``agent``'s :class:`AgentMemory` as the run left it (with the shared tier of its location)."""
+        return AgentMemory(agent, self.run_dir / agent, self.config, dim, shared=self.shared(agent, dim),
+                           location=self.location(agent))
 
 
 def store_tiers(memories: Iterable[AgentMemory], shared: MemoryTier | None) -> list[MemoryTier]:

@@ -283,17 +283,22 @@ class Simulation:
         ``checkpoint``, the run in its folder taken up there (:meth:`resume`; ``scenario``: its header's).
 
         Raises:
-            SimulacraError: a Chroma server with several workers (not yet), Ray missing, a shard not built.
-            CheckpointError: resuming, a shard's folder or part of the checkpoint is missing.
+            SimulacraError: Ray missing, a shard not built.
+            CheckpointError: resuming, a shard's folder or part of the checkpoint is missing, or the Chroma server
+                holds no collection of the run.
+            RunExistsError: a new run, and the Chroma server holds collections of a run of this name.
+            StoreUnavailable: no Chroma server answers at ``memory.chroma_url``.
         """
         from simulacra.cluster import RayShards, town_mind
 
-        if config.memory.chroma_url:
-            raise SimulacraError("--workers with --chroma-url is not supported yet: each worker keeps an embedded "
-                                 "store in the run folder")
         resume = checkpoint is not None
         world, ids, run_dir, _, _ = prepare_run(world_path, config, personas_dir, db_dir, run_name, overwrite,
                                                 agents, resume=resume, stores=False)
+        if config.memory.chroma_url:  # the run's collections on the server, checked once, before any worker writes
+            from simulacra.memory.chroma import ChromaServer
+
+            ChromaServer(config.memory.chroma_url, run_dir.name, config.memory.chroma_retry_s,
+                         config.memory.chroma_timeout_s).claim(resume, overwrite)
         if not config.embedding.threads:  # the workers embed with the town's thread count: the same vectors
             import torch
 

@@ -82,6 +82,55 @@ def test_a_town_on_workers_is_the_town_in_one_process(tmp_path, one_process, wor
     assert memories == one_process[1] and sum(len(v) for v in memories.values()) > 30
     for key in ("agents", "events", "mind", "shared_memory", "ticks", "game_time"):
         assert summary[key] == one_process[2][key], key
+    # the tools that read a finished run find each agent's stores in its shard's folder: the same interview
+    from simulacra.interview import interview
+
+    asked = [interview(d, "ann", "What happened at the well?") for d in (tmp_path / f"w{workers}",
+                                                                          Path(one_process[2]["run_dir"]))]
+    assert asked[0]["retrieved"] and asked[0] == asked[1]
+
+
+def server_memories(url: str, run: str, agents) -> dict:
+    """As :func:`read_memories`, read from the run's collections on a Chroma server."""
+    import chromadb
+    from chromadb.config import Settings
+
+    from simulacra.memory.chroma import collection_name
+    from simulacra.memory.records import TIERS
+
+    host, port = url.removeprefix("http://").split(":")
+    client = chromadb.HttpClient(host=host, port=int(port), settings=Settings(anonymized_telemetry=False))
+    out: dict = {}
+    for agent in agents:
+        for tier in TIERS:
+            got = client.get_collection(collection_name(run, agent, tier)).get(include=["documents", "metadatas"])
+            for i, doc, meta in zip(got["ids"], got["documents"], got["metadatas"]):
+                meta = {k: v for k, v in meta.items() if k != "owner"}
+                out.setdefault(agent, set()).add((tier, i, doc, json.dumps(meta, sort_keys=True)))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def test_workers_keep_the_run_on_one_chroma_server(tmp_path, one_process):
+    """``--workers 2 --chroma-url``: every shard writes its agents' collections on one real ``chroma run`` server;
+    the trace and every agent's memories are those of the run in one process, and ``interview`` reads them there."""
+    from simulacra.interview import interview
+    from tests.processes import chroma_server
+
+    server = chroma_server(tmp_path / "chroma", tmp_path / "chroma.log").start()
+    try:
+        config = load_config(None, [*BUSY, f"memory.chroma_url={server.base}"])
+        with Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
+                               run_name="srv", workers=2) as sim:
+            summary = sim.run(TICKS)
+        assert summary["stopped"] is None
+        run_dir = tmp_path / "srv"
+        assert not list(run_dir.glob("shard-*/*.sqlite3")) and not list(run_dir.glob("shard-*/town"))
+        assert run_dir.joinpath("trace.jsonl").read_bytes().split(b"\n")[1:] == one_process[0]
+        assert server_memories(server.base, "srv", list(one_process[1])) == one_process[1]
+        asked = [interview(d, "ben", "Who did I talk to?") for d in (run_dir, Path(one_process[2]["run_dir"]))]
+        assert asked[0]["retrieved"] and asked[0] == asked[1]
+    finally:
+        server.stop()
 
 
 def test_the_onnx_backend_on_workers_is_the_onnx_backend_in_one_process(tmp_path, ray_local):

@@ -184,17 +184,13 @@ class Knowledge:
 
     def __init__(self, run: Run, embedder, sim: Similarity):
         from simulacra.config import config_from_dict, recorded_config
-        from simulacra.memory.stream import AgentMemory
-        from simulacra.runtime import open_shared, store_location
+        from simulacra.runtime import RunStores
 
         self.run, self.embedder, self.sim = run, embedder, sim
         self.config = config_from_dict(recorded_config(run.header["config"]), f"{run.run_dir}/trace.jsonl header")
-        location = store_location(self.config.memory, run.run_dir)  # the run's own stores, embedded or on a server
-        shared = None
-        if run.header["world"].get("shared_memory") and location.has_store("town", "shared"):
-            shared = open_shared(location, self.config.memory, embedder.dim)
-        self.memories = {a: AgentMemory(a, run.run_dir / a, self.config.memory, embedder.dim, shared=shared,
-                                        location=location) for a in run.agents}
+        # the run's own stores, embedded (in its shards' folders on Ray workers) or on a server
+        stores = RunStores(self.config.memory, run.run_dir, run.header)
+        self.memories = {a: stores.memory(a, embedder.dim) for a in run.agents}
         self._q: dict[str, np.ndarray] = {}
 
     def retrieve(self, agent: str, question: str, minute: int):

@@ -313,8 +313,7 @@ def recall_queries(run_dir, sc: Scenario, sim: Similarity, embedder, scan: Scan 
     """
     from simulacra.config import config_from_dict, recorded_config
     from simulacra.labels import split_of
-    from simulacra.memory.stream import AgentMemory
-    from simulacra.runtime import open_shared, store_location
+    from simulacra.runtime import RunStores
 
     scan = scan or Scan.load(run_dir)
     if not scan.probes:
@@ -324,18 +323,15 @@ def recall_queries(run_dir, sc: Scenario, sim: Similarity, embedder, scan: Scan 
     known = [r for r in rows(Scan(scan.header, scan.ticks, [last], scan.events_seen, scan.plans, scan.texts,
                                   scan.evidence), sc, sim) if r["known"]]
     config = config_from_dict(recorded_config(scan.header["config"]), f"{run_dir}/trace.jsonl header")
-    location = store_location(config.memory, run_dir)
-    shared = None
-    if scan.header["world"].get("shared_memory") and location.has_store("town", "shared"):
-        shared = open_shared(location, config.memory, embedder.dim)
+    stores = RunStores(config.memory, run_dir, scan.header)
+
     queries_of = {(a["agent"], a["about"]): a["query"] for a in last["asks"]}
     events = scan.header["world"].get("events") or []
     facts = {f"fact:{f.id}": f for f in sc.facts}
     run = Path(run_dir).name
     out = []
     for agent in scan.header["agents"]:
-        mem = AgentMemory(agent, Path(run_dir) / agent, config.memory, embedder.dim, shared=shared,
-                          location=location)
+        mem = stores.memory(agent, embedder.dim)
         records = [r for name in mem.readable for r in mem.tier(name).records
                    if r.timestamp is None or r.timestamp < at]
         probe = {"memories": {r.id: [r.text, r.kind, None, r.timestamp] for r in records}}

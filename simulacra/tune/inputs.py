@@ -105,7 +105,7 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
     from simulacra.memory.index import MirrorIndex
     from simulacra.memory.lexical import LexicalIndex
     from simulacra.memory.stream import AgentMemory
-    from simulacra.runtime import open_shared, store_location
+    from simulacra.runtime import RunStores
 
     run = run or read_run(run_dir)
     rdir = Path(run_dir)
@@ -118,18 +118,17 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
     dim = int(embedder.dim)
     vectors = embedder.embed(list(dict.fromkeys(q.query for q in queries)))
     vec_of = dict(zip(dict.fromkeys(q.query for q in queries), vectors))
-    shared = None
-    location = store_location(mem_cfg, rdir)
-    if location.has_store("town", "shared"):
-        shared = open_shared(location, mem_cfg, dim)
+    stores = RunStores(mem_cfg, rdir, run.header)
     memories: dict[str, AgentMemory] = {}
     out = []
     for q in queries:
         if q.agent not in memories:
+            location = stores.location(q.agent)
             if not location.has_store(q.agent):
                 raise TuneError(f"{rdir / q.agent}: no memory store for agent {q.agent} in {location}")
-            memories[q.agent] = AgentMemory(q.agent, rdir / q.agent, mem_cfg, dim, shared=shared, location=location)
+            memories[q.agent] = stores.memory(q.agent, dim)
         mem = memories[q.agent]
+        shared = mem.shared
         now = run.end_minute if q.time is None else q.time
         names = mem.readable
         records = [r for name in names for r in mem.tier(name).records]

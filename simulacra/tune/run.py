@@ -9,7 +9,17 @@ from typing import Any
 
 from simulacra.config import config_from_dict, recorded_config
 from simulacra.errors import SimulacraError
-from simulacra.trace import ADD, POST, REINFORCE, AddOp, PostOp, TraceFormatError, reinforced_as_add, stream_trace
+from simulacra.trace import (
+    ADD,
+    POST,
+    REINFORCE,
+    AddOp,
+    Header,
+    PostOp,
+    TraceFormatError,
+    reinforced_as_add,
+    stream_trace,
+)
 
 #: owner key of the town's shared tier in :attr:`RunInfo.added` (persona ids are file stems, never "@")
 SHARED = "@town"
@@ -29,6 +39,7 @@ class RunInfo:
     end_minute: float
     agents: list[str]
     added: dict[str, list[AddOp | PostOp]]  # owner (:data:`SHARED` for the shared tier) -> add/post operations
+    header: Header  # the trace header (where the stores are: :class:`simulacra.runtime.RunStores`)
 
 
 def read_run(run_dir: str | Path) -> RunInfo:
@@ -61,4 +72,5 @@ def read_run(run_dir: str | Path) -> RunInfo:
         raise TuneError(str(err)) from None
     start = int(header.get("start_minute", 0))
     config = config_from_dict(recorded_config(header["config"]), path)
-    return RunInfo(run, config, start, float(start) if end is None else end, list(header.get("agents", [])), added)
+    return RunInfo(run, config, start, float(start) if end is None else end, list(header.get("agents", [])), added,
+                   header)
