@@ -472,6 +472,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     print(format_report(report))
     print(f"{world_path}: ok — checked; report in {world_path.parent / 'import_report.json'}\n"
           f"run it with: simulacra run --world {world_path}")
+    for name in report.get("scenarios", []):  # the paper's experiments, for a town with its host and candidate
+        print(f"scenario: simulacra evaluate {world_path.parent / name} --out <folder>")
     return 0
 
 

@@ -404,6 +404,27 @@ class SimulationConfig(_Section):
         "conversation_turns; 2 = a speaker may end it from the reply to the opening line on")
     news_min_rating: int = Field(4, ge=1, le=10, description="memories rated at least this are worth telling")
     news_max_age_minutes: int = Field(24 * 60, gt=0, description="news older than this is not retold")
+    gossip: Literal["tell-all", "graded"] = Field(
+        "tell-all", description="what the scripted mind tells (simulacra.cognition.scripted.GossipRule): tell-all: "
+        "the best untold news to everyone it meets; graded: each news item with a chance that rises with its "
+        "importance and the listener's closeness and falls with the times the speaker already passed it on or heard "
+        "it (gossip_* below; docs/evaluation.md)")
+    gossip_base: float = Field(
+        0.8, ge=0, le=1, description="graded: chance (0..1) to tell news rated 10 of 10, never told or heard "
+        "before, to a close listener")
+    gossip_importance_exponent: float = Field(
+        1.0, ge=0, description="graded: the chance is multiplied by (rating / 10) ** this (rating 1..10); 0 = "
+        "importance does not matter, larger = only important news travels")
+    gossip_retell_decay: float = Field(
+        0.6, ge=0, le=1, description="graded: the chance is multiplied by this once per resident the speaker has "
+        "already told the news to or heard it from (1 = no fatigue, 0 = news is passed on by whoever holds it first "
+        "only)")
+    gossip_stranger: float = Field(
+        0.3, ge=0, le=1, description="graded: the closeness factor (0..1) of a listener the speaker never talked "
+        "to and does not name among its relationships (a relation's is 1)")
+    gossip_closeness_conversations: float = Field(
+        2.0, gt=0, description="graded: past conversations with a listener not among the speaker's relationships "
+        "after which it counts halfway between a stranger and a relation")
     checkpoint_every: int = Field(1, ge=1, description="ticks between checkpoints (a resume redoes at most this "
                                   "many minus one); the last tick of a run is always checkpointed")
     min_free_mb: float = Field(100.0, ge=0, description="free disk space (MB) the run folder's disk must have "
@@ -563,7 +584,8 @@ def profile_overrides(memory: Any, profile: str | None) -> dict[str, Any]:
 PREDATED: dict[str, dict[str, Any]] = {"memory": {"decay_importance_exponent": 0.0, "purposes": {},
                                                   "rate_news_by_topic": False, "retold_bonus": 0,
                                                   "day_summary": False},
-                                       "embedding": {"backend": "torch"}}
+                                       "embedding": {"backend": "torch"},
+                                       "simulation": {"gossip": "tell-all"}}
 
 
 def recorded_config(data: dict[str, Any]) -> dict[str, Any]:

@@ -359,10 +359,10 @@ def build_mind(config: Config, llm, tick_minutes: int = 10, reflector=None):
     Raises:
         SimulacraError: ``cognition.backend: llm`` with no model configured.
     """
-    from simulacra.cognition.scripted import ScriptedMind
+    from simulacra.cognition.scripted import GossipRule, ScriptedMind
 
     if not uses_language_model(config):
-        return ScriptedMind(reflector)
+        return ScriptedMind(reflector, GossipRule.from_config(config.simulation))
     if llm is None:
         raise SimulacraError("cognition.backend is llm but no model is configured: set llm.model (and llm.base_url), "
                              "or use --llm local for the bundled model")

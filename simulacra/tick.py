@@ -644,7 +644,9 @@ def sides_stage(state: TownState, rt: Runtime, ordered: Sequence[tuple[str, str]
                                                 since=now - sim.news_max_age_minutes,
                                                 kinds=("event", "dialogue", "intention"))
         told = state.agents[me].told.get(other, set())
-        return news_candidates(recent, about[(me, other)], other, rt.names[other], told, sim.news_min_rating)
+        exchanged = Counter(t for topics in state.agents[me].told.values() for t in topics)
+        return news_candidates(recent, about[(me, other)], other, rt.names[other], told, sim.news_min_rating,
+                               exchanged)
 
     return Sides(about, {side: news_of(*side) for side in sides}, dict(zip(sides, ops)))
 
@@ -676,7 +678,8 @@ def hold_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str]], 
         convs = {me: ConversationView(me, other, state.agents[a].place, 0, sim.conversation_turns, [],
                                       sides.news[(me, other)], set(state.agents[me].knows),
                                       state.agents[a].talked_to[b] > 0, doing[me],
-                                      min_turns=sim.min_conversation_lines)
+                                      min_turns=sim.min_conversation_lines,
+                                      conversations=state.agents[a].talked_to[b])
                  for me, other in ((a, b), (b, a))}
         whole = rt.mind.whole_conversation(views, convs) if hasattr(rt.mind, "whole_conversation") else None
         if whole is not None:

@@ -317,3 +317,63 @@ def test_the_imported_town_runs(tmp_path):
     assert run.returncode == 0, run.stderr
     trace = (tmp_path / "db" / "world-seed0" / "trace.jsonl").read_text().splitlines()
     assert len(trace) >= 4  # the header and three ticks
+
+
+# ----------------------------------------------------------------------------------------------------- scenarios
+def paper_town(tmp_path, date="February 13, 2023"):
+    """The fixture with Mara Quill renamed Isabella Rodriguez and Owen Pike renamed Sam Moore (the paper's host and
+    candidate; their texts stay the fixture's invented ones), starting on ``date``."""
+    storage = copy_storage(tmp_path)
+    meta_path = storage / "reverie" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    for old, new in (("Mara Quill", "Isabella Rodriguez"), ("Owen Pike", "Sam Moore")):
+        (storage / "personas" / old).rename(storage / "personas" / new)
+        scratch = storage / "personas" / new / "bootstrap_memory" / "scratch.json"
+        scratch.write_text(json.dumps({**json.loads(scratch.read_text()), "name": new}, indent=2))
+        meta["persona_names"] = [new if n == old else n for n in meta["persona_names"]]
+    meta["start_date"], meta["curr_time"] = date, f"{date}, 00:00:00"
+    meta_path.write_text(json.dumps(meta))
+    return storage
+
+
+def test_a_town_with_the_papers_host_and_candidate_gets_the_papers_scenarios(tmp_path):
+    from simulacra.evaluation.scenario import load_scenario
+
+    out = tmp_path / "town"
+    proc = cli("import", "generative-agents", paper_town(tmp_path), "--assets", ASSETS, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("smallville-party.yaml", "smallville-election.yaml", "smallville-two-days.yaml"):
+        assert f"{out / name}" in proc.stdout
+    report = json.loads((out / REPORT_FILE).read_text())
+    assert report["start_date"] == "2023-02-13"
+    assert report["scenarios"] == ["smallville-party.yaml", "smallville-election.yaml", "smallville-two-days.yaml"]
+    party, election, both = (load_scenario(out / n) for n in report["scenarios"])
+    # only the host knows of the party at the start; February 14th is day 2; no Hobbs Cafe here: her workplace
+    assert party.fact("party").holders == ["isabella_rodriguez"] and party.candidacy is None
+    p = party.party
+    assert (p.host, p.place, p.day, p.start, p.end) == ("isabella_rodriguez", "lantern_hill_school", 2, "17:00",
+                                                        "19:00")
+    assert "day 2, February 14th" in party.fact("party").text and "Lantern Hill School" in party.fact("party").text
+    assert election.fact("candidacy").holders == ["sam_moore"] and election.party is None
+    assert election.candidacy.candidate == "sam_moore" and election.candidacy.office == "mayor"
+    # two game days each, with a control fact nobody holds; both experiments in one run in the third
+    for sc in (party, election, both):
+        assert (sc.until.day, sc.until.time) == (2, "20:00") and sc.agents is None
+        assert [f.id for f in sc.facts if f.control] == ["control-film-crew"]
+    assert both.party == party.party and both.candidacy == election.candidacy
+    again = cli("import", "generative-agents", paper_town(tmp_path / "b"), "--out", out)
+    assert again.returncode == 2 and "pass --overwrite" in again.stderr
+
+
+def test_without_a_date_the_party_is_on_day_2(tmp_path):
+    from simulacra.importers.generative_agents import paper_scenarios
+
+    world, personas, report = convert(paper_town(tmp_path, date="sometime"))
+    assert report["start_date"] is None
+    files = paper_scenarios(world, personas, report)
+    party = files["smallville-party.yaml"]
+    assert "day: 2" in party and "February 14th" not in party
+    del personas["sam_moore"]
+    assert list(paper_scenarios(world, personas, report)) == ["smallville-party.yaml"]
+    del personas["isabella_rodriguez"]
+    assert paper_scenarios(world, personas, report) == {}

@@ -44,7 +44,7 @@ from simulacra.cognition.mind import (
     reflect_with,
 )
 from simulacra.cognition.plan import is_asleep
-from simulacra.cognition.scripted import ScriptedMind
+from simulacra.cognition.scripted import GossipRule, ScriptedMind
 from simulacra.config import Config
 from simulacra.llm.structured import BadAnswer, ask_json
 from simulacra.llm.wrappers import CachingModel
@@ -228,7 +228,7 @@ class LLMMind:
         self.model = model if isinstance(model, CachingModel) else CachingModel(model)
         self.config = config
         self.cfg = config.cognition
-        self.scripted = ScriptedMind()
+        self.scripted = ScriptedMind(gossip=GossipRule.from_config(config.simulation))
         self.name = f"llm:{model.name}"
         self.usage: Counter = Counter()
 

@@ -185,7 +185,9 @@ class NewsItem:
     """Something worth telling: ``topic`` (the news text), its rating (1..10), where the speaker got it
     (``"seen"``, ``"own"`` for the speaker's own intention, or the id of the agent who told it), the memory it
     comes from, the engagement it invites to (``None``: plain news) and the importance (1..10) it keeps when retold
-    (``None``: each retelling is rated afresh; a scenario's fact declares one, :mod:`simulacra.evaluation`)."""
+    (``None``: each retelling is rated afresh; a scenario's fact declares one, :mod:`simulacra.evaluation`), and
+    how many residents the speaker already told it to or heard it from (``exchanged``, >= 0; read by the scripted
+    mind's gossip rule, :class:`simulacra.cognition.scripted.GossipRule`)."""
 
     topic: str
     rating: int
@@ -193,6 +195,7 @@ class NewsItem:
     memory_id: str
     engagement: Engagement | None = None
     importance: int | None = None
+    exchanged: int = 0
 
     def carried(self) -> dict[str, Any]:
         """Metadata the listener's memory of this news carries besides topic and source."""
@@ -244,7 +247,7 @@ class ConversationView:
         lines: the lines said so far, ``(speaker id, Utterance)``, oldest first.
         news: what the speaker could tell the listener, best first.
         knows: topics the speaker already knew before the conversation.
-        acquainted: the two have talked before.
+        acquainted: the two have talked before; conversations: how many times (>= 0).
         activity: what the speaker was doing when the conversation started.
         history: the conversation-history strategy's prompt messages for this speaker (language-model minds).
     """
@@ -262,6 +265,7 @@ class ConversationView:
     history: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
     min_turns: int = 2
+    conversations: int = 0
 
 
 @runtime_checkable

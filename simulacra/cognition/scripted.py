@@ -1,14 +1,18 @@
 """The scripted mind: the persona's routine as the plan, templates for speech; deterministic, no model.
 
 It is the fast offline default and the fallback of every language-model decision. It still decides from
-what it retrieved: what it tells in a conversation is the most important news among the memories it
-retrieved about the listener and its most important recent memories (:func:`news_candidates`), and an
-interview answer is made of the memories retrieved for the question.
+what it retrieved: what it may tell in a conversation is the news among the memories it retrieved about the
+listener and its most important recent memories (:func:`news_candidates`); whether it tells an item is its gossip
+rule (:class:`GossipRule`: everything, or each item with a chance); an interview answer is made of the memories
+retrieved for the question.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from simulacra.clock import MINUTES_PER_DAY
 from simulacra.cognition.mind import (
@@ -47,7 +51,7 @@ def routine_plan(persona: Persona, day_start: int, day_end: int | None = None,
 
 
 def news_candidates(memories, about_partner: Sequence[RetrievedMemory], listener_id: str, listener_name: str,
-                    told: set[str], min_rating: int) -> list[NewsItem]:
+                    told: set[str], min_rating: int, exchanged: Mapping[str, int] | None = None) -> list[NewsItem]:
     """News the speaker could tell, best first (ties: topic text).
 
     Args:
@@ -55,6 +59,8 @@ def news_candidates(memories, about_partner: Sequence[RetrievedMemory], listener
         about_partner: memories retrieved about the listener.
         told: topics the speaker already told this listener or heard from them.
         min_rating: memories rated under this (1..10) are not worth telling.
+        exchanged: topic -> residents the speaker already told it to or heard it from (``NewsItem.exchanged``,
+            read by :class:`GossipRule`); missing: 0.
     News about the listener, or that came from the listener, is left out.
     """
     seen: dict[str, NewsItem] = {}
@@ -68,10 +74,71 @@ def news_candidates(memories, about_partner: Sequence[RetrievedMemory], listener
             continue
         imp = rec.extra.get("importance")
         item = NewsItem(topic, rec.rating, source, rec.id, Engagement.from_extra(rec.extra),
-                        None if imp is None else int(imp))
+                        None if imp is None else int(imp), (exchanged or {}).get(topic, 0))
         if topic not in seen or item.rating > seen[topic].rating:
             seen[topic] = item
     return sorted(seen.values(), key=lambda n: (-n.rating, n.topic))
+
+
+def keyed_uniform(seed: int, *key: Any) -> float:
+    """A uniform draw in [0, 1) that depends only on ``seed`` and ``key`` (SHA-256 of their text; never Python's
+    salted ``hash`` nor a shared stream), so it is the same in any process, on any shard, after any resume and
+    whatever order the draws are made in."""
+    text = "\x1f".join(str(k) for k in (seed, *key))
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") / 2.0 ** 64
+
+
+@dataclass(frozen=True)
+class GossipRule:
+    """Whether the scripted mind tells a news item to a listener (``simulation.gossip`` and ``gossip_*``).
+
+    ``tell-all`` (every run recorded before the setting, :data:`simulacra.config.PREDATED`): every item is told,
+    the best first, to everyone met. ``graded``: the item is told with the chance :meth:`chance`
+
+    ``p = base * (rating / 10) ** importance_exponent * (stranger + (1 - stranger) * closeness)
+    * retell_decay ** exchanged``
+
+    with ``closeness`` 1 for a listener among the speaker's persona relationships, else ``k / (k +
+    closeness_conversations)`` after ``k`` past conversations of the pair, and ``exchanged`` the residents the
+    speaker already told the item to or heard it from (its staleness to the speaker; the run state's ``told``, which a
+    checkpoint keeps). The form is ours, not the Generative Agents paper's: that paper only reports that news reached
+    about half the town in two days, its agents talking of other things too (arXiv 2304.03442, section 7.1); this
+    rule makes the scripted mind's word of mouth slow with repetition instead of saturating. The draw is
+    :func:`keyed_uniform` of (seed, speaker, listener, topic, game minute): the same in every process and after a
+    resume; in one conversation an item declined stays declined.
+    """
+
+    rule: Literal["tell-all", "graded"] = "tell-all"
+    seed: int = 0
+    base: float = 0.8
+    importance_exponent: float = 1.0
+    retell_decay: float = 0.6
+    stranger: float = 0.3
+    closeness_conversations: float = 2.0
+
+    @classmethod
+    def from_config(cls, sim: Any) -> GossipRule:
+        """The rule of a :class:`~simulacra.config.SimulationConfig` (its ``seed``, ``gossip`` and ``gossip_*``)."""
+        return cls(sim.gossip, sim.seed, sim.gossip_base, sim.gossip_importance_exponent, sim.gossip_retell_decay,
+                   sim.gossip_stranger, sim.gossip_closeness_conversations)
+
+    def chance(self, rating: float, exchanged: int, related: bool, conversations: int) -> float:
+        """The chance (0..1) to tell news rated ``rating`` (1..10) that the speaker already exchanged with
+        ``exchanged`` residents (>= 0) to a listener it names among its relationships (``related``) or has talked
+        with ``conversations`` times before (>= 0). 1 under ``tell-all``."""
+        if self.rule == "tell-all":
+            return 1.0
+        closeness = 1.0 if related else conversations / (conversations + self.closeness_conversations)
+        p = (self.base * (max(0.0, min(rating, 10)) / 10) ** self.importance_exponent
+             * (self.stranger + (1 - self.stranger) * closeness) * self.retell_decay ** max(0, exchanged))
+        return min(1.0, max(0.0, p))
+
+    def tells(self, item: NewsItem, speaker: str, listener: str, now: int, related: bool, conversations: int) -> bool:
+        """Whether ``speaker`` tells ``item`` to ``listener`` at game minute ``now`` (see the class docstring)."""
+        if self.rule == "tell-all":
+            return True
+        p = self.chance(item.rating, item.exchanged, related, conversations)
+        return keyed_uniform(self.seed, "gossip", speaker, listener, item.topic, now) < p
 
 
 def tell(item: NewsItem, names: dict[str, str]) -> str:
@@ -88,12 +155,14 @@ class ScriptedMind:
 
     Args:
         reflector: where insights come from (the run's rater, :class:`~simulacra.cognition.mind.Reflector`).
+        gossip: which news it tells whom (default: ``tell-all``).
     """
 
     name = "scripted"
 
-    def __init__(self, reflector: Reflector | None = None):
+    def __init__(self, reflector: Reflector | None = None, gossip: GossipRule | None = None):
         self.reflector = reflector
+        self.gossip = gossip or GossipRule()
 
     def reflect(self, view: AgentView, evidence: Sequence[dict], max_insights: int) -> Decision[list[dict]]:
         return reflect_with(self.reflector, view, evidence, max_insights, "scripted")
@@ -111,8 +180,9 @@ class ScriptedMind:
 
     def next_line(self, view: AgentView, c: ConversationView) -> Decision[Utterance]:
         """Greeting first; then react to the last news told ("I heard that too" / "Really?") and tell the
-        best news not yet said in this conversation; with nothing left to tell, say what one was doing (early)
-        or take leave. Ends when there was nothing to tell after the opening."""
+        best news not yet said in this conversation that the gossip rule lets it tell (:class:`GossipRule`); with
+        nothing left to tell, say what one was doing (early) or take leave. Ends when there was nothing to tell
+        after the opening."""
         me, other = view.persona, view.names[c.listener]
         other_first = other.split()[0]
         parts = []
@@ -123,7 +193,9 @@ class ScriptedMind:
         elif last_topic is not None:
             parts.append("Yes, I heard that too." if last_topic in c.knows else "Really? I had not heard.")
         said = {u.topic for _, u in c.lines}
-        pool = [n for n in c.news if n.topic not in said]
+        related = c.listener in me.relationships
+        pool = [n for n in c.news if n.topic not in said
+                and self.gossip.tells(n, view.agent, c.listener, view.now, related, c.conversations)]
         item = pool[0] if pool and c.turn < c.max_turns - 1 else None
         if item is not None:
             parts.append(tell(item, view.names))

@@ -12,7 +12,8 @@ the Generative Agents paper's ablations (arXiv 2304.03442, section 6):
   (:class:`StaticOnlyMemory`): the agent still perceives and stores, but cannot use what it lived.
 
 Reflection is switched off by config (``reflection.enabled=false``); the conversation-history strategies are
-config (``cognition.history``).
+config (``cognition.history``), and so is the scripted mind's gossip rule (``gossip=graded``, ``gossip=tell-all``:
+``simulation.gossip``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from simulacra.cognition.scripted import routine_plan
 from simulacra.errors import SimulacraError
 
 HISTORIES = ("full", "window", "window_summary", "recursive_summary", "swin")
+GOSSIP_RULES = ("tell-all", "graded")  # simulation.gossip
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,8 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in [
             ablate=frozenset({"reaction"})),
     *[Variant(f"history={h}", f"conversation history strategy {h}", (f"cognition.history={h}",)) for h in HISTORIES],
     Variant("exchange=whole", "one model call writes a whole conversation", ("cognition.exchange=whole",)),
+    *[Variant(f"gossip={g}", f"the scripted mind's gossip rule {g}", (f"simulation.gossip={g}",))
+      for g in GOSSIP_RULES],
 ]}
 
 

@@ -15,7 +15,9 @@ What is read, at run time, from the user's copy of that project (nothing of it s
 
 What is written (:func:`import_generative_agents`): ``world.yaml``, ``personas/<id>.json`` and
 ``import_report.json`` into the output folder, with the writer of generated towns
-(:func:`simulacra.world.generate.write_world`), then checked as ``simulacra check`` does.
+(:func:`simulacra.world.generate.write_world`), then checked as ``simulacra check`` does; for a town with the
+paper's Isabella Rodriguez and Sam Moore, also the scenarios of the paper's party and election experiments
+(:func:`paper_scenarios`: ``smallville-party.yaml``, ``smallville-election.yaml``, ``smallville-two-days.yaml``).
 
 How the town is converted (docs/import.md has the same with examples):
 
@@ -63,6 +65,7 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
+import yaml
 
 from simulacra.errors import InputError, PersonaError, WorldError, read_text, unknown_name
 
@@ -1097,10 +1100,11 @@ def convert(storage: str | Path, assets: str | Path | None = None) -> tuple[dict
         summary.append({"id": res.id, "name": res.name, "file": res.scratch, "home": places[home]["name"],
                         "workplace": places[plan.workplace]["name"] if plan.workplace else None,
                         "routine": source, "routine_steps": len(routine)})
-    weekday = "Monday"
+    weekday, start_date = "Monday", None
     when = str(meta.get("curr_time") or meta.get("start_date") or "")
     try:
-        weekday = datetime.strptime(when.split(",")[0] + "," + when.split(",")[1], "%B %d, %Y").strftime("%A")
+        first = datetime.strptime(when.split(",")[0] + "," + when.split(",")[1], "%B %d, %Y")
+        weekday, start_date = first.strftime("%A"), first.date().isoformat()
     except (ValueError, IndexError):
         notes.append(Note("reverie/meta.json", "curr_time", "unread", "no date (\"February 13, 2023, 00:00:00\"): "
                                                                       "the first day is a Monday"))
@@ -1120,7 +1124,7 @@ def convert(storage: str | Path, assets: str | Path | None = None) -> tuple[dict
                                                                                      "/scratch.json"), -1)))
     report = {
         "source": storage.name, "assets": Path(assets).name if assets is not None else None,
-        "world": world_name, "layout": layout, "edges_per_tick": edges_per_tick,
+        "world": world_name, "start_date": start_date, "layout": layout, "edges_per_tick": edges_per_tick,
         "counts": {"residents": len(residents), "places": len(places), "streets": len(streets),
                    "paths": len(paths), "objects": len(world["objects"]),
                    "relationships": sum(len(p["relationships"]) for p in personas.values())},
@@ -1151,11 +1155,116 @@ def import_generative_agents(storage: str | Path, out: str | Path, assets: str |
         raise FileExistsError(f"{report_path} exists; pass --overwrite")
     flags = f" --assets {Path(assets).name}" if assets is not None else ""
     header = f"# imported by: simulacra import generative-agents {Path(storage).name}{flags}\n"
+    scenarios = paper_scenarios(world, personas, report)
+    for name in scenarios:
+        if (out / name).exists() and not overwrite:
+            raise FileExistsError(f"{out / name} exists; pass --overwrite")
     world_path, _ = write_world(out / WORLD_FILE, world, personas, out / PERSONAS_DIR, overwrite, header)
+    for name, text in scenarios.items():
+        (out / name).write_text(header + text, encoding="utf-8")
+    report["scenarios"] = list(scenarios)
     report_path.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     checked = check_world(world_path)
+    if scenarios:
+        from simulacra.evaluation.scenario import load_scenario
+
+        for name in scenarios:  # what was written loads and passes the scenario checks
+            load_scenario(out / name)
     log.info("imported %d residents into %s", len(personas), world_path)
     return world_path, checked, report
+
+
+#: the two residents of the Generative Agents paper's experiments (arXiv 2304.03442, section 7.1): the host of the
+#: Valentine's Day party and the mayoral candidate; the party's day (February 14th), hours and place
+PARTY_HOST, CANDIDATE = "Isabella Rodriguez", "Sam Moore"
+PARTY_DATE, PARTY_HOURS, PARTY_PLACE = (2, 14), ("17:00", "19:00"), "Hobbs Cafe"
+#: the file names of the scenarios written beside an imported Smallville (:func:`paper_scenarios`)
+PARTY_FILE, ELECTION_FILE, BOTH_FILE = "smallville-party.yaml", "smallville-election.yaml", "smallville-two-days.yaml"
+#: a fact nobody is told: every claim to know it is made up (its words are far from every imported text)
+CONTROL_FACT = {
+    "id": "control-film-crew",
+    "text": "A film studio is going to shoot a submarine film in the town's pond next winter.",
+    "question": "Is a film going to be shot in town?",
+    "probes": ["A studio will film a submarine picture here next winter."],
+}
+
+
+def paper_scenarios(world: dict[str, Any], personas: dict[str, dict], report: dict[str, Any]) -> dict[str, str]:
+    """The Generative Agents paper's two experiments (section 7.1) as scenario files for an imported town, by file
+    name (:data:`PARTY_FILE`, :data:`ELECTION_FILE` and :data:`BOTH_FILE`, both in one run as in the paper), when
+    its residents include :data:`PARTY_HOST` and :data:`CANDIDATE`; ``{}`` when neither is there.
+
+    As in the paper, only the host knows of the party and only the candidate of the candidacy at the start (an
+    intention memory each, :mod:`simulacra.evaluation.scenario`); the party is at :data:`PARTY_PLACE` (else at the
+    host's workplace) from 17:00 to 19:00 on February 14th, the simulation's second day when it starts on the 13th
+    as ``base_the_ville_n25`` does (day 2 when the start date is unknown); each run lasts two game days, from the
+    world's start to 20:00 on day 2. The files hold the residents' ids and names, the place, and sentences written
+    here: nothing is copied from the user's copy. Args: the world and personas mappings and the report of
+    :func:`convert`.
+    """
+    ids = {p["name"]: rid for rid, p in personas.items()}
+    names = {p["name"]: pid for pid, p in world["places"].items()}
+    host, candidate = ids.get(PARTY_HOST), ids.get(CANDIDATE)
+    day, month_day, short = 2, "day 2", "day 2"
+    if report.get("start_date"):
+        start = datetime.fromisoformat(report["start_date"])
+        days = (datetime(start.year, *PARTY_DATE) - start).days
+        if days in (0, 1):
+            day, month_day, short = days + 1, f"day {days + 1}, February 14th", "February 14th"
+    facts: dict[str, dict[str, Any]] = {}
+    blocks: dict[str, dict[str, Any]] = {}
+    if host is not None:
+        work = next((r["workplace"] for r in report["residents"] if r["id"] == host), None)
+        place = names.get(PARTY_PLACE) or names.get(work or "")
+        if place is not None:
+            where = world["places"][place]["name"]
+            start_t, end_t = PARTY_HOURS
+            facts["party"] = {
+                "id": "party",
+                "text": f"{PARTY_HOST} is throwing a Valentine's Day party at {where} on {month_day}, from {start_t} "
+                        f"to {end_t}, and everyone in town is invited.",
+                "intention": f"{PARTY_HOST} wants to throw a Valentine's Day party at {where} on {month_day}, from "
+                             f"{start_t} to {end_t}, and to invite everyone in town.",
+                "question": f"Is there a party at {where} on Valentine's Day?",
+                "probes": [f"{PARTY_HOST.split()[0]} is hosting a Valentine's Day party at {where} and everyone is "
+                           "invited.",
+                           f"There is a party at {where} on {short} from five to seven in the evening."],
+                "holders": [host], "importance": 7}
+            blocks["party"] = {"fact": "party", "host": host, "place": place, "day": day, "start": start_t,
+                               "end": end_t}
+    if candidate is not None:
+        facts["candidacy"] = {
+            "id": "candidacy",
+            "text": f"{CANDIDATE} is running for mayor in the town's local election.",
+            "intention": f"{CANDIDATE} has decided to run for mayor in the local election and wants people in town "
+                         "to know.",
+            "question": "Who is running for mayor in the local election?",
+            "probes": [f"{CANDIDATE.split()[0]} is a candidate in the mayoral election.",
+                       f"{CANDIDATE} wants to become the mayor."],
+            "holders": [candidate], "importance": 7}
+        blocks["candidacy"] = {"fact": "candidacy", "candidate": candidate, "office": "mayor"}
+
+    def scenario(name: str, keys: list[str], what: str) -> str:
+        data: dict[str, Any] = {
+            "name": name,
+            "description": f"{world['name']}, all {len(personas)} residents, two game days from {world['start_time']} "
+                           f"on day 1 to 20:00 on day 2: {what} (Generative Agents, arXiv 2304.03442, section 7.1).",
+            "world": WORLD_FILE, "until": {"day": 2, "time": "20:00"}, "curve_every_minutes": 120,
+            "facts": [facts[k] for k in keys] + [CONTROL_FACT]}
+        data.update({k: blocks[k] for k in keys})
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
+
+    party = f"{PARTY_HOST}'s Valentine's Day party, which only she knows of at the start"
+    election = f"{CANDIDATE}'s candidacy for mayor, which only he knows of at the start"
+    out = {}
+    if "party" in facts:
+        out[PARTY_FILE] = scenario("smallville-party", ["party"], party)
+    if "candidacy" in facts:
+        out[ELECTION_FILE] = scenario("smallville-election", ["candidacy"], election)
+    if "party" in facts and "candidacy" in facts:
+        out[BOTH_FILE] = scenario("smallville-two-days", ["party", "candidacy"], f"{party}, and {election}, in "
+                                  "one run as in the paper")
+    return out
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -1176,4 +1285,4 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Note", "TileMap", "convert", "format_report", "import_generative_agents", "read_map"]
+__all__ = ["Note", "TileMap", "convert", "format_report", "import_generative_agents", "paper_scenarios", "read_map"]
