@@ -286,6 +286,6 @@ def test_a_built_wheel_runs_its_default_town_from_any_folder(tmp_path):
     r = _python(code, cwd=empty, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     lines = r.stdout.strip().splitlines()
-    assert lines[0] == "['fernhollow', 'gullhaven'] ['fernhollow-election'] ['seed003']"
+    assert lines[0] == "['fernhollow', 'gullhaven'] ['fernhollow-election'] ['seed003', 'tell-all']"
     assert lines[1] == "1 ['ezra_pike', 'ruth_calloway'] database/fernhollow-seed0"
     assert (empty / "database" / "fernhollow-seed0" / "summary.json").is_file()
