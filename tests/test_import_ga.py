@@ -57,7 +57,7 @@ def notes_of(report, name, field=None):
 
 def cli(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "simulacra.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd or ROOT, timeout=300)
+                          cwd=cwd or ROOT, timeout=900)  # a guard against a hang, not a speed limit
 
 
 # ----------------------------------------------------------------------------------------------------- the town
