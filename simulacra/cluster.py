@@ -93,11 +93,9 @@ class ModelGate:
         return self._cond
 
     def _spent(self) -> str | None:
-        if self.max_tokens is not None and self.tokens >= self.max_tokens:
-            return "token"
-        if self.max_calls is not None and self.calls >= self.max_calls:
-            return "call"
-        return None
+        from simulacra.llm.wrappers import spent_budget
+
+        return spent_budget(self.calls, self.tokens, self.max_calls, self.max_tokens)
 
     async def enter(self) -> tuple[str, int, int] | None:
         cond = self._condition()

@@ -175,6 +175,17 @@ class RetryingModel(_Wrapper):
             ) from err
 
 
+def spent_budget(calls: int, tokens: int, max_calls: int | None, max_tokens: int | None) -> str | None:
+    """Which budget ``calls`` and ``tokens`` have spent: ``"token"`` (checked first), ``"call"``, or ``None``
+    (``None`` limits: unlimited). The one rule of :class:`BudgetedModel` and the run-wide
+    :class:`simulacra.cluster.ModelGate`."""
+    if max_tokens is not None and tokens >= max_tokens:
+        return "token"
+    if max_calls is not None and calls >= max_calls:
+        return "call"
+    return None
+
+
 class CallGate(Protocol):
     """What several processes' :class:`BudgetedModel` share when one run's model calls are made in all of them (Ray
     workers, :class:`simulacra.cluster.RayGate`): the run's bound on calls in flight and its call and token budget.
@@ -272,11 +283,7 @@ class BudgetedModel(_Wrapper):
 
     def _spent(self) -> str | None:
         """Which budget is spent (``"token"``, ``"call"``) or ``None``; the lock is held."""
-        if self.max_tokens is not None and self.tokens >= self.max_tokens:
-            return "token"
-        if self.max_calls is not None and self.calls >= self.max_calls:
-            return "call"
-        return None
+        return spent_budget(self.calls, self.tokens, self.max_calls, self.max_tokens)
 
     def complete(
         self,
