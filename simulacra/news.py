@@ -1,7 +1,10 @@
 """Who knows which news when, read from a run's trace: the rule of :attr:`simulacra.state.AgentState.knows`.
 
 During a run an agent comes to know a news *topic* (a world event's text, a scenario's fact) in three ways, each
-folded into ``knows`` by :meth:`simulacra.simulation.Simulation.step`, and each visible in the trace:
+folded into ``knows`` by :meth:`simulacra.simulation.Simulation.step`, and each visible in the trace (and a
+scenario's *holders* know their fact from the start: :func:`simulacra.evaluation.setup.start_run` puts it in their
+``knows`` before the first tick; the header's ``scenario.facts[].holders`` of a fact without ``told_at``, read here
+as ``held`` at the first tick):
 
 * **seen**: it perceived the event at its place (:func:`simulacra.tick.perceive_stage`; an event's percept has the
   event's text as its topic). The first tick it does, its memory of the event is written: an ``add`` operation of
@@ -25,19 +28,21 @@ from dataclasses import dataclass
 from simulacra.trace import ADD, Header, TickRecord
 
 #: the ways an agent comes to know a topic (``Learned.how``), in the order a tick's learning is folded in
-HOW = ("seen", "told", "heard")
+HOW = ("held", "seen", "told", "heard")
 
 
 @dataclass(frozen=True)
 class Learned:
     """``agent`` first knew ``topic`` at tick ``tick`` (game minute ``time``, the tick's start), ``how`` (one of
-    :data:`HOW`)."""
+    :data:`HOW`), ``source`` from whom: the speaker of the line it heard, the teller of a scenario's telling (its
+    ``by``, ``None`` when the scenario names none), ``None`` for what it saw."""
 
     agent: str
     topic: str
     tick: int
     time: int
     how: str
+    source: str | None = None
 
 
 class KnownNews:
@@ -50,32 +55,36 @@ class KnownNews:
     def __init__(self, header: Header):
         self.agents: list[str] = list(header["agents"])
         self.tick_minutes = int(header["tick_minutes"])
-        self._tellings = list((((header.get("scenario") or {}).get("schedule") or {}).get("tellings")) or [])
+        scenario = header.get("scenario") or {}
+        self._tellings = list(((scenario.get("schedule") or {}).get("tellings")) or [])
+        self._held: list[tuple[str, str, str, str | None]] = [
+            (a, f["text"], "held", None) for f in scenario.get("facts") or () if not f.get("told_at")
+            for a in f.get("holders") or () if a in self.agents]
         self.first: dict[str, dict[str, Learned]] = {}  # topic -> agent -> when it first knew it
 
     def read(self, record: TickRecord) -> list[Learned]:
         """Take in one tick record; returns what was first known at that tick (agent, topic), in the order of
         :data:`HOW` and, within each, of the record."""
         tick, now = int(record["tick"]), int(record["time"])
-        found: list[tuple[str, str, str]] = []
+        found, self._held = self._held, []  # the holders, at the first tick read
         for op in record["memory"]:
             if op["op"] == ADD and op["kind"] == "event" and op["agent"] in self.agents:
-                found.append((op["agent"], op["text"], "seen"))
+                found.append((op["agent"], op["text"], "seen", None))
         if self._tellings:
             from simulacra.schedule import in_tick
 
             for t in self._tellings:
                 if in_tick(t["minute"], now, self.tick_minutes):
-                    found += [(a, t["topic"], "told") for a in t["agents"] if a in self.agents]
+                    found += [(a, t["topic"], "told", t.get("by")) for a in t["agents"] if a in self.agents]
         for conv in record["conversations"]:
             for line in conv["lines"]:
                 if line["topic"]:
-                    found.append((line["listener"], line["topic"], "heard"))
+                    found.append((line["listener"], line["topic"], "heard", line["speaker"]))
         new = []
-        for agent, topic, how in found:
+        for agent, topic, how, source in found:
             knowers = self.first.setdefault(topic, {})
             if agent not in knowers:
-                knowers[agent] = Learned(agent, topic, tick, now, how)
+                knowers[agent] = Learned(agent, topic, tick, now, how, source)
                 new.append(knowers[agent])
         return new
 

@@ -2,7 +2,8 @@
 
 Playback position is a float tick (``Player.position``): its integer part is the tick shown, its fraction how
 far the agents have walked towards the next tick's places. All controls act on :class:`Player`, which has no
-pygame in it, so the key bindings are easy to test.
+pygame in it; :func:`handle_event` turns one pygame event (key, click, drag, wheel, motion) into calls on the
+player and the renderer's camera, so tests drive the window by posting real events, without the loop.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from simulacra.viewer.layout import PANELS, View
 from simulacra.viewer.state import ReplayState
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # ticks per second
@@ -29,6 +32,8 @@ class Player:
     help: bool = False
     message: str = ""
     live: bool = False  # following a running simulation: at the last tick, wait for more instead of pausing
+    view: View = field(default_factory=View)
+    drag: dict[str, Any] | None = None  # a mouse drag in progress: {"what": "map" | "timeline", "start", "last"}
     _agents: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -83,6 +88,57 @@ class Player:
             i = self._agents.index(self.selected) if self.selected in self._agents else -1
             self.selected = self._agents[(i + n) % len(self._agents)]
 
+    def select(self, agent: str) -> None:
+        """Select ``agent`` (the side panel follows it; the memory browser's selected memory is dropped)."""
+        if agent != self.selected:
+            self.view.memory = None
+            self.view.scroll["memory"] = 0
+        self.selected = agent
+        if self.view.panel == "place":
+            self.view.panel = "agent"
+
+    def open_place(self, place: str) -> None:
+        """Show ``place`` in the panel: who is there, what they do, its objects."""
+        self.view.place = place
+        self.view.panel = "place"
+        self.view.scroll["place"] = 0
+
+    def show(self, panel: str) -> None:
+        """Switch the side panel to ``panel`` (one of :data:`~simulacra.viewer.layout.PANELS`).
+
+        Raises:
+            ValueError: not a panel.
+        """
+        if panel not in PANELS:
+            raise ValueError(f"no panel {panel!r}; panels are {', '.join(PANELS)}")
+        self.view.panel = panel
+        self.view.searching = False
+
+    def toggle_tier(self, tier: str) -> None:
+        """Show or hide a tier in the memory browser."""
+        self.view.tiers ^= {tier}
+        self.view.scroll["memory"] = 0
+
+    def toggle_kind(self, kind: str, kinds: list[str]) -> None:
+        """Show or hide a kind of memory in the browser (``kinds``: every kind the agent has)."""
+        shown = set(kinds) if self.view.kinds is None else set(self.view.kinds)
+        shown ^= {kind}
+        self.view.kinds = None if shown >= set(kinds) else shown
+        self.view.scroll["memory"] = 0
+
+    def pick_memory(self, memory_id: str) -> None:
+        """Select a memory in the browser (again: unselect it)."""
+        self.view.memory = None if self.view.memory == memory_id else memory_id
+
+    def pick_news(self, topic: str) -> None:
+        """Colour the agents by whether they know ``topic`` (again: stop)."""
+        self.view.news = None if self.view.news == topic else topic
+        self.view.panel = "news"
+
+    def toggle_group(self, place: str) -> None:
+        """Expand a crowded place's counted group into its agents (again: fold it)."""
+        self.view.expanded ^= {place}
+
     def type_digit(self, d: str) -> None:
         self.seek_text = ((self.seek_text or "") + d)[-6:]
 
@@ -129,49 +185,8 @@ def run_window(replay: ReplayState, run_dir: Path, start_tick: int = 0, selected
     while running:
         dt = clock.tick(fps) / 1000.0
         for ev in pygame.event.get():
-            if ev.type == pygame.QUIT:
+            if not handle_event(ev, player, renderer, screen, run_dir):
                 running = False
-            elif ev.type == pygame.MOUSEBUTTONDOWN and ev.button == 1:
-                hit = renderer.agent_at(ev.pos)
-                if hit is not None:
-                    player.selected = hit
-            elif ev.type == pygame.KEYDOWN:
-                player.message = ""
-                k, u = ev.key, ev.unicode
-                if k in (pygame.K_ESCAPE, pygame.K_q) and player.seek_text is None:
-                    running = False
-                elif k == pygame.K_ESCAPE:
-                    player.seek_text = None
-                elif u.isdigit() and u:
-                    player.type_digit(u)
-                elif k == pygame.K_BACKSPACE and player.seek_text:
-                    player.seek_text = player.seek_text[:-1]
-                elif k in (pygame.K_RETURN, pygame.K_KP_ENTER, pygame.K_g):
-                    player.confirm_seek()
-                elif k == pygame.K_SPACE:
-                    player.toggle_pause()
-                elif k == pygame.K_RIGHT:
-                    player.step(1)
-                elif k == pygame.K_LEFT:
-                    player.step(-1)
-                elif k == pygame.K_HOME:
-                    player.paused = True
-                    player.seek(replay.first_tick)
-                elif k == pygame.K_END:
-                    player.paused = True
-                    player.seek(replay.last_tick)
-                elif u in ("+", "=") or k == pygame.K_KP_PLUS:
-                    player.faster(1)
-                elif u in ("-", "_") or k == pygame.K_KP_MINUS:
-                    player.faster(-1)
-                elif k == pygame.K_TAB:
-                    player.next_agent(-1 if ev.mod & pygame.KMOD_SHIFT else 1)
-                elif k == pygame.K_h:
-                    player.help = not player.help
-                elif k == pygame.K_s:
-                    out = screenshot_name(run_dir, player.tick)
-                    pygame.image.save(screen, str(out))
-                    player.message = f"saved {out.name}"
         if follow is not None:
             new = follow()
             if new:
@@ -187,18 +202,213 @@ def run_window(replay: ReplayState, run_dir: Path, start_tick: int = 0, selected
         nxt = replay.state_at(player.tick + 1) if player.frac > 0 else None
         overlay = Overlay(paused=player.paused, speed=player.speed, seek_text=player.seek_text, help=player.help,
                           message=player.message)
-        renderer.draw(screen, state, player.selected, nxt, player.frac, overlay)
+        renderer.draw(screen, state, player.selected, nxt, player.frac, overlay, player.view)
         pygame.display.flip()
     pygame.quit()
     return 0
 
 
+#: game-map zoom step of a wheel notch or a key press
+ZOOM_STEP = 1.25
+#: pixels the mouse must move with a button down before a click becomes a drag
+DRAG_SLOP = 5
+
+
+def _mods(pygame: Any, ev: Any) -> int:
+    mod = getattr(ev, "mod", None)
+    return pygame.key.get_mods() if mod is None else int(mod)
+
+
+def handle_event(ev: Any, player: Player, renderer: Any, screen: Any = None, run_dir: Path | None = None) -> bool:
+    """Apply one pygame event to ``player`` and ``renderer`` (its camera, what it last drew); returns ``False``
+    when the window should close.
+
+    Keys: see :data:`simulacra.viewer.render.HELP_LINES`. Mouse: a click (button 1, released within
+    :data:`DRAG_SLOP` pixels) on an agent selects it, on a counted group expands or folds it, on a place opens its
+    panel, on a panel element does what it shows (tab, tier or kind filter, memory, news, agent, search box); a
+    click or drag on the timeline seeks there (paused); a drag on the map pans it; the wheel scrolls the panel
+    under the mouse; with ctrl held, or over the map, it zooms the map about the mouse.
+    Motion sets the tooltip's position (``player.view.hover``).
+
+    Args:
+        ev: a ``pygame.event.Event`` (``pos``: pixels in the window).
+        screen: the window's surface, for ``S`` (a screenshot into ``run_dir``).
+    """
+    from simulacra.viewer.render import pygame
+
+    view = player.view
+    if ev.type == pygame.QUIT:
+        return False
+    if ev.type == pygame.MOUSEMOTION:
+        view.hover = ev.pos
+        d = player.drag
+        if d is not None:
+            if d["what"] == "timeline":
+                player.paused = True
+                player.seek(renderer.timeline.tick_at(ev.pos[0]))
+            elif d["what"] == "map" and (d["moved"] or abs(ev.pos[0] - d["start"][0]) + abs(ev.pos[1] - d["start"][1])
+                                         > DRAG_SLOP):
+                d["moved"] = True
+                renderer.camera.move(ev.pos[0] - d["last"][0], ev.pos[1] - d["last"][1])
+                d["last"] = ev.pos
+        return True
+    if ev.type == pygame.MOUSEBUTTONDOWN and ev.button in (1, 2, 3):
+        view.hover = ev.pos
+        if ev.button == 1 and renderer.timeline_rect.collidepoint(ev.pos):
+            player.drag = {"what": "timeline", "start": ev.pos, "last": ev.pos, "moved": False}
+            player.paused = True
+            player.seek(renderer.timeline.tick_at(ev.pos[0]))
+        elif renderer.map_rect.collidepoint(ev.pos):
+            player.drag = {"what": "map", "start": ev.pos, "last": ev.pos, "moved": ev.button != 1}
+        else:
+            player.drag = None
+            if ev.button == 1:
+                _click_panel(renderer.hotspot_at(ev.pos), player, renderer)
+        return True
+    if ev.type == pygame.MOUSEBUTTONUP and ev.button in (1, 2, 3):
+        d, player.drag = player.drag, None
+        if d is not None and d["what"] == "map" and not d["moved"] and ev.button == 1:
+            _click_map(ev.pos, player, renderer)
+        return True
+    if ev.type == pygame.MOUSEWHEEL:
+        pos = getattr(ev, "pos", None) or view.hover or pygame.mouse.get_pos()
+        ctrl = _mods(pygame, ev) & (pygame.KMOD_CTRL | pygame.KMOD_META)
+        if ctrl or renderer.map_rect.collidepoint(pos):
+            centre = pos if renderer.map_rect.collidepoint(pos) else renderer.map_rect.center
+            renderer.camera.zoom_at(centre, ZOOM_STEP ** ev.y)
+        elif renderer.panel_rect.collidepoint(pos):
+            view.scroll_by(view.panel, -ev.y * 3)
+        return True
+    if ev.type == pygame.KEYDOWN:
+        return _key(ev, player, renderer, screen, run_dir)
+    return True
+
+
+def _click_map(pos: tuple[int, int], player: Player, renderer: Any) -> None:
+    hit = renderer.hit(pos)
+    if hit is None:
+        return
+    if hit.kind == "agent":
+        player.select(hit.id)
+    elif hit.kind == "group":
+        player.toggle_group(hit.id)
+        player.open_place(hit.id)
+    elif hit.kind == "place":
+        if hit.id in player.view.expanded and player.view.place == hit.id:
+            player.toggle_group(hit.id)  # a second click on an expanded crowd's place folds it
+        player.open_place(hit.id)
+
+
+def _click_panel(action: tuple | None, player: Player, renderer: Any) -> None:
+    if action is None:
+        player.view.searching = False
+        return
+    what = action[0]
+    player.view.searching = what == "search"
+    if what == "panel":
+        player.show(action[1])
+    elif what == "tier":
+        player.toggle_tier(action[1])
+    elif what == "kind":
+        player.toggle_kind(action[1], renderer.replay.memory.kinds(player.selected))
+    elif what == "memory":
+        player.pick_memory(action[1])
+    elif what == "news":
+        player.pick_news(action[1])
+    elif what == "agent":
+        player.select(action[1])
+    elif what == "help":
+        player.help = not player.help
+
+
+def _key(ev: Any, player: Player, renderer: Any, screen: Any, run_dir: Path | None) -> bool:
+    from simulacra.viewer.render import pygame
+
+    view = player.view
+    player.message = ""
+    k, u = ev.key, getattr(ev, "unicode", "") or ""
+    if view.searching:  # typing into the memory browser's search box
+        if k in (pygame.K_ESCAPE, pygame.K_RETURN, pygame.K_KP_ENTER):
+            view.searching = False
+        elif k == pygame.K_BACKSPACE:
+            view.search = view.search[:-1]
+        elif u and u.isprintable():
+            view.search += u
+        view.scroll["memory"] = 0
+        view.memory = None
+        return True
+    if k in (pygame.K_ESCAPE, pygame.K_q) and player.seek_text is None:
+        return False
+    if k == pygame.K_ESCAPE:
+        player.seek_text = None
+    elif u.isdigit() and u:
+        player.type_digit(u)
+    elif k == pygame.K_BACKSPACE and player.seek_text:
+        player.seek_text = player.seek_text[:-1]
+    elif k in (pygame.K_RETURN, pygame.K_KP_ENTER, pygame.K_g):
+        player.confirm_seek()
+    elif k == pygame.K_SPACE:
+        player.toggle_pause()
+    elif k == pygame.K_RIGHT:
+        player.step(1)
+    elif k == pygame.K_LEFT:
+        player.step(-1)
+    elif k == pygame.K_HOME:
+        player.paused = True
+        player.seek(player.replay.first_tick)
+    elif k == pygame.K_END:
+        player.paused = True
+        player.seek(player.replay.last_tick)
+    elif u in ("+", "=") or k == pygame.K_KP_PLUS:
+        player.faster(1)
+    elif u in ("-", "_") or k == pygame.K_KP_MINUS:
+        player.faster(-1)
+    elif k == pygame.K_TAB:
+        player.next_agent(-1 if _mods(pygame, ev) & pygame.KMOD_SHIFT else 1)
+        view.memory = None
+    elif k == pygame.K_h:
+        player.help = not player.help
+    elif k == pygame.K_i:
+        player.show("agent")
+    elif k == pygame.K_m:
+        player.show("memory")
+    elif k == pygame.K_p:
+        player.show("place")
+    elif k == pygame.K_n:
+        player.show("news")
+    elif u == "/" or k == pygame.K_SLASH:
+        player.show("memory")
+        view.searching = True
+    elif k == pygame.K_r:
+        view.relations = not view.relations
+    elif k == pygame.K_b:
+        view.bubbles = not view.bubbles
+    elif k == pygame.K_e:
+        crowded = {g for g in renderer.groups} | view.expanded
+        view.expanded = set() if view.expanded else crowded
+    elif u == "[":
+        renderer.camera.zoom_at(renderer.map_rect.center, 1 / ZOOM_STEP)
+    elif u == "]":
+        renderer.camera.zoom_at(renderer.map_rect.center, ZOOM_STEP)
+    elif k == pygame.K_c:
+        renderer.camera.reset()
+    elif k == pygame.K_PAGEDOWN:
+        view.scroll_by(view.panel, 8)
+    elif k == pygame.K_PAGEUP:
+        view.scroll_by(view.panel, -8)
+    elif k == pygame.K_s and screen is not None and run_dir is not None:
+        out = screenshot_name(run_dir, player.tick)
+        pygame.image.save(screen, str(out))
+        player.message = f"saved {out.name}"
+    return True
+
+
 def save_screenshot(replay: ReplayState, tick: int, out: str | Path, selected: str | None = None,
-                    size: tuple[int, int] = (1280, 800)) -> Path:
+                    size: tuple[int, int] = (1280, 800), view: View | None = None) -> Path:
     """Render ``tick`` without a window (no display needed) and save it as PNG at ``out``; returns the path."""
     from simulacra.viewer.render import pygame, render_tick
 
-    surface, _ = render_tick(replay, tick, selected, size)
+    surface, _ = render_tick(replay, tick, selected, size, view)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     pygame.image.save(surface, str(out))

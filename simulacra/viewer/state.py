@@ -2,7 +2,10 @@
 
 :class:`ReplayState` reads a trace once and precomputes one cumulative snapshot per tick (memory counts per
 tier from the ``add`` / ``move`` / ``forget`` operations, each agent's last retrieval), so :meth:`state_at`
-is a lookup: seeking backwards gives exactly the state that playing forwards reaches. No pygame here.
+is a lookup: seeking backwards gives exactly the state that playing forwards reaches. Alongside it keeps the
+memory browser's index (:class:`~simulacra.viewer.memory.MemoryIndex`), who knows which news
+(:class:`simulacra.news.KnownNews`, the town's own rule), who talked with whom, and the objects' states, each
+answerable at any tick. No pygame here.
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from simulacra.clock import format_game_time, format_hhmm
+from simulacra.clock import day_number, format_game_time, format_hhmm
 from simulacra.memory.records import RetrievedMemory
+from simulacra.news import KnownNews, Learned
 from simulacra.trace import (
     ADD,
     FORGET,
@@ -31,6 +35,7 @@ from simulacra.trace import (
     TraceFormatError,
     read_trace,
 )
+from simulacra.viewer.memory import MemoryIndex, StaticRule
 
 log = logging.getLogger(__name__)
 
@@ -100,21 +105,24 @@ def initials(name: str) -> str:
     return (parts[0][0] + parts[-1][0]).upper()
 
 
-def _static_counts(header: Header) -> dict[str, int | None]:
+def _static_counts(header: Header, rule: StaticRule) -> dict[str, int | None]:
     """Static-memory size per agent, rebuilt from the header's world and personas (``None`` if that fails)."""
-    agents = header.get("agents", [])
-    try:
-        from simulacra.persona import Persona
-        from simulacra.simulation import static_records
-        from simulacra.world.model import World
+    out: dict[str, int | None] = {}
+    for pid in header.get("agents", []):
+        got = rule.of(pid)
+        out[pid] = None if got is None else len(got)
+    return out
 
-        personas = {pid: Persona.model_validate(p) for pid, p in header["personas"].items()}
-        world = World.model_validate(header["world"])
-        world._personas = personas
-        return {pid: len(static_records(pid, personas[pid], world)) for pid in agents}
-    except Exception as err:  # an older or hand-made header: show the static count as unknown
-        log.debug("static memory counts not rebuilt from the trace header: %s", err)
-        return {pid: None for pid in agents}
+
+@dataclass(frozen=True)
+class News:
+    """A piece of news of the run (a world event's text, a scenario's fact, anything a line told as its topic):
+    ``topic`` is its text; ``first_tick`` the tick someone first knew it (``None``: nobody did in the run);
+    ``source`` where it comes from (``event``, ``fact`` or ``told``)."""
+
+    topic: str
+    first_tick: int | None
+    source: str
 
 
 def _retrieval(tick: int, op: RetrieveOp) -> Retrieval:
@@ -159,9 +167,23 @@ class ReplayState:
         self.tick_minutes = header.get("tick_minutes")
         self.start_weekday: str = world.get("start_weekday") or "Monday"
         self.rest_days: set[str] = set(world.get("rest_days") or ())
-        self._static = _static_counts(header)
+        self.statics = StaticRule(header)
+        self._static = _static_counts(header, self.statics)
+        self.memory = MemoryIndex(header, static=self.statics)
+        self.news = KnownNews(header)
+        self.talks: list[tuple[int, str, str]] = []  # (tick, a, b) per conversation, a < b
+        objects = world.get("objects") or []
+        self.objects: dict[str, dict[str, str]] = {
+            o["id"]: {"name": o.get("name", o["id"]), "place": o.get("place", "")} for o in objects if "id" in o}
+        start_states = header.get("objects") or {o: "" for o in self.objects}
+        self._object_states: dict[str, list[tuple[int, str]]] = {o: [(-1, st)] for o, st in start_states.items()}
+        self._events = [(e.get("text", ""), "event") for e in world.get("events") or []]
+        self._events += [(f.get("text", ""), "fact") for f in (header.get("scenario") or {}).get("facts") or []]
         self._ids: dict[str, dict[str, set[str]]] = {pid: {"short_term": set(), "long_term": set()}
                                                      for pid in self.agents}
+        for op in (header.get("scenario") or {}).get("seeded") or ():  # a scenario's memories from before the run
+            if op.get("op") == ADD and op.get("agent") in self._ids and op.get("tier") in self._ids[op["agent"]]:
+                self._ids[op["agent"]][op["tier"]].add(op["id"])
         self._last: dict[str, Retrieval | None] = {pid: None for pid in self.agents}
         self._plans: dict[str, tuple[tuple[str, ...], str]] = {pid: ((), "") for pid in self.agents}
         self._states: list[TickState] = []
@@ -187,6 +209,16 @@ class ReplayState:
         """Append tick records (a live run's new ticks); earlier states are not touched."""
         for rec in ticks:
             self._states.append(self._advance(len(self._states), rec))
+            self.memory.extend([rec])
+            self.news.read(rec)
+            tick = int(rec["tick"])
+            for conv in rec["conversations"]:
+                who = sorted(set(conv["participants"]))
+                for i, a in enumerate(who):
+                    for b in who[i + 1:]:
+                        self.talks.append((tick, a, b))
+            for obj, st in (rec.get("object_changes") or {}).items():
+                self._object_states.setdefault(obj, [(-1, "")]).append((tick, st))
 
     def _advance(self, n: int, rec: TickRecord) -> TickState:
         """The state after tick record ``rec`` (the ``n``-th), updating the running memory counts."""
@@ -259,6 +291,79 @@ class ReplayState:
     def state_at(self, tick: int) -> TickState:
         """The town at the end of ``tick`` (clamped to the run's ticks); the same object however it is reached."""
         return self._states[self.index_of(tick)]
+
+    def tick_of_clock(self, hhmm: str, day: int | None = None) -> int | None:
+        """The tick whose span holds ``hhmm`` ("HH:MM") on game day ``day`` (default: the first day of the run
+        that has that time); ``None`` if the run has no such tick.
+
+        Raises:
+            ValueError: ``hhmm`` is not "HH:MM".
+        """
+        minute = int(hhmm[:2]) * 60 + int(hhmm[3:5]) if len(hhmm) == 5 and hhmm[2] == ":" else None
+        if minute is None:
+            raise ValueError(f"not a HH:MM time: {hhmm!r}")
+        step = int(self.tick_minutes or 1)
+        for s in self._states:
+            if (day is None or day_number(s.time) == day) and s.time % (24 * 60) <= minute < s.time % (24 * 60) + step:
+                return s.tick
+        return None
+
+    def day_of(self, tick: int) -> int:
+        """The game day (from 1) of ``tick`` (clamped)."""
+        return day_number(self.state_at(tick).time)
+
+    # ----------------------------------------------------------------- news, talks, objects
+    def news_list(self) -> list[News]:
+        """The run's news: the world's events, a scenario's facts and whatever else a line told as its topic; those
+        someone knew in the run first (in the order first known), then the others (events, then facts, in file
+        order)."""
+        firsts = {topic: min(w.tick for w in got.values()) for topic, got in self.news.first.items() if got}
+        out, seen = [], set()
+        for text, source in self._events:
+            if text and text not in seen:
+                seen.add(text)
+                out.append(News(text, firsts.get(text), source))
+        out += [News(t, firsts[t], "told") for t in firsts if t not in seen]
+        known = sorted((n for n in out if n.first_tick is not None), key=lambda n: n.first_tick or 0)
+        return known + [n for n in out if n.first_tick is None]
+
+    def knowers_at(self, topic: str, tick: int) -> dict[str, Learned]:
+        """Agent -> how and from whom it first knew ``topic``, for the agents that knew it by the end of ``tick``
+        (the town's rule, :mod:`simulacra.news`)."""
+        return {a: w for a, w in self.news.first.get(topic, {}).items() if w.tick <= tick}
+
+    def diffusion(self, topic: str) -> list[int]:
+        """Agents knowing ``topic`` at the end of each tick of the replay (one count per tick, first to last)."""
+        counts = [0] * len(self._states)
+        for w in self.news.first.get(topic, {}).values():
+            counts[self.index_of(w.tick)] += 1
+        total = 0
+        for i, c in enumerate(counts):
+            total += c
+            counts[i] = total
+        return counts
+
+    def talked(self, tick: int) -> dict[tuple[str, str], int]:
+        """``(a, b)`` (ids sorted) -> the conversations they had up to the end of ``tick``."""
+        out: dict[tuple[str, str], int] = {}
+        for t, a, b in self.talks:
+            if t <= tick:
+                out[(a, b)] = out.get((a, b), 0) + 1
+        return out
+
+    def objects_at(self, place: str, tick: int) -> list[tuple[str, str]]:
+        """The objects at ``place`` with their states at the end of ``tick``: ``(name, state)``, world file order."""
+        out = []
+        for oid, o in self.objects.items():
+            if o["place"] != place:
+                continue
+            state = ""
+            for t, st in self._object_states.get(oid, ()):
+                if t > tick:
+                    break
+                state = st
+            out.append((o["name"], state))
+        return out
 
     def busiest_tick(self) -> int:
         """The tick with the most lines said (ties: the earliest) — a good default screenshot."""
