@@ -55,6 +55,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.cognition $(COGNITION_ARGS)
 	$(BIN)/python -m bench.scale $(SCALE_ARGS)
 	$(BIN)/python -m bench.embedding
+	$(BIN)/python -m bench.viewer $(VIEWER_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check simulacra rater_server tests bench

@@ -6,7 +6,8 @@ A page asks for a generated part with an HTML comment on a line of its own:
   default and description (and the models nested in a section, such as the retrieval profiles);
 * ``<!-- simulacra:cli -->``: every subcommand of ``simulacra.cli.build_parser()`` with its usage, arguments and
   help (``simulacra rater``'s options come from ``rater_server.cli.build_parser()``, which it runs);
-* ``<!-- simulacra:fields dotted.path.Model -->``: the field table of one pydantic model (world and persona files).
+* ``<!-- simulacra:fields dotted.path.Model -->``: the field table of one pydantic model (world and persona files);
+* ``<!-- simulacra:viewer-controls -->``: the replay viewer's keys and mouse actions (its help overlay's list).
 
 The models and parsers are imported, not copied, so the pages cannot drift from the code. The hook also keeps
 ``<name>`` placeholders in the pages' prose visible (:func:`on_page_markdown`). A field with neither a
@@ -61,14 +62,25 @@ def on_page_markdown(markdown_text: str, page: Any, config: Any, files: Any) -> 
                 return cli_reference()
             if kind == "fields" and arg is not None:
                 return model_table(load_object(arg), where=arg)
+            if kind == "viewer-controls" and arg is None:
+                return viewer_controls()
         except PluginError:
             raise
         except Exception as err:  # an import or attribute error names the page and the marker
             raise PluginError(f"{page.file.src_uri}: {match.group(0)}: {type(err).__name__}: {err}") from err
         raise PluginError(f"{page.file.src_uri}: unknown marker {match.group(0)} (known: simulacra:config, "
-                          "simulacra:cli, simulacra:fields <dotted.path.Model>)")
+                          "simulacra:cli, simulacra:fields <dotted.path.Model>, simulacra:viewer-controls)")
 
     return MARKER.sub(expand, escape_placeholders(markdown_text))
+
+
+def viewer_controls() -> str:
+    """The viewer's keys and mouse actions (:data:`simulacra.viewer.layout.HELP_LINES`, what its help overlay shows)
+    as a table."""
+    from simulacra.viewer.layout import HELP_LINES
+
+    rows = [f"| {_cell(key)} | {_cell(what)} |" for key, what in HELP_LINES]
+    return "\n".join(["| key or mouse | what it does |", "|---|---|", *rows]) + "\n"
 
 
 def load_object(dotted: str) -> Any:

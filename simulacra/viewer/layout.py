@@ -224,6 +224,36 @@ def day_spans(times: Sequence[int], first: int) -> list[tuple[int, int, int]]:
     return out
 
 
+#: every key and mouse action of the window: the help overlay (H) and docs/viewer.md show this list
+HELP_LINES = [
+    ("space", "pause / play"),
+    ("right / left", "step one tick forward / back"),
+    ("Home / End", "first / last tick"),
+    ("123 Enter", "go to tick 123 (or 123 G)"),
+    ("+ / -", "faster / slower"),
+    ("Tab / shift Tab", "select the next / previous agent"),
+    ("I  M  P  N", "panel: agent info, memories, place, news (who knows)"),
+    ("/", "memories: type to search (Enter / Esc ends)"),
+    ("Page Up / Down", "scroll the panel"),
+    ("R", "relationships: who talked with whom"),
+    ("B", "speech bubbles on / off"),
+    ("[ / ]  C", "zoom out / in, centre the map"),
+    ("E", "expand / collapse every crowd"),
+    ("S", "save a screenshot (PNG)"),
+    ("H", "show / hide this help"),
+    ("Esc / Q", "quit (Esc first leaves the search)"),
+    ("click agent", "select it (the panel follows it)"),
+    ("click place", "who is there, what they do, its objects"),
+    ("click crowd", "expand the counted group (again: fold)"),
+    ("click panel", "tabs, filters, a memory, a news, an agent"),
+    ("click / drag timeline", "go to that moment"),
+    ("drag the map", "pan it"),
+    ("wheel on the map", "zoom (ctrl + wheel: zoom from anywhere)"),
+    ("wheel", "scroll the panel under the mouse"),
+    ("hover", "tooltip for an agent, crowd, place, tick"),
+]
+
+
 #: the side panel's views
 PANELS = ("agent", "memory", "place", "news")
 

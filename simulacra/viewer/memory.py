@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from simulacra.trace import (
     ADD,
@@ -34,6 +34,7 @@ from simulacra.trace import (
     SHARED,
     SHORT_TERM,
     STATIC,
+    AddOp,
     Header,
     RetrieveOp,
     TickRecord,
@@ -219,7 +220,7 @@ class MemoryIndex:
         self._static_done: set[str] = set()  # agents whose static memories were rebuilt by the rule
         for op in (header.get("scenario") or {}).get("seeded") or ():
             if op.get("op") == ADD:
-                self._add(op, BEFORE_RUN)
+                self._add(cast(AddOp, op), BEFORE_RUN)
         self.extend(ticks)
 
     # ----------------------------------------------------------------- building
@@ -228,28 +229,27 @@ class MemoryIndex:
         for rec in ticks:
             tick, now = int(rec["tick"]), int(rec["time"])
             for op in rec["memory"]:
-                kind = op["op"]
-                if kind == ADD:
+                if op["op"] == ADD:
                     self._add(op, tick)
-                elif kind == POST:
+                elif op["op"] == POST:
                     if op["id"] not in self._shared:
                         self._shared[op["id"]] = _Memory(
                             op["id"], "", op["text"], op["kind"], op["rating"], op["timestamp"], tick,
                             tiers=[(tick, SHARED)],
                             importance=[] if op["rating"] is None else [(tick, op["rating"] / 10)])
-                elif kind == MOVE:
+                elif op["op"] == MOVE:
                     m = self._get(op["agent"], op["id"])
                     if m is not None:
                         m.tiers.append((tick, op["to"]))
                         m.importance.append((tick, float(op["importance"])))
-                elif kind == FORGET:
+                elif op["op"] == FORGET:
                     m = self._get(op["agent"], op["id"])
                     if m is not None:
                         m.tiers.append((tick, None))
                         m.forgotten = op["reason"]
                         if op["importance"] is not None:
                             m.importance.append((tick, float(op["importance"])))
-                elif kind == REINFORCE:
+                elif op["op"] == REINFORCE:
                     mine = self._by_agent.get(op["agent"])
                     if mine is None:
                         continue
@@ -264,21 +264,21 @@ class MemoryIndex:
                     else:
                         m.tiers.append((tick, LONG_TERM))
                     m.importance.append((tick, float(op["importance"])))
-                elif kind == REHEARSE:
+                elif op["op"] == REHEARSE:
                     for mid in op["ids"]:
                         m = self._get(op["agent"], mid)
                         if m is not None:
                             m.accessed.append((tick, float(op["time"])))
-                elif kind == REFLECT:
+                elif op["op"] == REFLECT:
                     for ins in op["insights"]:
                         m = self._get(op["agent"], ins["id"])
                         if m is not None and not m.evidence_ids:
                             m.evidence_ids = list(ins["evidence_ids"])
                             m.depth = ins["depth"]
-                elif kind == RETRIEVE:
+                elif op["op"] == RETRIEVE:
                     self._retrieved(op, tick, now)
 
-    def _add(self, op: Any, tick: int) -> None:
+    def _add(self, op: AddOp, tick: int) -> None:
         mine = self._by_agent.get(op["agent"])
         if mine is None:
             return

@@ -17,6 +17,7 @@ After :meth:`Renderer.draw` it exposes what it drew (``markers``, ``groups``, ``
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ pygame = _import_pygame()
 from simulacra.clock import format_hhmm  # noqa: E402
 from simulacra.viewer.layout import (  # noqa: E402
     GROUP_OVER,
+    HELP_LINES,
     MARKER_RADIUS,
     Camera,
     Hit,
@@ -99,34 +101,6 @@ class Overlay:
     message: str = ""
 
 
-#: the help overlay: every key and mouse action
-HELP_LINES = [
-    ("space", "pause / play"),
-    ("right / left", "step one tick forward / back"),
-    ("Home / End", "first / last tick"),
-    ("123 Enter", "go to tick 123 (or 123 G)"),
-    ("+ / -", "faster / slower"),
-    ("Tab / shift Tab", "select the next / previous agent"),
-    ("I  M  P  N", "panel: agent info, memories, place, news (who knows)"),
-    ("/", "memories: type to search (Enter / Esc ends)"),
-    ("Page Up / Down", "scroll the panel"),
-    ("R", "relationships: who talked with whom"),
-    ("B", "speech bubbles on / off"),
-    ("[ / ]  C", "zoom out / in, centre the map"),
-    ("E", "expand / collapse every crowd"),
-    ("S", "save a screenshot (PNG)"),
-    ("H", "show / hide this help"),
-    ("Esc / Q", "quit (Esc first leaves the search)"),
-    ("click agent", "select it (the panel follows it)"),
-    ("click place", "who is there, what they do, its objects"),
-    ("click crowd", "expand the counted group (again: fold)"),
-    ("click panel", "tabs, filters, a memory, a news, an agent"),
-    ("click / drag timeline", "go to that moment"),
-    ("drag the map", "pan it"),
-    ("wheel on the map", "zoom (ctrl + wheel: zoom from anywhere)"),
-    ("wheel", "scroll the panel under the mouse"),
-    ("hover", "tooltip for an agent, crowd, place, tick"),
-]
 
 
 def _font(size: int, bold: bool = False) -> pygame.font.Font:
@@ -141,8 +115,9 @@ def _lerp(a: tuple[float, float], b: tuple[float, float], t: float) -> tuple[flo
     return a[0] + (b[0] - a[0]) * t, a[1] + (b[1] - a[1]) * t
 
 
+@functools.lru_cache(maxsize=8192)
 def _fit(font: pygame.font.Font, text: str, width: int) -> str:
-    """``text`` cut with "..." to fit ``width`` pixels."""
+    """``text`` cut with "..." to fit ``width`` pixels (cached: a frame fits the same strings again)."""
     if font.size(text)[0] <= width:
         return text
     while text and font.size(text + "...")[0] > width:
@@ -152,6 +127,11 @@ def _fit(font: pygame.font.Font, text: str, width: int) -> str:
 
 def wrap(font: pygame.font.Font, text: str, width: int, max_lines: int) -> list[str]:
     """Word-wrap ``text`` to ``width`` pixels, at most ``max_lines`` lines (the last one cut with "...")."""
+    return list(_wrap(font, text, width, max_lines))
+
+
+@functools.lru_cache(maxsize=4096)
+def _wrap(font: pygame.font.Font, text: str, width: int, max_lines: int) -> tuple[str, ...]:
     lines: list[str] = []
     current = ""
     words = text.split()
@@ -164,12 +144,12 @@ def wrap(font: pygame.font.Font, text: str, width: int, max_lines: int) -> list[
         current = word
         if len(lines) == max_lines:
             lines[-1] = _fit(font, lines[-1] + " " + " ".join(words[i:]), width)
-            return lines
+            return tuple(lines)
     if current:
         lines.append(_fit(font, current, width))
     if len(lines) > max_lines:
         lines = lines[:max_lines - 1] + [_fit(font, " ".join(lines[max_lines - 1:]), width)]
-    return lines
+    return tuple(lines)
 
 
 def format_age(minutes: float | None) -> str:
@@ -230,6 +210,10 @@ class Renderer:
         self._rows_cache: dict[tuple, list[MemoryRow]] = {}
         self._talk_cache: tuple[int, dict[tuple[str, str], int]] | None = None
         self._timeline_layer: pygame.Surface | None = None
+        self.max_bubbles = 12
+        self._placements: dict[tuple, Placement] = {}
+        self._bubble_key: tuple | None = None
+        self._bubbles: list[tuple[pygame.Surface, tuple[int, int]]] = []
         self._timeline_len = -1
         self._reach_max = self._max_reach()
         self.place_xy: dict[str, tuple[int, int]] = {}
@@ -291,9 +275,15 @@ class Renderer:
         return {p: len(a) for p, a in self.agents_at(state).items()}
 
     def placement(self, state: TickState, expanded=()) -> Placement:
-        """Where ``state``'s agents are drawn at the current camera (markers and counted groups)."""
-        return place_agents(self.agents_at(state), self.place_xy, expanded, self.group_over,
-                            default=self.map_rect.center)
+        """Where ``state``'s agents are drawn at the current camera (markers and counted groups; cached)."""
+        key = (state.tick, frozenset(expanded), self.camera.key, self.group_over)
+        got = self._placements.get(key)
+        if got is None:
+            if len(self._placements) > 64:
+                self._placements.clear()
+            got = self._placements[key] = place_agents(self.agents_at(state), self.place_xy, expanded,
+                                                       self.group_over, default=self.map_rect.center)
+        return got
 
     def slots(self, state: TickState) -> dict[str, tuple[float, float]]:
         """Marker centre of each agent at ``state`` as if no place were grouped."""
@@ -374,7 +364,7 @@ class Renderer:
         if knowing is not None:
             self._draw_news_links(surface, knowing)
         if view.bubbles:
-            self._draw_bubbles(surface, state, a)
+            self._draw_bubbles(surface, state, a, view.expanded)
         else:
             self.bubble_lines = []
         self._draw_groups(surface, state, selected, knowing)
@@ -430,10 +420,7 @@ class Renderer:
             if lr.collidelist(labels) >= 0 or not clip.contains(lr):
                 continue
             labels.append(lr)
-            bg = lr.inflate(6, 2)
-            shade = pygame.Surface(bg.size, pygame.SRCALPHA)
-            shade.fill((*BACKGROUND, 190))
-            layer.blit(shade, bg)
+            layer.fill(BACKGROUND, lr.inflate(6, 2))  # the name stays readable over the paths
             layer.blit(img, lr)
             self.place_rects[pid] = (sq.x, sq.y, sq.width, sq.height)
             self._place_label = lr
@@ -514,15 +501,27 @@ class Renderer:
             if w.source in self.markers and pid in self.markers:
                 pygame.draw.line(surface, KNOW_COLOURS[w.how], self.markers[w.source], self.markers[pid], 2)
 
-    def _draw_bubbles(self, surface: pygame.Surface, state: TickState, a: Placement) -> None:
+    def _draw_bubbles(self, surface: pygame.Surface, state: TickState, a: Placement, expanded) -> None:
+        """The tick's bubbles, laid out once per tick, camera and crowd (:meth:`_layout_bubbles`)."""
+        key = (state.tick, self.camera.key, frozenset(expanded), self.size)
+        if self._bubble_key != key:
+            self._bubbles, self.bubble_lines = self._layout_bubbles(state, a)
+            self._bubble_key = key
+        for img, pos in self._bubbles:
+            surface.blit(img, pos)
+
+    def _layout_bubbles(self, state: TickState, a: Placement) -> tuple[list[tuple[pygame.Surface, tuple[int, int]]],
+                                                                         list[str]]:
         """One bubble per conversation near its place: "XY: what was said", one line per turn; clear of the
-        markers, the groups and the place names."""
-        self.bubble_lines = []
+        markers, the groups, the place names and the other bubbles. Past the first few, a bubble that finds no free
+        spot is left out (a crowded town would be a heap of bubbles): at most :attr:`max_bubbles`."""
+        lines_out: list[str] = []
+        out: list[tuple[pygame.Surface, tuple[int, int]]] = []
         convs: dict[tuple[str, frozenset], list] = {}
         for u in state.utterances:
             convs.setdefault((u.place, frozenset((u.speaker, u.listener))), []).append(u)
         if not convs:
-            return
+            return out, lines_out
         placed: list[pygame.Rect] = list(self._label_rects)  # place names, marker rings: what a bubble must not cover
         for place, reach in a.reach.items():
             r = round(reach + 3)
@@ -530,43 +529,56 @@ class Renderer:
             ring.center = self.place_xy.get(place, self.map_rect.center)
             placed.append(ring)
         width = 300
+        lh = self.f_small.get_linesize()
         for (place, _), lines in convs.items():
-            text_lines: list[tuple[str, tuple[int, int, int]]] = []
-            for u in lines[:4]:
-                for i, ln in enumerate(wrap(self.f_small, f"{self.replay.initials[u.speaker]}: {u.text}", width, 2)):
-                    text_lines.append(("    " + ln if i else ln, self.colours[u.speaker]))
-                    self.bubble_lines.append(ln)
-            if len(lines) > 4:
-                text_lines.append((f"... {len(lines) - 4} more lines", MUTED))
-            lh = self.f_small.get_linesize()
-            rect = pygame.Rect(0, 0, max(self.f_small.size(t)[0] for t, _ in text_lines) + 16,
-                               lh * len(text_lines) + 12)
+            if len(out) >= self.max_bubbles:
+                break
             cx, cy = self.place_xy.get(place, self.map_rect.center)
             if not self.map_rect.collidepoint(cx, cy):
                 continue
+            text_lines: list[tuple[str, tuple[int, int, int]]] = []
+            said: list[str] = []
+            for u in lines[:4]:
+                for i, ln in enumerate(wrap(self.f_small, f"{self.replay.initials[u.speaker]}: {u.text}", width, 2)):
+                    text_lines.append(("    " + ln if i else ln, self.colours[u.speaker]))
+                    said.append(ln)
+            if len(lines) > 4:
+                text_lines.append((f"... {len(lines) - 4} more lines", MUTED))
+            rect = pygame.Rect(0, 0, max(self.f_small.size(t)[0] for t, _ in text_lines) + 16,
+                               lh * len(text_lines) + 12)
             reach = a.reach.get(place, MARKER_RADIUS) + 12
-            self._place_bubble(rect, (cx, cy), reach, placed)
+            clear = self._place_bubble(rect, (cx, cy), reach, placed)
+            if not clear and len(out) >= 3:
+                continue
             placed.append(rect)
-            base_y = rect.bottom - 1 if rect.bottom <= cy else rect.top + 1
-            tip_y = base_y + 10 if rect.bottom <= cy else base_y - 10
-            tip_x = max(rect.left + 10, min(rect.right - 10, cx))
-            pygame.draw.polygon(surface, BUBBLE, [(tip_x - 7, base_y), (tip_x + 7, base_y), (tip_x, tip_y)])
-            pygame.draw.rect(surface, BUBBLE, rect, border_radius=8)
-            pygame.draw.rect(surface, MUTED, rect, width=1, border_radius=8)
+            lines_out += said
+            above = rect.bottom <= cy
+            img = pygame.Surface((rect.width, rect.height + 11), pygame.SRCALPHA)
+            body = pygame.Rect(0, 0 if above else 11, rect.width, rect.height)
+            tip_x = max(10, min(rect.width - 10, cx - rect.x))
+            if above:
+                tip = [(tip_x - 7, body.bottom - 1), (tip_x + 7, body.bottom - 1), (tip_x, body.bottom + 9)]
+            else:
+                tip = [(tip_x - 7, body.top + 1), (tip_x + 7, body.top + 1), (tip_x, body.top - 9)]
+            pygame.draw.polygon(img, BUBBLE, tip)
+            pygame.draw.rect(img, BUBBLE, body, border_radius=8)
+            pygame.draw.rect(img, MUTED, body, width=1, border_radius=8)
             for i, (t, colour) in enumerate(text_lines):
                 speaker_part, sep, rest = t.partition(": ")
-                x, y = rect.x + 8, rect.y + 6 + i * lh
+                x, y = 8, body.y + 6 + i * lh
                 if sep and not t.startswith(" "):
-                    img = self.text(self.f_small, speaker_part + sep, colour)
-                    surface.blit(img, (x, y))
-                    x += img.get_width()
+                    part = self.text(self.f_small, speaker_part + sep, colour)
+                    img.blit(part, (x, y))
+                    x += part.get_width()
                     t = rest
-                surface.blit(self.text(self.f_small, t, TEXT), (x, y))
+                img.blit(self.text(self.f_small, t, TEXT), (x, y))
+            out.append((img, (rect.x, rect.y if above else rect.y - 11)))
+        return out, lines_out
 
     def _place_bubble(self, rect: pygame.Rect, centre: tuple[int, int], reach: float,
-                      placed: list[pygame.Rect]) -> None:
+                      placed: list[pygame.Rect]) -> bool:
         """Move ``rect`` next to ``centre`` (above it, else below, else the least covering spot), clear of
-        ``placed`` (bubbles, marker rings, place names), inside the map."""
+        ``placed`` (bubbles, marker rings, place names), inside the map; returns whether the spot is clear."""
         area = self.map_rect.inflate(-20, -20)
         cx, cy = centre
         best = None
@@ -584,8 +596,8 @@ class Renderer:
                     hits = r.collidelistall(placed)
                     if not hits:
                         rect.topleft = r.topleft
-                        return
-                    overlap = sum(r.clip(placed[i]).width * r.clip(placed[i]).height for i in hits)
+                        return True
+                    overlap = len(hits)  # the spot covering the fewest things
                     if best is None or overlap < best[0]:
                         best = (overlap, r.topleft)
         if best is not None:
@@ -593,6 +605,7 @@ class Renderer:
         else:
             rect.midbottom = (cx, int(cy - reach))
             rect.clamp_ip(area)
+        return False
 
     def _draw_events(self, surface: pygame.Surface, state: TickState) -> None:
         y = self.map_rect.bottom - 10

@@ -207,6 +207,7 @@ class ReplayState:
     # ----------------------------------------------------------------- precomputation
     def extend(self, ticks: list[TickRecord]) -> None:
         """Append tick records (a live run's new ticks); earlier states are not touched."""
+        self._news_list: list[News] | None = None
         for rec in ticks:
             self._states.append(self._advance(len(self._states), rec))
             self.memory.extend([rec])
@@ -317,6 +318,8 @@ class ReplayState:
         """The run's news: the world's events, a scenario's facts and whatever else a line told as its topic; those
         someone knew in the run first (in the order first known), then the others (events, then facts, in file
         order)."""
+        if self._news_list is not None:
+            return list(self._news_list)
         firsts = {topic: min(w.tick for w in got.values()) for topic, got in self.news.first.items() if got}
         out, seen = [], set()
         for text, source in self._events:
@@ -325,7 +328,8 @@ class ReplayState:
                 out.append(News(text, firsts.get(text), source))
         out += [News(t, firsts[t], "told") for t in firsts if t not in seen]
         known = sorted((n for n in out if n.first_tick is not None), key=lambda n: n.first_tick or 0)
-        return known + [n for n in out if n.first_tick is None]
+        self._news_list = known + [n for n in out if n.first_tick is None]
+        return list(self._news_list)
 
     def knowers_at(self, topic: str, tick: int) -> dict[str, Learned]:
         """Agent -> how and from whom it first knew ``topic``, for the agents that knew it by the end of ``tick``
