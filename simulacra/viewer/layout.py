@@ -93,7 +93,9 @@ class Camera:
 
 def ring_radius(n: int) -> float:
     """Radius (pixels) of the ring of ``n`` markers around a place (0 for one agent alone)."""
-    return 0.0 if n <= 1 else max(MARKER_RADIUS * 1.6, (2 * MARKER_RADIUS + 4) * n / (2 * math.pi))
+    if n <= 1:
+        return 0.0
+    return max(MARKER_RADIUS * 1.6, (2 * MARKER_RADIUS + 4) / (2 * math.sin(math.pi / n)))  # neighbours 4 px apart
 
 
 def group_radius(n: int) -> float:

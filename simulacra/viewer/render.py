@@ -212,10 +212,15 @@ class Renderer:
         self._timeline_layer: pygame.Surface | None = None
         self.max_bubbles = 12
         self._placements: dict[tuple, Placement] = {}
+        self._counts_key: tuple | None = None
+        self._counts: tuple[dict[str, int], list[str]] = ({}, [])
         self._bubble_key: tuple | None = None
         self._bubbles: list[tuple[pygame.Surface, tuple[int, int]]] = []
         self._timeline_len = -1
-        self._reach_max = self._max_reach()
+        self._most: dict[str, int] = {}
+        self._reach_seen = 0
+        self._reach_max: dict[str, float] = {}
+        self._grow_reach()
         self.place_xy: dict[str, tuple[int, int]] = {}
         self.place_rects: dict[str, tuple[float, float, float, float]] = {}
         self._update_places()
@@ -239,14 +244,20 @@ class Renderer:
             img = self._text_cache[key] = font.render(text, True, colour)
         return img
 
-    def _max_reach(self) -> dict[str, float]:
-        """Per place, the most room its agents take at any tick (labels go below it, so markers never cover them)."""
-        most: dict[str, int] = {}
-        for i in range(len(self.replay)):
+    def _grow_reach(self) -> bool:
+        """Take the ticks added since last time into each place's most agents at any tick (labels go below the
+        room they take, so markers never cover them); returns whether a place needs more room than before."""
+        grew = False
+        for i in range(self._reach_seen, len(self.replay)):
             for place, pids in self.agents_at(self.replay.state_at(self.replay.first_tick + i)).items():
-                most[place] = max(most.get(place, 0), len(pids))
-        return {p: (ring_radius(n) + MARKER_RADIUS if n <= self.group_over else MARKER_RADIUS + 16
-                    + 4 * math.log10(n)) for p, n in most.items()}
+                if len(pids) > self._most.get(place, 0):
+                    self._most[place] = len(pids)
+                    grew = True
+        self._reach_seen = len(self.replay)
+        if grew:
+            self._reach_max = {p: (ring_radius(n) + MARKER_RADIUS if n <= self.group_over else MARKER_RADIUS + 16
+                                   + 4 * math.log10(n)) for p, n in self._most.items()}
+        return grew
 
     def agents_at(self, state: TickState) -> dict[str, list[str]]:
         """Place id -> its agents at ``state``, in the header's order (cached per tick)."""
@@ -335,6 +346,8 @@ class Renderer:
         view = view or View()
         self.hotspots = []
         self.tooltip = []
+        if len(self.replay) != self._reach_seen and self._grow_reach():  # a live run's new ticks crowd a place more
+            self._layer_key = None
         if self._layer_key != (self.camera.key, self.size):
             self._update_places()
             self._draw_layer()
@@ -880,7 +893,11 @@ class Renderer:
             self._liner(surface, x, y)[0]("Click an agent or press Tab", self.f_bold)
             return
         y = self._agent_title(surface, selected, x, y)
-        rows_all = self.replay.memory.counts(selected, state.tick)
+        key = (selected, state.tick)
+        if self._counts_key != key:  # per agent and tick, not per frame
+            self._counts_key = key
+            self._counts = (self.replay.memory.counts(selected, state.tick), self.replay.memory.kinds(selected))
+        rows_all, kinds = self._counts
         self.panel_lines.append(f"memories at tick {state.tick} ({state.clock})")
         # tier chips, with the number held in each
         cx = x
@@ -889,7 +906,6 @@ class Renderer:
                             ("tier", tier))
         y += 25
         cx = x
-        kinds = self.replay.memory.kinds(selected)
         for kind in kinds:
             label = kind
             w = self.f_small.size(label)[0] + 17
