@@ -20,8 +20,11 @@ from simulacra.viewer.layout import (  # noqa: E402
     Camera,
     Timeline,
     View,
+    capacity,
     hit_test,
+    nearest_distances,
     place_agents,
+    ring_radius,
 )
 from simulacra.viewer.render import HELP_LINES, KNOW_COLOURS, Renderer  # noqa: E402
 from simulacra.viewer.state import ReplayState  # noqa: E402
@@ -278,6 +281,15 @@ def test_crowds_group_past_the_threshold_expand_and_hit():
     assert (hit_test((201, 199), p.markers, p.groups, places).kind, "square") == ("group", "square")
     assert hit_test((201, 199), opened.markers, opened.groups, places).kind in ("agent", "place")
     assert hit_test((10, 10), p.markers, p.groups, places) is None
+    # zoomed out, places close together have room for fewer markers: their crowds are groups sooner
+    assert capacity(10) == 1 and capacity(40) == 1 and capacity(1000) > capacity(200) > capacity(100) > 1
+    for d in (60.0, 100.0, 200.0):
+        n = capacity(d)
+        assert ring_radius(n) + MARKER_RADIUS + 2 <= d / 2 < ring_radius(n + 1) + MARKER_RADIUS + 2
+    tight = place_agents(at, xy, room={"home": 1})
+    assert set(tight.groups) == {"square", "home"} and not tight.markers
+    assert nearest_distances({"a": (0, 0), "b": (3, 4), "c": (100, 0)}) == {"a": 5.0, "b": 5.0,
+                                                                          "c": (97 ** 2 + 4 ** 2) ** 0.5}
 
 
 # ----------------------------------------------------------------- input: real events in a headless window

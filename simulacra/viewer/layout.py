@@ -123,15 +123,42 @@ class Placement:
     reach: dict[str, float]
 
 
+def nearest_distances(points: Mapping[str, Point]) -> dict[str, float]:
+    """Per point, the distance to its nearest other point (same units; ``inf`` when alone)."""
+    ids = list(points)
+    out = {i: math.inf for i in ids}
+    for a in range(len(ids)):
+        xa, ya = points[ids[a]]
+        for b in range(a + 1, len(ids)):
+            xb, yb = points[ids[b]]
+            d = math.hypot(xa - xb, ya - yb)
+            if d < out[ids[a]]:
+                out[ids[a]] = d
+            if d < out[ids[b]]:
+                out[ids[b]] = d
+    return out
+
+
+def capacity(spacing: float) -> int:
+    """How many markers fit around a place whose nearest neighbour is ``spacing`` pixels away without reaching
+    half way to it (at least 1): past it, the place's agents are one counted group until zoomed in or expanded."""
+    n = 1
+    while n < 64 and ring_radius(n + 1) + MARKER_RADIUS + 2 <= spacing / 2:
+        n += 1
+    return n
+
+
 def place_agents(at: Mapping[str, Sequence[str]], place_xy: Mapping[str, Point], expanded: Iterable[str] = (),
-                 group_over: int = GROUP_OVER, default: Point = (0.0, 0.0)) -> Placement:
+                 group_over: int = GROUP_OVER, default: Point = (0.0, 0.0),
+                 room: Mapping[str, int] | None = None) -> Placement:
     """Place each agent: alone at its place on it, several on a ring around it; more than ``group_over`` at a place
-    not in ``expanded``: one :class:`Group`.
+    (or more than its ``room``) not in ``expanded``: one :class:`Group`.
 
     Args:
         at: place id -> the agents there (in the order to draw them).
         place_xy: place id -> its screen centre (pixels); a place missing from it sits at ``default``.
         expanded: places whose crowd is drawn agent by agent however many there are.
+        room: place id -> how many markers fit around it at this zoom (:func:`capacity`); default: no limit.
     """
     markers: dict[str, Point] = {}
     groups: dict[str, Group] = {}
@@ -140,7 +167,8 @@ def place_agents(at: Mapping[str, Sequence[str]], place_xy: Mapping[str, Point],
     for place, pids in at.items():
         cx, cy = place_xy.get(place, default)
         n = len(pids)
-        if n > group_over and place not in open_places:
+        limit = group_over if room is None else min(group_over, room.get(place, group_over))
+        if n > limit and place not in open_places:
             r = group_radius(n)
             groups[place] = Group(place, (cx, cy), r, tuple(pids))
             reach[place] = r

@@ -49,8 +49,11 @@ from simulacra.viewer.layout import (  # noqa: E402
     Placement,
     Timeline,
     View,
+    capacity,
     day_spans,
+    group_radius,
     hit_test,
+    nearest_distances,
     place_agents,
     ring_radius,
 )
@@ -213,13 +216,15 @@ class Renderer:
         self.max_bubbles = 12
         self._placements: dict[tuple, Placement] = {}
         self._counts_key: tuple | None = None
+        self._spacing: dict[str, float] | None = None
+        self._room_zoom: float | None = None
+        self._room_cache: dict[str, int] = {}
         self._counts: tuple[dict[str, int], list[str]] = ({}, [])
         self._bubble_key: tuple | None = None
         self._bubbles: list[tuple[pygame.Surface, tuple[int, int]]] = []
         self._timeline_len = -1
         self._most: dict[str, int] = {}
         self._reach_seen = 0
-        self._reach_max: dict[str, float] = {}
         self._grow_reach()
         self.place_xy: dict[str, tuple[int, int]] = {}
         self.place_rects: dict[str, tuple[float, float, float, float]] = {}
@@ -254,10 +259,27 @@ class Renderer:
                     self._most[place] = len(pids)
                     grew = True
         self._reach_seen = len(self.replay)
-        if grew:
-            self._reach_max = {p: (ring_radius(n) + MARKER_RADIUS if n <= self.group_over else MARKER_RADIUS + 16
-                                   + 4 * math.log10(n)) for p, n in self._most.items()}
         return grew
+
+    def _label_room(self, place: str, expanded: bool = False) -> float:
+        """Pixels below a place's centre its agents can take at any tick (its name goes below them)."""
+        n = self._most.get(place, 0)
+        limit = min(self.group_over, self._room().get(place, self.group_over))
+        if n <= limit or expanded:
+            return ring_radius(min(n, 24)) + MARKER_RADIUS + ((n - 1) // 24) * (2 * MARKER_RADIUS + 4)
+        return group_radius(n)
+
+    def _room(self) -> dict[str, int]:
+        """Per place, how many markers fit around it at the current zoom (:func:`~simulacra.viewer.layout.capacity`
+        of its nearest neighbour's distance on screen); computed once per zoom."""
+        if self._room_zoom != self.camera.zoom:
+            if self._spacing is None:  # world distances, scaled: pan does not change them
+                base = Camera(self.camera.area, self.camera.points)
+                self._spacing = nearest_distances({pid: base.to_screen(p["position"])
+                                                   for pid, p in self.replay.places.items()})
+            self._room_cache = {pid: capacity(d * self.camera.zoom) for pid, d in self._spacing.items()}
+            self._room_zoom = self.camera.zoom
+        return self._room_cache
 
     def agents_at(self, state: TickState) -> dict[str, list[str]]:
         """Place id -> its agents at ``state``, in the header's order (cached per tick)."""
@@ -293,7 +315,8 @@ class Renderer:
             if len(self._placements) > 64:
                 self._placements.clear()
             got = self._placements[key] = place_agents(self.agents_at(state), self.place_xy, expanded,
-                                                       self.group_over, default=self.map_rect.center)
+                                                       self.group_over, default=self.map_rect.center,
+                                                       room=self._room())
         return got
 
     def slots(self, state: TickState) -> dict[str, tuple[float, float]]:
@@ -348,9 +371,10 @@ class Renderer:
         self.tooltip = []
         if len(self.replay) != self._reach_seen and self._grow_reach():  # a live run's new ticks crowd a place more
             self._layer_key = None
-        if self._layer_key != (self.camera.key, self.size):
+        opened = frozenset(view.expanded)
+        if self._layer_key != (self.camera.key, self.size, opened):
             self._update_places()
-            self._draw_layer()
+            self._draw_layer(opened)
         surface.blit(self._layer, (0, 0))
         a = self.placement(state, view.expanded)
         b = self.placement(next_state, view.expanded) if next_state is not None else a
@@ -395,7 +419,7 @@ class Renderer:
         if overlay is not None and overlay.help:
             self._draw_help(surface)
 
-    def _draw_layer(self) -> None:
+    def _draw_layer(self, expanded: frozenset[str] = frozenset()) -> None:
         """The map without agents (background, paths, places, labels) for the current camera."""
         layer = pygame.Surface(self.size)
         layer.fill(BACKGROUND)
@@ -428,7 +452,7 @@ class Renderer:
             if not clip.collidepoint(x, y):
                 continue
             img = self.text(self.f_small, self.replay.places[pid]["name"], TEXT)
-            below = max(side // 2 + 4, self._reach_max.get(pid, 0) + 4)
+            below = max(side // 2 + 4, self._label_room(pid, pid in expanded) + 4)
             lr = img.get_rect(midtop=(x, y + below))
             if lr.collidelist(labels) >= 0 or not clip.contains(lr):
                 continue
@@ -443,7 +467,7 @@ class Renderer:
         layer.set_clip(None)
         self._label_rects = labels
         self._layer = layer
-        self._layer_key = (self.camera.key, self.size)
+        self._layer_key = (self.camera.key, self.size, expanded)
 
     def _marker(self, surface: pygame.Surface, pid: str, x: int, y: int, colour: tuple[int, int, int],
                 selected: bool) -> None:
