@@ -205,7 +205,7 @@ class Renderer:
         self.camera = Camera((self.map_rect.x, self.map_rect.y, self.map_rect.width, self.map_rect.height),
                              [tuple(p["position"]) for p in replay.places.values()])
         self._text_cache: dict[tuple[int, str, tuple[int, ...]], pygame.Surface] = {}
-        self._initials: dict[str, pygame.Surface] = {}
+        self._sprites: dict[tuple, pygame.Surface] = {}
         self._layer: pygame.Surface | None = None
         self._layer_key: tuple | None = None
         self._label_rects: list[pygame.Rect] = []
@@ -471,17 +471,25 @@ class Renderer:
 
     def _marker(self, surface: pygame.Surface, pid: str, x: int, y: int, colour: tuple[int, int, int],
                 selected: bool) -> None:
-        if selected:
-            pygame.draw.circle(surface, SELECTED, (x, y), MARKER_RADIUS + 5)
-        pygame.draw.circle(surface, (255, 255, 255), (x, y), MARKER_RADIUS + 2)
-        pygame.draw.circle(surface, colour, (x, y), MARKER_RADIUS)
-        img = self._initials.get(pid) if colour == self.colours[pid] else None
-        if img is None:
+        """An agent's marker: a disc of its colour with a white rim and its initials (gold ring: selected), drawn
+        once per agent, colour and selection and then blitted (one blit per marker and frame)."""
+        key = (pid, colour, selected)
+        sprite = self._sprites.get(key)
+        if sprite is None:
+            r = MARKER_RADIUS + 5
+            sprite = pygame.Surface((2 * r + 1, 2 * r + 1), pygame.SRCALPHA)
+            c = (r, r)
+            if selected:
+                pygame.draw.circle(sprite, SELECTED, c, MARKER_RADIUS + 5)
+            pygame.draw.circle(sprite, (255, 255, 255), c, MARKER_RADIUS + 2)
+            pygame.draw.circle(sprite, colour, c, MARKER_RADIUS)
             lum = 0.299 * colour[0] + 0.587 * colour[1] + 0.114 * colour[2]
             img = self.text(self.f_marker, self.replay.initials[pid], (0, 0, 0) if lum > 160 else (255, 255, 255))
-            if colour == self.colours[pid]:
-                self._initials[pid] = img
-        surface.blit(img, img.get_rect(center=(x, y + 1)))
+            sprite.blit(img, img.get_rect(center=(r, r + 1)))
+            if len(self._sprites) > 8000:
+                self._sprites.clear()
+            self._sprites[key] = sprite
+        surface.blit(sprite, (x - MARKER_RADIUS - 5, y - MARKER_RADIUS - 5))
 
     def _draw_agents(self, surface: pygame.Surface, selected: str | None, knowing: dict[str, Any] | None) -> None:
         clip = self.map_rect
