@@ -393,6 +393,10 @@ def test_memory_browser_by_keys_clicks_and_typing(window, replay, tmp_path):
     assert f"returned by {len(d.retrievals)} retrievals:" in renderer.panel_lines
     last = d.retrievals[-1]
     assert f"rel {last.relevance:.2f}" in renderer.panel_lines
+    # hovering a row shows the memory's whole text
+    frame([pygame.event.Event(pygame.MOUSEMOTION, pos=hotspot(renderer, ("memory", chosen)), rel=(0, 0),
+                              buttons=(0, 0, 0))])
+    assert " ".join(renderer.tooltip) == " ".join(texts[chosen].split())
     # the frame as a PNG shows the browser: the selected row's highlight is drawn in the panel
     out = tmp_path / "browser.png"
     pygame.image.save(screen, str(out))

@@ -732,7 +732,16 @@ class Renderer:
 
     def tooltip_lines(self, state: TickState, point: tuple[int, int], knowing: dict[str, Any] | None = None
                       ) -> list[str]:
-        """What the tooltip at ``point`` says (``[]``: nothing under it)."""
+        """What the tooltip at ``point`` says (``[]``: nothing under it): an agent, a crowd, a place, a tick of the
+        timeline, or a memory of the browser (its whole text)."""
+        if self.panel_rect.collidepoint(point):
+            action = self.hotspot_at(point)
+            if action is not None and action[0] == "memory":
+                for rows in self._rows_cache.values():
+                    row = next((r for r in rows if r.id == action[1]), None)
+                    if row is not None:
+                        return wrap(self.f_small, row.text, 360, 8)
+            return []
         if self.timeline_rect.collidepoint(point):
             t = self.timeline.tick_at(point[0])
             s = self.replay.state_at(t)
@@ -779,6 +788,7 @@ class Renderer:
                           sum(i.get_height() + 2 for i in imgs) + 10)
         if box.right > self.size[0]:
             box.right = point[0] - 8
+        box.x = max(0, box.x)
         if box.bottom > self.size[1]:
             box.bottom = point[1] - 8
         pygame.draw.rect(surface, (25, 28, 36), box, border_radius=6)
