@@ -223,7 +223,7 @@ def handle_event(ev: Any, player: Player, renderer: Any, screen: Any = None, run
     """Apply one pygame event to ``player`` and ``renderer`` (its camera, what it last drew); returns ``False``
     when the window should close.
 
-    Keys: see :data:`simulacra.viewer.render.HELP_LINES`. Mouse: a click (button 1, released within
+    Keys: see :data:`simulacra.viewer.layout.HELP_LINES`. Mouse: a click (button 1, released within
     :data:`DRAG_SLOP` pixels) on an agent selects it, on a counted group expands or folds it, on a place opens its
     panel, on a panel element does what it shows (tab, tier or kind filter, memory, news, agent, search box); a
     click or drag on the timeline seeks there (paused); a drag on the map pans it; the wheel scrolls the panel
