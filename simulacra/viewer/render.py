@@ -91,6 +91,8 @@ PALETTE = [(220, 50, 47), (38, 139, 210), (40, 160, 60), (211, 54, 130), (181, 1
            (203, 75, 22), (42, 161, 152), (130, 60, 160), (90, 90, 90), (230, 120, 170), (20, 90, 60)]
 TIMELINE_HEIGHT = 58
 TOP = 40
+#: the map's drawn canvas reaches this many pixels past each side of the map area (panning within it is a blit)
+CANVAS_MARGIN = 360
 
 
 @dataclass
@@ -209,6 +211,11 @@ class Renderer:
         self._layer: pygame.Surface | None = None
         self._layer_key: tuple | None = None
         self._label_rects: list[pygame.Rect] = []
+        self._canvas_rects: dict[str, pygame.Rect] = {}
+        self._canvas_labels: list[pygame.Rect] = []
+        self._canvas_pan: tuple[float, float] = (0.0, 0.0)
+        self._shift_key: tuple[int, int] | None = None
+        self._places_key: tuple | None = None
         self._at_cache: dict[int, dict[str, list[str]]] = {}
         self._rows_cache: dict[tuple, list[MemoryRow]] = {}
         self._talk_cache: tuple[int, dict[tuple[str, str], int]] | None = None
@@ -221,6 +228,7 @@ class Renderer:
         self._room_cache: dict[str, int] = {}
         self._counts: tuple[dict[str, int], list[str]] = ({}, [])
         self._bubble_key: tuple | None = None
+        self._bubble_pan: tuple[float, float] = (0.0, 0.0)
         self._bubbles: list[tuple[pygame.Surface, tuple[int, int]]] = []
         self._timeline_len = -1
         self._most: dict[str, int] = {}
@@ -372,10 +380,14 @@ class Renderer:
         if len(self.replay) != self._reach_seen and self._grow_reach():  # a live run's new ticks crowd a place more
             self._layer_key = None
         opened = frozenset(view.expanded)
-        if self._layer_key != (self.camera.key, self.size, opened):
+        if self._places_key != self.camera.key:
             self._update_places()
+            self._places_key = self.camera.key
+        if (self._layer_key != (self.camera.zoom, self.size, opened)
+                or abs(self.camera.pan[0] - self._canvas_pan[0]) > CANVAS_MARGIN - 1
+                or abs(self.camera.pan[1] - self._canvas_pan[1]) > CANVAS_MARGIN - 1):
             self._draw_layer(opened)
-        surface.blit(self._layer, (0, 0))
+        self._blit_layer(surface)
         a = self.placement(state, view.expanded)
         b = self.placement(next_state, view.expanded) if next_state is not None else a
         t = max(0.0, min(1.0, frac))
@@ -420,54 +432,71 @@ class Renderer:
             self._draw_help(surface)
 
     def _draw_layer(self, expanded: frozenset[str] = frozenset()) -> None:
-        """The map without agents (background, paths, places, labels) for the current camera."""
-        layer = pygame.Surface(self.size)
+        """The map without agents (background, paths, places, names) for the current zoom, on a canvas reaching
+        :data:`CANVAS_MARGIN` pixels past each side of the map area, so that panning blits it shifted instead of
+        drawing it again."""
+        m = CANVAS_MARGIN
+        ox, oy = self.map_rect.x - m, self.map_rect.y - m  # the canvas's origin on the screen
+        layer = pygame.Surface((self.map_rect.width + 2 * m, self.map_rect.height + 2 * m))
         layer.fill(BACKGROUND)
-        clip = self.map_rect
-        layer.set_clip(clip)
-        pygame.draw.rect(layer, MAP_EDGE, clip.inflate(-16, -16), width=2, border_radius=10)
+        area = layer.get_rect()
+        xy = {pid: (x - ox, y - oy) for pid, (x, y) in self.place_xy.items()}
         zoom = self.camera.zoom
         width = max(2, min(8, round(5 * zoom ** 0.5)))
         for p, q in self.replay.paths:
-            if p in self.place_xy and q in self.place_xy:
-                pygame.draw.line(layer, PATH, self.place_xy[p], self.place_xy[q], width)
-        side = max(10, min(34, round(34 * zoom ** 0.5))) if len(self.place_xy) > 60 else 34
+            if p in xy and q in xy:
+                pygame.draw.line(layer, PATH, xy[p], xy[q], width)
+        side = max(10, min(34, round(34 * zoom ** 0.5))) if len(xy) > 60 else 34
         squares: dict[str, pygame.Rect] = {}
-        for pid, (x, y) in self.place_xy.items():
+        for pid, (x, y) in xy.items():
             place = self.replay.places[pid]
             rect = pygame.Rect(0, 0, side, side)
             rect.center = (x, y)
             squares[pid] = rect
-            pygame.draw.rect(layer, PLACE_FILL.get(place["kind"], PLACE_OTHER), rect, border_radius=7)
-            pygame.draw.rect(layer, MUTED, rect, width=1, border_radius=7)
-        # labels: public places first, homes last; one that would overlap a label already placed is left out
-        order = sorted(self.place_xy, key=lambda pid: (self.replay.places[pid]["kind"] == "home",
-                                                       self.replay.places[pid]["kind"] != "public"))
+            if rect.colliderect(area):
+                pygame.draw.rect(layer, PLACE_FILL.get(place["kind"], PLACE_OTHER), rect, border_radius=7)
+                pygame.draw.rect(layer, MUTED, rect, width=1, border_radius=7)
+        # names: public places first, homes last; one that would overlap a name already placed is left out
+        order = sorted(xy, key=lambda pid: (self.replay.places[pid]["kind"] == "home",
+                                            self.replay.places[pid]["kind"] != "public"))
         labels: list[pygame.Rect] = []
-        self.place_rects = {}
+        rects: dict[str, pygame.Rect] = {}
         for pid in order:
-            x, y = self.place_xy[pid]
+            x, y = xy[pid]
             sq = squares[pid]
-            self.place_rects[pid] = (sq.x, sq.y, sq.width, sq.height)
-            if not clip.collidepoint(x, y):
+            rects[pid] = sq
+            if not area.collidepoint(x, y):
                 continue
             img = self.text(self.f_small, self.replay.places[pid]["name"], TEXT)
             below = max(side // 2 + 4, self._label_room(pid, pid in expanded) + 4)
             lr = img.get_rect(midtop=(x, y + below))
-            if lr.collidelist(labels) >= 0 or not clip.contains(lr):
+            if lr.collidelist(labels) >= 0 or not area.contains(lr):
                 continue
             labels.append(lr)
             layer.fill(BACKGROUND, lr.inflate(6, 2))  # the name stays readable over the paths
             layer.blit(img, lr)
-            self.place_rects[pid] = (sq.x, sq.y, sq.width, sq.height)
-            self._place_label = lr
-            # a click on the label selects the place too: its rect joins the square's
-            u = sq.union(lr)
-            self.place_rects[pid] = (u.x, u.y, u.width, u.height)
-        layer.set_clip(None)
-        self._label_rects = labels
+            rects[pid] = sq.union(lr)  # a click on the name selects the place too
+        self._canvas_rects = rects
+        self._canvas_labels = labels
+        self._canvas_pan = self.camera.pan
         self._layer = layer
-        self._layer_key = (self.camera.key, self.size, expanded)
+        self._layer_key = (self.camera.zoom, self.size, expanded)
+        self._shift_key = None
+
+    def _blit_layer(self, surface: pygame.Surface) -> None:
+        """The map's canvas, shifted by the pan since it was drawn; ``place_rects`` and the names' rectangles on
+        the screen follow."""
+        m = CANVAS_MARGIN
+        dx = round(self.camera.pan[0] - self._canvas_pan[0])
+        dy = round(self.camera.pan[1] - self._canvas_pan[1])
+        if self._shift_key != (dx, dy):
+            ox, oy = self.map_rect.x - m + dx, self.map_rect.y - m + dy
+            self.place_rects = {pid: (r.x + ox, r.y + oy, r.width, r.height) for pid, r in self._canvas_rects.items()}
+            self._label_rects = [r.move(ox, oy) for r in self._canvas_labels]
+            self._shift_key = (dx, dy)
+        surface.blit(self._layer, self.map_rect.topleft,
+                     pygame.Rect(m - dx, m - dy, self.map_rect.width, self.map_rect.height))
+        pygame.draw.rect(surface, MAP_EDGE, self.map_rect.inflate(-16, -16), width=2, border_radius=10)
 
     def _marker(self, surface: pygame.Surface, pid: str, x: int, y: int, colour: tuple[int, int, int],
                 selected: bool) -> None:
@@ -548,12 +577,17 @@ class Renderer:
 
     def _draw_bubbles(self, surface: pygame.Surface, state: TickState, a: Placement, expanded) -> None:
         """The tick's bubbles, laid out once per tick, camera and crowd (:meth:`_layout_bubbles`)."""
-        key = (state.tick, self.camera.key, frozenset(expanded), self.size)
+        key = (state.tick, self.camera.zoom, frozenset(expanded), self.size)
         if self._bubble_key != key:
             self._bubbles, self.bubble_lines = self._layout_bubbles(state, a)
             self._bubble_key = key
+            self._bubble_pan = self.camera.pan
+        dx = round(self.camera.pan[0] - self._bubble_pan[0])  # panned since: the bubbles follow the map
+        dy = round(self.camera.pan[1] - self._bubble_pan[1])
+        surface.set_clip(self.map_rect)
         for img, pos in self._bubbles:
-            surface.blit(img, pos)
+            surface.blit(img, (pos[0] + dx, pos[1] + dy))
+        surface.set_clip(None)
 
     def _layout_bubbles(self, state: TickState, a: Placement) -> tuple[list[tuple[pygame.Surface, tuple[int, int]]],
                                                                          list[str]]:
