@@ -58,10 +58,19 @@ def town_run(residents: int, hours: float, db: Path, fresh: bool) -> Path:
     if run_dir.exists():
         shutil.rmtree(run_dir)
     print(f"bench.viewer: running town{residents} for {hours} game hours (once; kept in {db}) ...", file=sys.stderr)
-    subprocess.run([sys.executable, "-m", "simulacra.cli", "run", "--world", str(world), "--hours", str(hours),
-                    "--db-dir", str(db), "--run-name", run_dir.name, "--quiet", "--set", "embedding.exact=false"],
-                   check=True, env=_env(), cwd=ROOT)
+    subprocess.run([sys.executable, "-m", "bench.viewer", "--make-run", str(world), "--hours", str(hours),
+                    "--db", str(db), "--run-name", run_dir.name], check=True, env=_env(), cwd=ROOT)
     return run_dir
+
+
+def make_run(world: Path, hours: float, db: Path, run_name: str) -> None:
+    """Run ``world`` (scripted, offline) for ``hours`` game hours into ``db/run_name`` through the public API, in
+    its own process (``--make-run``), so that the measuring process holds no store and no model."""
+    from simulacra.town import Town
+
+    with Town.create(world, db_dir=db, run_name=run_name, overwrite=True,
+                     overrides=["embedding.exact=false"]) as town:
+        town.run(hours=hours, progress=False)
 
 
 def _view_for(mode: str, replay, renderer):
@@ -178,7 +187,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "viewer.json"))
     ap.add_argument("--screenshots", default=None, metavar="DIR", help="also write the docs' screenshots here")
     ap.add_argument("--party", default=None, metavar="RUN", help="a fernhollow-party run, for --screenshots")
+    ap.add_argument("--make-run", default=None, metavar="WORLD", help=argparse.SUPPRESS)
+    ap.add_argument("--run-name", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.make_run:  # the child process of town_run
+        make_run(Path(args.make_run), args.hours, Path(args.db), args.run_name)
+        return 0
     sizes = [int(x) for x in args.residents.split(",") if x]
     db = Path(args.db)
     cases = {}
