@@ -145,7 +145,8 @@ def measure(run_dir: Path, frames: int, repeats: int) -> dict:
 
 def screenshots(out_dir: Path, party: Path, town: Path | None) -> list[Path]:
     """The documentation's screenshots: the memory browser and who-knows-what of a ``fernhollow-party`` run
-    (Greta Lund at 15:00; the Harvest Lantern Festival notice), and the 1,000-resident town (``town``)."""
+    (Greta Lund at 15:00; the Harvest Lantern Festival notice), and a large generated town (``town``, its busiest
+    tick) as ``viewer-town<residents>.png``."""
     os.environ["SDL_VIDEODRIVER"] = "dummy"
     from simulacra.viewer.app import save_screenshot
     from simulacra.viewer.layout import View
@@ -171,7 +172,7 @@ def screenshots(out_dir: Path, party: Path, town: Path | None) -> list[Path]:
     if town is not None:
         big = ReplayState.load(town)
         t = big.busiest_tick()
-        made.append(save_screenshot(big, t, out_dir / "viewer-town1000.png", big.agents[0],
+        made.append(save_screenshot(big, t, out_dir / f"viewer-town{len(big.agents)}.png", big.agents[0],
                                     view=View(relations=False)))
     return made
 
@@ -214,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.screenshots:
         if not args.party:
             raise SystemExit("--screenshots needs --party RUN (a fernhollow-party run)")
-        big = runs.get(1000)
+        big = runs[max(runs)] if runs else None  # the largest town measured
         for p in screenshots(Path(args.screenshots), Path(args.party), big):
             print(f"bench.viewer: screenshot -> {p}", file=sys.stderr)
     return 0

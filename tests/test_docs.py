@@ -73,6 +73,14 @@ def test_site_builds_strictly_with_generated_references(tmp_path):
         for name in set(model.model_fields) - model.internal_fields:
             assert f"<code>{name}</code>" in formats_page, f"formats: no field {model.__name__}.{name}"
 
+    import html
+
+    from simulacra.viewer.layout import HELP_LINES
+
+    viewer_page = html.unescape((site / "viewer" / "index.html").read_text(encoding="utf-8"))
+    for key, what in HELP_LINES:  # the controls table is the help overlay's list
+        assert f"<td>{key}</td>" in viewer_page and f"<td>{what}</td>" in viewer_page, f"viewer controls: {key}"
+
     for page in ("config", "memory", "simulation", "trace", "world", "persona", "town", "frames"):
         assert "doc-object" in (site / "api" / page / "index.html").read_text(encoding="utf-8"), \
             f"API page {page} documents nothing"
