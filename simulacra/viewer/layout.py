@@ -150,7 +150,7 @@ def capacity(spacing: float) -> int:
 
 def place_agents(at: Mapping[str, Sequence[str]], place_xy: Mapping[str, Point], expanded: Iterable[str] = (),
                  group_over: int = GROUP_OVER, default: Point = (0.0, 0.0),
-                 room: Mapping[str, int] | None = None) -> Placement:
+                 room: Mapping[str, int] | None = None, spacing: Mapping[str, float] | None = None) -> Placement:
     """Place each agent: alone at its place on it, several on a ring around it; more than ``group_over`` at a place
     (or more than its ``room``) not in ``expanded``: one :class:`Group`.
 
@@ -159,6 +159,8 @@ def place_agents(at: Mapping[str, Sequence[str]], place_xy: Mapping[str, Point],
         place_xy: place id -> its screen centre (pixels); a place missing from it sits at ``default``.
         expanded: places whose crowd is drawn agent by agent however many there are.
         room: place id -> how many markers fit around it at this zoom (:func:`capacity`); default: no limit.
+        spacing: place id -> pixels to its nearest neighbour at this zoom: a group's disc stays within half of it
+            (at least 6 pixels), so that a dense town's groups do not pile up; default: no limit.
     """
     markers: dict[str, Point] = {}
     groups: dict[str, Group] = {}
@@ -170,6 +172,8 @@ def place_agents(at: Mapping[str, Sequence[str]], place_xy: Mapping[str, Point],
         limit = group_over if room is None else min(group_over, room.get(place, group_over))
         if n > limit and place not in open_places:
             r = group_radius(n)
+            if spacing is not None and place in spacing:
+                r = max(6.0, min(r, spacing[place] / 2 - 1))
             groups[place] = Group(place, (cx, cy), r, tuple(pids))
             reach[place] = r
             continue

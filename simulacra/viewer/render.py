@@ -204,6 +204,7 @@ class Renderer:
         self.f_small, self.f_text = _font(18), _font(21)
         self.f_bold, self.f_title = _font(21, bold=True), _font(28, bold=True)
         self.f_marker = _font(18, bold=True)
+        self.f_tiny = _font(14, bold=True)
         self.camera = Camera((self.map_rect.x, self.map_rect.y, self.map_rect.width, self.map_rect.height),
                              [tuple(p["position"]) for p in replay.places.values()])
         self._text_cache: dict[tuple[int, str, tuple[int, ...]], pygame.Surface] = {}
@@ -226,6 +227,7 @@ class Renderer:
         self._spacing: dict[str, float] | None = None
         self._room_zoom: float | None = None
         self._room_cache: dict[str, int] = {}
+        self._spacing_now: dict[str, float] = {}
         self._counts: tuple[dict[str, int], list[str]] = ({}, [])
         self._bubble_key: tuple | None = None
         self._bubble_pan: tuple[float, float] = (0.0, 0.0)
@@ -286,6 +288,7 @@ class Renderer:
                 self._spacing = nearest_distances({pid: base.to_screen(p["position"])
                                                    for pid, p in self.replay.places.items()})
             self._room_cache = {pid: capacity(d * self.camera.zoom) for pid, d in self._spacing.items()}
+            self._spacing_now = {pid: d * self.camera.zoom for pid, d in self._spacing.items()}
             self._room_zoom = self.camera.zoom
         return self._room_cache
 
@@ -324,7 +327,7 @@ class Renderer:
                 self._placements.clear()
             got = self._placements[key] = place_agents(self.agents_at(state), self.place_xy, expanded,
                                                        self.group_over, default=self.map_rect.center,
-                                                       room=self._room())
+                                                       room=self._room(), spacing=self._spacing_now)
         return got
 
     def slots(self, state: TickState) -> dict[str, tuple[float, float]]:
@@ -552,8 +555,9 @@ class Renderer:
                                       for i in range(25)]
                     pygame.draw.polygon(surface, KNOW_COLOURS["heard"], pts)
                 label = f"{k}/{len(g.agents)}"
-            img = self.text(self.f_marker, label, (255, 255, 255))
-            surface.blit(img, img.get_rect(center=(x, y + 1)))
+            if r >= 9:  # a disc too small for its count says it in the tooltip
+                img = self.text(self.f_marker if r >= 12 else self.f_tiny, label, (255, 255, 255))
+                surface.blit(img, img.get_rect(center=(x, y + 1)))
 
     def _draw_relations(self, surface: pygame.Surface, state: TickState, a: Placement) -> None:
         """Who talked with whom up to the tick: a line per pair, wider with more conversations."""
