@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,57 @@ def layer_counters(rt) -> dict[str, Any]:
     if callable(getattr(rt.rater, "counters", None)):
         out["rater"] = rt.rater.counters()
     return out
+
+
+def checkpoint_shards(ck: dict[str, Any]) -> int:
+    """The shape of the town that wrote checkpoint ``ck``: 0 for a run in one process (its ``layers`` one part's
+    counters), else the number of Ray workers (``layers["shards"]``: one part per worker)."""
+    layers = ck.get("layers") or {}
+    return len(layers["shards"]) if isinstance(layers.get("shards"), list) else 0
+
+
+def reshape_layers(layers: dict[str, Any], shards: int, llm_calls: Sequence[int]) -> dict[str, Any]:
+    """A checkpoint's :func:`layer_counters` for a town of another shape (a run resumed with another number of
+    workers, :meth:`simulacra.simulation.Simulation.resume`): ``shards`` 0 for one process, else that many workers.
+
+    Every counter (calls, tokens, latency, retries, cache hits, the mind's usage, the rater's counts) is additive:
+    the run's totals go to the first part, the others start at 0, so the run's summary (the parts added up) goes on
+    from the checkpoint's figures. The rater's cached ratings (``rater.ratings``) go to every part, so no shard asks
+    again for a rating the run already has. ``llm_calls`` (where a part's replay of its ``llm_calls.jsonl`` starts)
+    is per file, so it is given: ``llm_calls[k]``, the records of part ``k``'s file that predate the checkpoint.
+
+    Raises:
+        ValueError: ``llm_calls`` does not give one count per part.
+    """
+    olds = layers["shards"] if isinstance(layers.get("shards"), list) else [layers]
+    n = max(1, shards)
+    if len(llm_calls) != n:
+        raise ValueError(f"llm_calls gives {len(llm_calls)} counts for {n} parts")
+
+    def add(into: dict[str, Any], part: dict[str, Any]) -> None:
+        for key, value in part.items():
+            if isinstance(value, dict):
+                add(into.setdefault(key, {}), value)
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                into[key] = into.get(key, 0) + value
+            else:
+                into.setdefault(key, value)
+
+    total: dict[str, Any] = {}
+    ratings: dict[str, Any] = {}
+    for old in olds:
+        rater = dict(old.get("rater") or {})
+        ratings.update(rater.pop("ratings", None) or {})
+        add(total, {**{k: v for k, v in old.items() if k not in ("rater", "llm_calls")},
+                    **({"rater": rater} if "rater" in old else {})})
+    parts = []
+    for k in range(n):
+        part: dict[str, Any] = total if k == 0 else {}
+        part = {**part, "llm_calls": int(llm_calls[k])} if any("llm_calls" in o for o in olds) else dict(part)
+        if any("rater" in o for o in olds):
+            part["rater"] = {**part.get("rater", {}), "ratings": dict(ratings)}
+        parts.append(part)
+    return parts[0] if shards == 0 else {"shards": parts}
 
 
 def restore_layer_counters(rt, saved: dict[str, Any]) -> None:

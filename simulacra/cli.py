@@ -38,9 +38,10 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                         help="game days to simulate: from the world's start_time on day 1 to its end_time on day "
                              "DAYS, through the nights (--days 1 is the default length)")
     p.add_argument("--seed", type=int, default=None, help="random seed [config simulation.seed, 0]")
-    p.add_argument("--workers", type=int, default=1,
+    p.add_argument("--workers", type=int, default=None,
                    help="agent shards as Ray actors (pip install 'simulacra[ray]'); 1 runs in this process, no Ray "
-                        "[%(default)s]")
+                        "[1; with --resume: as the run's checkpoint; another number needs the run's memory on a "
+                        "Chroma server]")
     p.add_argument("--ray-address", default=None,
                    help="join this Ray cluster (auto | ray://host:port) instead of starting Ray here")
     p.add_argument("--run-name", default=None, help="run folder name under the database dir [<world>-seed<seed>]")
@@ -286,8 +287,7 @@ def _resume_conflicts(args: argparse.Namespace) -> list[str]:
     """Options ``--resume`` cannot take (the run's own config, world and agents are used)."""
     given = [("--world", args.world != DEFAULT_WORLD), ("--personas-dir", args.personas_dir), ("--seed", args.seed),
              ("--run-name", args.run_name), ("--agents", args.agents), ("--config/--preset", args.config),
-             ("--set", args.overrides), ("--llm", args.llm), ("--overwrite", args.overwrite),
-             ("--workers", getattr(args, "workers", 1) != 1)]
+             ("--set", args.overrides), ("--llm", args.llm), ("--overwrite", args.overwrite)]
     return [name for name, value in given if value]
 
 
@@ -303,13 +303,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         if conflicts:
             raise SimulacraError(f"--resume continues a run with its own config, world and agents; drop "
                                  f"{', '.join(conflicts)} (only --ticks, --hours, --days, --rater-url, --chroma-url, "
-                                 f"--ray-address, --allow-changed apply)")
+                                 f"--workers, --ray-address, --allow-changed apply)")
         print(f"simulacra: resuming {args.resume}; loading the embedding model ...", file=sys.stderr)
         town = Town.resume(args.resume, allow_changed=args.allow_changed, rater_url=args.rater_url,
-                           chroma_url=args.chroma_url, ray_address=args.ray_address)
+                           chroma_url=args.chroma_url, ray_address=args.ray_address, workers=args.workers)
     else:
         if args.allow_changed:
             raise SimulacraError("--allow-changed only applies with --resume")
+        args.workers = 1 if args.workers is None else args.workers
         if args.workers < 1:
             raise SimulacraError(f"--workers must be at least 1, got {args.workers}")
         overrides = list(args.overrides)

@@ -22,8 +22,12 @@ before each request, so N workers neither send N times the calls at once nor spe
 All workers can keep the run's memory on one Chroma server (``--chroma-url``): each agent's collections are its
 shard's alone; the town's shared tier is one collection that every shard writes alike (the same records).
 
-Not yet: resuming with another number of workers, and a scenario's recall probes on workers (refused with a
-message).
+A run whose memory is on a Chroma server can be resumed with another number of workers, or in one process
+(:meth:`simulacra.simulation.Simulation.resume` with ``workers``): the checkpoint records its shape
+(:func:`simulacra.checkpoint.checkpoint_shards`), the old shape's shards bring the server back to it first, and the
+counters are added up for the new shape (:func:`simulacra.checkpoint.reshape_layers`).
+
+Not yet: a scenario's recall probes on workers (refused with a message).
 """
 
 from __future__ import annotations
@@ -56,18 +60,18 @@ def build_shard_runtime(world_path: str, config: Config, personas_dir: str | Non
     Raises:
         WorldError, PersonaError, RaterError, LLMError: as :func:`simulacra.runtime.build_runtime`.
     """
-    from simulacra.runtime import build_parts, store_location
+    from simulacra.runtime import build_parts, shard_folder, store_location
     from simulacra.world.model import load_world
 
     world = load_world(world_path, personas_dir)
-    shard_dir = Path(run_dir) / f"shard-{index}"
+    shard_dir = shard_folder(run_dir, index)
     if resume and not shard_dir.is_dir():
         raise CheckpointError(f"{shard_dir}: the folder of shard {index} is missing; the run cannot be resumed")
     shard_dir.mkdir(parents=True, exist_ok=True)
     # embedded: the shard's own store in its folder; on a Chroma server: the run's collections (one per agent and
     # tier, so the shards' never overlap; the town's shared tier is written alike by every shard); the store journal
     # in the shard's folder either way
-    location = store_location(config.memory, shard_dir, Path(run_dir).name)
+    location = store_location(config.memory, shard_dir, Path(run_dir).name, run_dir)
     return build_parts(world, config, shard_dir, agents, location, [location.journal.close], resume=resume,
                        residents=residents, name=f"{Path(run_dir).name} shard {index}")
 

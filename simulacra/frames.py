@@ -403,25 +403,13 @@ def _diffusion(table: _Table, header: Header, ticks: list[tuple[int, int, int, s
                       knowers=knowers)
 
 
-def _call_files(run_dir: Path) -> list[tuple[int | None, Path]]:
-    """``(shard or None, path)`` of the run's ``llm_calls.jsonl`` and of each Ray worker's (``shard-<k>/``)."""
-    from simulacra.llm.factory import CALLS_FILE
-
-    out: list[tuple[int | None, Path]] = [(None, run_dir / CALLS_FILE)]
-    shards = []
-    for d in run_dir.glob("shard-*"):
-        suffix = d.name[len("shard-"):]
-        if suffix.isdigit() and (d / CALLS_FILE).is_file():
-            shards.append((int(suffix), d / CALLS_FILE))
-    return [(k, p) for k, p in out + sorted(shards) if p.is_file()]
-
-
 def _model_calls(table: _Table, run_dir: Path, header: Header) -> None:
-    files = _call_files(run_dir)
+    from simulacra.llm.replay import call_files, load_calls
+    from simulacra.llm.wrappers import token_cost
+
+    files = call_files(run_dir)
     if not files:
         return
-    from simulacra.llm.replay import load_calls
-    from simulacra.llm.wrappers import token_cost
 
     llm = (header.get("config") or {}).get("llm") or {}
     prices = float(llm.get("prompt_price_per_1k") or 0.0), float(llm.get("completion_price_per_1k") or 0.0)

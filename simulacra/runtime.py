@@ -371,10 +371,18 @@ def build_mind(config: Config, llm, tick_minutes: int = 10, reflector=None):
     return LLMMind(llm, config, tick_minutes, reflector)
 
 
-def store_location(config: MemoryConfig, run_dir: str | Path, run: str | None = None) -> EmbeddedChroma | ChromaServer:
+def shard_folder(run_dir: str | Path, index: int) -> Path:
+    """The folder of a run's Ray shard ``index`` (its embedded stores, store journal, recorded model calls):
+    ``run_dir / "shard-<index>"``."""
+    return Path(run_dir) / f"shard-{index}"
+
+
+def store_location(config: MemoryConfig, run_dir: str | Path, run: str | None = None,
+                   checkpoint_dir: str | Path | None = None) -> EmbeddedChroma | ChromaServer:
     """Where the run's memory stores live: the Chroma server at ``config.chroma_url`` (collections named after the
     run's name ``run``, default the folder's: :class:`ChromaServer`), else folders under ``run_dir``
-    (:class:`EmbeddedChroma`); the store journal in ``run_dir`` either way (a Ray worker's: its ``shard-<k>/``).
+    (:class:`EmbeddedChroma`); the store journal in ``run_dir`` either way (a Ray worker's: its ``shard-<k>/``,
+    the run's checkpoint in ``checkpoint_dir`` above it).
 
     Raises:
         StoreUnavailable: no Chroma server answers at ``config.chroma_url``.
@@ -382,14 +390,26 @@ def store_location(config: MemoryConfig, run_dir: str | Path, run: str | None = 
     location = (ChromaServer(config.chroma_url, run or Path(run_dir).name, config.chroma_retry_s,
                              config.chroma_timeout_s)
                 if config.chroma_url else EmbeddedChroma(run_dir))
-    location.journal = StoreJournal(run_dir)  # what the run wrote since its stores last reached Chroma
+    location.journal = StoreJournal(run_dir, checkpoint_dir)  # what the run wrote since its stores reached Chroma
     return location
+
+
+def run_shards(run_dir: str | Path, header: Mapping[str, Any]) -> int:
+    """The shape of the town that last wrote a recorded run's stores: 0 for one process, else its number of Ray
+    workers. Its checkpoint says (:func:`simulacra.checkpoint.checkpoint_shards`; a run resumed with another number
+    of workers changed it); without a readable one, the trace header's ``workers`` (the shape it started with)."""
+    from simulacra.checkpoint import checkpoint_shards, read_checkpoint
+
+    try:
+        return checkpoint_shards(read_checkpoint(run_dir))
+    except CheckpointError:
+        return int(header.get("workers") or 0)
 
 
 class RunStores:
     """Where a recorded run keeps each owner's memory stores, for the tools that read a run (``interview``,
-    ``evaluate``, ``tune``, the recall scores): the run's Chroma server or its folder; for a run on Ray workers (its
-    header records ``workers``) the folder ``shard-<k>/`` of the owner's shard by the rule the run used
+    ``evaluate``, ``tune``, the recall scores): the run's Chroma server or its folder; for a run on Ray workers
+    (:func:`run_shards`) the folder ``shard-<k>/`` of the owner's shard by the rule the run used
     (:func:`simulacra.shard.shard_agents`), which holds its embedded stores and its store journal (with a Chroma
     server: its journal). One location per folder, made at first use.
 
@@ -404,10 +424,11 @@ class RunStores:
         self.config, self.run_dir = config, Path(run_dir)
         self.has_shared = bool((header.get("world") or {}).get("shared_memory"))
         self._shard_of: dict[str, int] | None = None
-        if header.get("workers"):
+        shards = run_shards(run_dir, header)
+        if shards:
             from simulacra.shard import shard_agents
 
-            groups = shard_agents(list(header["agents"]), int(header["workers"]))
+            groups = shard_agents(list(header["agents"]), shards)
             self._shard_of = {a: k for k, g in enumerate(groups) for a in g}
         self._made: dict[Path, EmbeddedChroma | ChromaServer] = {}
         self._shared: dict[Path, MemoryTier | None] = {}
@@ -415,13 +436,13 @@ class RunStores:
     def _folder(self, owner: str) -> Path:
         if self._shard_of is None:
             return self.run_dir
-        return self.run_dir / f"shard-{self._shard_of.get(owner, 0)}"  # the town's shared tier: shard 0's replica
+        return shard_folder(self.run_dir, self._shard_of.get(owner, 0))  # the town's shared tier: shard 0's replica
 
     def location(self, owner: str) -> EmbeddedChroma | ChromaServer:
         """The :func:`store_location` holding ``owner``'s stores (an agent id, or ``"town"``)."""
         folder = self._folder(owner)
         if folder not in self._made:
-            self._made[folder] = store_location(self.config, folder, self.run_dir.name)
+            self._made[folder] = store_location(self.config, folder, self.run_dir.name, self.run_dir)
         return self._made[folder]
 
     def shared(self, owner: str, dim: int) -> MemoryTier | None:

@@ -24,8 +24,10 @@ from simulacra.checkpoint import (
     CHECKPOINT,
     CheckpointWriter,
     changed_inputs,
+    checkpoint_shards,
     input_hashes,
     read_checkpoint,
+    reshape_layers,
 )
 from simulacra.clock import GameClock, format_game_time, format_hhmm
 from simulacra.cluster import ShardLost, ShardProxy
@@ -33,8 +35,10 @@ from simulacra.config import Config, config_from_dict, recorded_config
 from simulacra.errors import CheckpointError, RaterError, SimulacraError, StoreUnavailable
 from simulacra.killpoint import kill_point
 from simulacra.llm.base import BudgetExceeded, LLMUnreachable
+from simulacra.llm.factory import CALLS_FILE
+from simulacra.llm.replay import call_files, load_calls
 from simulacra.memory.journal import store_schedule
-from simulacra.runtime import Runtime, build_runtime, prepare_run
+from simulacra.runtime import Runtime, build_runtime, prepare_run, shard_folder
 from simulacra.runtime import static_records as static_records  # re-exported: the viewer and tests use it
 from simulacra.schedule import probe_stage, schedule_of, telling_stage
 from simulacra.shard import (
@@ -149,9 +153,10 @@ class Simulation:
         self._writer: CheckpointWriter | None = None  # made at the first checkpoint
         self._mid_tick = False  # a step started and did not end (an exception left the stores holding part of it)
         # ticks between writes of the stores to Chroma (memory.store_flush_minutes), and whether the ticks between
-        # append to the store journal
+        # append to the store journal (on Ray, each shard's own, in its folder)
         self._flush_every, self._journaling = store_schedule(
-            rt.config.memory.store_flush_minutes if rt.journal is not None else 0, world.tick_minutes,
+            rt.config.memory.store_flush_minutes if rt.journal is not None or cluster is not None else 0,
+            world.tick_minutes,
             rt.config.simulation.checkpoint_every)
         if checkpoint is not None:
             self._restore(checkpoint)
@@ -177,10 +182,9 @@ class Simulation:
         self.ticks_done = int(ck["ticks_done"])
         self.target_ticks = ck.get("target_ticks")
         self.history_usage = Counter(ck.get("history_usage", {}))
-        accumulators = {pid: (a.importance_since_reflection, a.last_reflection, a.last_consolidation)
-                        for pid, a in self.state.agents.items()}
         # the stores back to the checkpoint (on Ray, every actor its own)
-        restored = self.stores.restore(ck.get("shared"), ck["memory"], ck.get("layers", {}), accumulators)
+        restored = self.stores.restore(ck.get("shared"), ck["memory"], ck.get("layers", {}),
+                                       _accumulators(self.state))
         self.trace = TraceWriter(rt.run_dir / "trace.jsonl", resume_at=int(ck["trace_bytes"]))
         self._checkpointed = self.ticks_done
         log.info("resumed %s after tick %d: %d memories restored, %d written after the checkpoint dropped",
@@ -239,10 +243,19 @@ class Simulation:
     @classmethod
     def resume(cls, run_dir: str | Path, embedder=None, allow_changed: bool = False,
                rater_url: str | None = None, chroma_url: str | None = None,
-               ray_address: str | None = None) -> Simulation:
+               ray_address: str | None = None, workers: int | None = None) -> Simulation:
         """Continue a run from its last checkpoint, with the run's own config, world and persona files (as the
-        trace header records them). A run of several workers (its header's ``workers``) is resumed on as many Ray
-        actors, started here or on the cluster at ``ray_address``; each reopens its ``shard-<k>/`` folder.
+        trace header records them). A run of several workers is resumed on as many Ray actors (the checkpoint's
+        shape), started here or on the cluster at ``ray_address``; each reopens its ``shard-<k>/`` folder.
+
+        With ``workers`` (1: one process, unless ``ray_address`` is given) another shape than the checkpoint's,
+        the run's memory must be on a Chroma server: the stores are first brought back to the checkpoint in the
+        old shape (each old shard rolls its agents back and writes them to the server; its store journal is
+        emptied), then the new shape's shards take their agents from the server (:func:`shard_agents`) and the
+        checkpoint's counters, added up (:func:`~simulacra.checkpoint.reshape_layers`). The ticks that follow are
+        those the uninterrupted run would have run (scripted backend), whatever the number of workers. With a
+        model, the answers recorded after the checkpoint are replayed only by the shard whose folder holds them;
+        the others are asked again (the budget counts every recorded request once).
 
         The trace is cut back to the checkpoint's length and the stores rolled back to its memories, so that the
         ticks run next are exactly those an uninterrupted run would have run (scripted backend).
@@ -253,27 +266,85 @@ class Simulation:
             rater_url: the rater to use instead of the run's ``rater.url`` (a rater restarted elsewhere).
             chroma_url: the address of the run's Chroma server when it moved (``memory.chroma_url``).
         Raises:
-            CheckpointError: no or a malformed checkpoint, a changed input file (naming it), or stores and trace
-                that cannot be brought back to the checkpoint.
+            CheckpointError: no or a malformed checkpoint, a changed input file (naming it), stores and trace
+                that cannot be brought back to the checkpoint, or another number of workers for a run whose
+                memory is not on a Chroma server.
             TraceFormatError: the trace has no valid header.
         """
         run_dir = Path(run_dir)
+        if workers is not None and workers < 1:
+            raise SimulacraError(f"--workers must be at least 1, got {workers}")
         if not (run_dir / CHECKPOINT).is_file():
             return cls._start_again(run_dir, embedder, allow_changed, rater_url, chroma_url)
         ck = read_checkpoint(run_dir)
         config, world_path, header = _recorded_run(run_dir, allow_changed, rater_url, chroma_url)
-        if header.get("workers"):  # as many Ray actors again, each reopening its shard's folder
+        was = checkpoint_shards(ck)
+        shape = was if workers is None else workers if workers > 1 or ray_address is not None else 0
+        if shape != was:
+            ck = cls._reshape(run_dir, ck, config, world_path, header, was, shape, ray_address)
+        if shape:  # Ray actors, each (re)opening its shard's folder
             return cls._on_ray(world_path, config, header["personas_dir"], run_dir.parent, run_dir.name, False,
-                               header["agents"], int(header["workers"]), ray_address, checkpoint=ck,
+                               header["agents"], shape, ray_address, checkpoint=ck,
                                scenario=header.get("scenario"))
         rt = build_runtime(world_path, config, header["personas_dir"], run_dir.parent, run_dir.name,
                            embedder=embedder, agents=header["agents"], resume=True)
         rt.scenario = header.get("scenario")  # its schedule (tellings, probes) goes on where the run stopped
         try:
+            _charge_other_calls(run_dir, [run_dir], rt.llm, None)
             return cls(rt, checkpoint=ck)
         except BaseException:
             rt.close()
             raise
+
+    @classmethod
+    def _reshape(cls, run_dir: Path, ck: dict[str, Any], config: Config, world_path, header: Header,
+                 was: int, shape: int, ray_address: str | None) -> dict[str, Any]:
+        """Bring the run's stores back to checkpoint ``ck`` in the shape that wrote it (``was``: 0 one process,
+        else that many Ray workers), so that the Chroma server holds exactly the checkpoint's memories and no
+        store journal holds any; return ``ck`` with its counters for the new ``shape``
+        (:func:`~simulacra.checkpoint.reshape_layers`). A kill in here leaves a run that resumes from the same
+        checkpoint, in either shape.
+
+        Raises:
+            CheckpointError: the run's memory is in embedded stores (one per shard folder), not on a server.
+        """
+        def name(n: int) -> str:
+            return "one process" if n == 0 else f"{n} worker{'s' * (n > 1)}"
+
+        if not config.memory.chroma_url:
+            raise CheckpointError(
+                f"{run_dir}: its checkpoint was written by {name(was)}; resuming it on {name(shape)} needs its "
+                f"memory on a Chroma server (memory.chroma_url): embedded stores stay in the folder of the shard "
+                f"that wrote them. Resume it on {name(was)}"
+                + (f" (--workers {was})" if was > 1 else " (without --workers)" if was == 0 else " (--workers 1 "
+                   "--ray-address ...)"))
+        log.warning("%s: the checkpoint was written by %s; taking it up on %s", run_dir, name(was), name(shape))
+        agents = list(header["agents"])
+        state = TownState.from_dict(ck["state"], order=agents)
+        args = (ck.get("shared"), ck["memory"], ck.get("layers", {}), _accumulators(state))
+        if was:
+            from simulacra.cluster import RayShards
+
+            spec, _ = _ray_spec(world_path, config, header["personas_dir"], run_dir, agents, resume=True)
+            old = RayShards(spec, shard_agents(agents, was), ray_address)
+            try:
+                old.restore(*args)
+            finally:
+                old.close()
+        else:
+            rt = build_runtime(world_path, config, header["personas_dir"], run_dir.parent, run_dir.name,
+                               agents=agents, resume=True)
+            try:
+                Stores(rt).restore(*args)
+            finally:
+                rt.close()
+        folders = _shard_folders(run_dir, shape)
+        for folder in folders:
+            folder.mkdir(exist_ok=True)
+        olds = _shard_folders(run_dir, was)
+        counts = [((ck["layers"]["shards"][olds.index(f)] if was else ck["layers"]).get("llm_calls", 0)
+                   if f in olds else len(load_calls(f / CALLS_FILE, repair=False))) for f in folders]
+        return {**ck, "layers": reshape_layers(ck.get("layers", {}), shape, counts)}
 
     @classmethod
     def _on_ray(cls, world_path, config: Config, personas_dir, db_dir, run_name, overwrite, agents, workers: int,
@@ -299,20 +370,14 @@ class Simulation:
 
             ChromaServer(config.memory.chroma_url, run_dir.name, config.memory.chroma_retry_s,
                          config.memory.chroma_timeout_s).claim(resume, overwrite)
-        if not config.embedding.threads:  # the workers embed with the town's thread count: the same vectors
-            import torch
-
-            config = config.model_copy(update={"embedding": config.embedding.model_copy(
-                update={"threads": torch.get_num_threads()})})
-        spec = {"world": str(Path(world_path).resolve()),
-                "personas_dir": None if personas_dir is None else str(Path(personas_dir).resolve()),
-                "config": config.to_dict(), "run_dir": str(run_dir.resolve()), "residents": list(ids),
-                "log_level": logging.getLogger().getEffectiveLevel(), "resume": resume}
+        spec, config = _ray_spec(world_path, config, personas_dir, run_dir, ids, resume)
         cluster = RayShards(spec, shard_agents(ids, workers), address)
         rt = Runtime(world=world, config=config, run_dir=run_dir, agents=list(ids), embedder=None, rater=None,
                      mind=town_mind(cluster.infos[0]), memories={}, closers=[cluster.close])
         rt.scenario = scenario
         try:
+            if resume:
+                _charge_other_calls(run_dir, _shard_folders(run_dir, workers), None, cluster.gate)
             return cls(rt, checkpoint=checkpoint, shards=workers, cluster=cluster)
         except BaseException:
             rt.close()
@@ -700,3 +765,56 @@ class Simulation:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _accumulators(state: TownState) -> dict[str, tuple[float, float | None, float | None]]:
+    """What the town state keeps of each agent's memory, as :meth:`Stores.restore` takes it: ``(importance since
+    its last reflection, game minute of its last reflection, of its last consolidation)``."""
+    return {pid: (a.importance_since_reflection, a.last_reflection, a.last_consolidation)
+            for pid, a in state.agents.items()}
+
+
+def _shard_folders(run_dir: Path, shape: int) -> list[Path]:
+    """The folders of a town's parts (their stores' journal, recorded model calls): the run folder for one process
+    (``shape`` 0), else ``shard-<k>/`` for each of ``shape`` workers."""
+    return [run_dir] if shape == 0 else [shard_folder(run_dir, k) for k in range(shape)]
+
+
+def _ray_spec(world_path, config: Config, personas_dir, run_dir: Path, ids,
+              resume: bool) -> tuple[dict[str, Any], Config]:
+    """What every Ray actor of the run needs to build its shard (:class:`simulacra.cluster.RayShards`), and the
+    config the town then runs with: the workers embed with the town's thread count (``embedding.threads`` 0 becomes
+    this process's), so that they compute the same vectors."""
+    if not config.embedding.threads:
+        import torch
+
+        config = config.model_copy(update={"embedding": config.embedding.model_copy(
+            update={"threads": torch.get_num_threads()})})
+    return {"world": str(Path(world_path).resolve()),
+            "personas_dir": None if personas_dir is None else str(Path(personas_dir).resolve()),
+            "config": config.to_dict(), "run_dir": str(Path(run_dir).resolve()), "residents": list(ids),
+            "log_level": logging.getLogger().getEffectiveLevel(), "resume": resume}, config
+
+
+def _charge_other_calls(run_dir: Path, opened: list[Path], llm, gate) -> None:
+    """A resumed run's budget counts every model request the run ever sent: a part's own ``llm_calls.jsonl`` is
+    taken up by its budget (:func:`simulacra.llm.build_model`); the files no part of this shape opens (left by a
+    shape the run had before, :meth:`Simulation.resume` with another ``workers``) are charged here, to the run's
+    gate on Ray, else to this process's budget."""
+    others = [path for _, path in call_files(run_dir) if path.parent not in opened]
+    if not others or (gate is None and llm is None):
+        return
+    records = [r for path in others for r in load_calls(path, repair=False)]
+    calls = len(records)
+    tokens = sum(int(r.get("prompt_tokens") or 0) + int(r.get("completion_tokens") or 0) for r in records)
+    log.info("%s: %d model requests recorded by another shape of the run count against its budget", run_dir, calls)
+    if gate is not None:
+        from simulacra.cluster import RayGate
+
+        RayGate(gate).take_up(calls, tokens)
+        return
+    from simulacra.llm.wrappers import BudgetedModel, unwrap
+
+    budget = unwrap(llm, BudgetedModel)
+    if budget is not None:
+        budget.add_spent(calls, tokens)

@@ -153,14 +153,15 @@ class Town:
 
     @classmethod
     def resume(cls, run_dir: str | Path, *, allow_changed: bool = False, rater_url: str | None = None,
-               chroma_url: str | None = None, ray_address: str | None = None) -> Town:
+               chroma_url: str | None = None, ray_address: str | None = None, workers: int | None = None) -> Town:
         """The run at ``run_dir`` taken up at its last checkpoint, with its own config, world and personas
         (:meth:`Simulation.resume`; a run of several workers on as many Ray actors, started here or on the cluster
-        at ``ray_address``); :meth:`run` with no length then finishes the length it was started for."""
+        at ``ray_address``; with ``workers``, on that many instead, when the run's memory is on a Chroma server);
+        :meth:`run` with no length then finishes the length it was started for."""
         from simulacra.simulation import Simulation
 
         return cls(Simulation.resume(run_dir, allow_changed=allow_changed, rater_url=rater_url,
-                                     chroma_url=chroma_url, ray_address=ray_address))
+                                     chroma_url=chroma_url, ray_address=ray_address, workers=workers))
 
     # ----------------------------------------------------------------- what it is
     @property

@@ -133,3 +133,32 @@ def test_after_a_failed_journal_write_the_next_checkpoint_is_whole(tmp_path, mon
     third = town(rng, second)
     assert writer.write(third) is True  # whole: nothing is appended after what the failed write left
     assert {k: v for k, v in read_checkpoint(tmp_path).items() if k not in ("version", "base")} == third
+
+
+def test_a_checkpoints_counters_are_reshaped_for_another_number_of_workers():
+    """``reshape_layers``: the run's totals go on (added up in the first part), every part gets the rater's cached
+    ratings of all, each part's replay starts where its own file's records of the checkpoint end; one process <->
+    workers both ways, and the shape a checkpoint records."""
+    from simulacra.checkpoint import checkpoint_shards, reshape_layers
+
+    def part(calls, tokens, ratings, recorded):
+        return {"llm": {"UsageMeter": {"_calls": calls, "_latency": 0.5 * calls}, "RetryingModel": {"retries": 1}},
+                "mind_usage": {"plan": calls}, "rater": {"requests": calls, "ratings": ratings},
+                "llm_calls": recorded, "mind_cache": {"hits": tokens, "misses": 0}}
+
+    three = {"shards": [part(2, 10, {"a": 3}, 5), part(4, 20, {"b": 7}, 6), part(1, 5, {"a": 3, "c": 1}, 2)]}
+    assert checkpoint_shards({"layers": three}) == 3 and checkpoint_shards({"layers": part(1, 1, {}, 0)}) == 0
+    two = reshape_layers(three, 2, [5, 6])
+    assert checkpoint_shards({"layers": two}) == 2
+    first, second = two["shards"]
+    assert first["llm"] == {"UsageMeter": {"_calls": 7, "_latency": 3.5}, "RetryingModel": {"retries": 3}}
+    assert first["mind_usage"] == {"plan": 7} and first["mind_cache"] == {"hits": 35, "misses": 0}
+    assert first["rater"] == {"requests": 7, "ratings": {"a": 3, "b": 7, "c": 1}}
+    assert second == {"llm_calls": 6, "rater": {"ratings": {"a": 3, "b": 7, "c": 1}}}
+    assert first["llm_calls"] == 5
+    one = reshape_layers(three, 0, [0])
+    assert "shards" not in one and one["llm"]["UsageMeter"]["_calls"] == 7 and one["llm_calls"] == 0
+    back = reshape_layers(one, 3, [0, 0, 0])
+    assert [p.get("rater", {}).get("requests", 0) for p in back["shards"]] == [7, 0, 0]
+    with pytest.raises(ValueError, match="3 parts"):
+        reshape_layers(one, 3, [0])

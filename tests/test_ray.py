@@ -17,6 +17,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from simulacra.config import load_config  # noqa: E402
+from simulacra.errors import CheckpointError  # noqa: E402
 from simulacra.simulation import Simulation  # noqa: E402
 from tests.schema_answers import SchemaAnswers  # noqa: E402
 
@@ -149,6 +150,58 @@ def test_the_onnx_backend_on_workers_is_the_onnx_backend_in_one_process(tmp_path
     assert lines["two"][1:] == lines["one"][1:] and len(lines["one"]) > 6
 
 
+def test_resume_with_another_number_of_workers_on_a_chroma_server(tmp_path, one_process):
+    """A run on a real ``chroma run`` server taken up in other shapes: 2 workers (one killed mid-run, the other has
+    done its part of the next tick) resumed on 3 by the command line, whose process is killed inside tick 5; then in
+    one process, then on 2 workers again. Each time the agents' latest memories are only in the old shape's store
+    journals, which the new shape does not read: the old shape brings them to the server first. The run ends with
+    the trace and memories of the uninterrupted run in one process, and the tools find its agents' stores by the last
+    shape. The same run's embedded stores cannot move between shards: refused, naming the shape to resume it in."""
+    from simulacra.checkpoint import checkpoint_shards, read_checkpoint
+    from simulacra.interview import interview
+    from tests.processes import chroma_server
+
+    def journaled(folder: Path) -> bool:
+        return (folder / "stores.journal").is_file() and (folder / "stores.journal").stat().st_size > 0
+
+    server = chroma_server(tmp_path / "chroma", tmp_path / "chroma.log").start()
+    try:
+        config = load_config(None, [*BUSY, f"memory.chroma_url={server.base}"])
+        run_dir = tmp_path / "reshaped"
+        with Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
+                               run_name="reshaped", workers=2) as sim:
+            for _ in range(3):  # ticks, not a run: the stores are not written to the server at a run's end
+                sim.step()
+            os.kill(sim.cluster.infos[1]["pid"], signal.SIGKILL)
+            assert "the worker of shard 1 died" in sim.run(3)["stopped"]
+        assert journaled(run_dir / "shard-0") and journaled(run_dir / "shard-1")
+        r = _cli("--resume", str(run_dir), "--workers", "3", "--quiet", "--json",
+                 env={**os.environ, "SIMULACRA_KILL_AT": "tick=5:phase=trace"})
+        assert r.returncode == -signal.SIGKILL, r.stderr
+        assert checkpoint_shards(read_checkpoint(run_dir)) == 3
+        assert journaled(run_dir / "shard-0") and journaled(run_dir / "shard-1")  # ticks 3 and 4 of ann and ben
+        with Simulation.resume(run_dir, workers=1) as sim:  # one process: it reads no shard's journal
+            assert sim.cluster is None and sim.ticks_done == 5
+            sim.run(4)
+        with Simulation.resume(run_dir, workers=2) as sim:
+            assert sim.cluster is not None and sim.cluster.n == 2 and sim.ticks_done == 9
+            summary = sim.run(TICKS - 9)
+        assert summary["stopped"] is None and summary["ticks"] == TICKS
+        assert run_dir.joinpath("trace.jsonl").read_bytes().split(b"\n")[1:] == one_process[0]
+        assert server_memories(server.base, "reshaped", list(one_process[1])) == one_process[1]
+        asked = [interview(d, "cal", "What did I hear today?") for d in (run_dir, Path(one_process[2]["run_dir"]))]
+        assert asked[0]["retrieved"] and asked[0] == asked[1]
+    finally:
+        server.stop()
+    embedded = tmp_path / "embedded"
+    with Simulation.create(DATA / "tiny.yaml", load_config(None, BUSY), personas_dir=DATA / "personas",
+                           db_dir=tmp_path, run_name="embedded", workers=2) as sim:
+        sim.run(2)
+    with pytest.raises(CheckpointError, match=r"written by 2 workers; resuming it on 3 workers needs its memory on "
+                                              r"a Chroma server.*--workers 2"):
+        Simulation.resume(embedded, workers=3)
+
+
 def test_a_killed_worker_stops_the_run_and_resume_ends_as_the_uninterrupted_run(tmp_path, one_process):
     """A worker killed between ticks: the next tick stops with a message saying how to resume (the other shard has
     done its part of that tick meanwhile); the resumed run, on as many new actors, rolls every shard back to the
@@ -197,8 +250,8 @@ def test_the_command_line_runs_a_town_on_workers_and_resumes_it_after_the_driver
     assert r.returncode == 0, r.stderr
     assert (run_dir / "trace.jsonl").read_bytes().split(b"\n")[1:] == one_process[0]
     assert read_memories(run_dir, 2) == one_process[1]
-    r = _cli("--resume", str(run_dir), "--workers", "3")
-    assert r.returncode == 2 and "drop --workers" in r.stderr
+    r = _cli("--resume", str(run_dir), "--workers", "3")  # its memory in each shard's folder: it cannot move
+    assert r.returncode == 2 and "needs its memory on a Chroma server" in r.stderr, r.stderr
 
 
 class SlowServer:

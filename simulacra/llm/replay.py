@@ -55,6 +55,21 @@ def record_key(record: dict[str, Any]) -> str:
                        record["seed"], record["json_schema"])
 
 
+def call_files(run_dir: str | Path) -> list[tuple[int | None, Path]]:
+    """``(shard or None, path)`` of every ``llm_calls.jsonl`` a run folder holds: the run's own (``None``; a run in
+    one process) and each Ray worker's (``shard-<k>/``, by ``k``); a run resumed in another shape can have both."""
+    from simulacra.llm.factory import CALLS_FILE
+
+    run_dir = Path(run_dir)
+    out: list[tuple[int | None, Path]] = [(None, run_dir / CALLS_FILE)]
+    shards = []
+    for d in run_dir.glob("shard-*"):
+        suffix = d.name[len("shard-"):]
+        if suffix.isdigit() and (d / CALLS_FILE).is_file():
+            shards.append((int(suffix), d / CALLS_FILE))
+    return [(k, f) for k, f in out + sorted(shards) if f.is_file()]
+
+
 def load_calls(path: str | Path, repair: bool = True) -> list[dict[str, Any]]:
     """The records of ``llm_calls.jsonl`` in file order (``[]`` when there is no file).
 

@@ -268,6 +268,13 @@ class BudgetedModel(_Wrapper):
                               for r in records)
             self._taken_up = True
 
+    def add_spent(self, calls: int, tokens: int) -> None:
+        """Count ``calls`` requests and ``tokens`` tokens the run sent from another of its parts' files (a run
+        resumed in one process after it ran on workers: their ``llm_calls.jsonl``), after :meth:`take_up`."""
+        with self._lock:
+            self.calls += int(calls)
+            self.tokens += int(tokens)
+
     def restore_counters(self, saved: dict[str, int | float]) -> None:
         """As :meth:`_Wrapper.restore_counters`, unless :meth:`take_up` counted the run's recorded requests."""
         if not self._taken_up:

@@ -97,11 +97,15 @@ class StoreJournal:
     """A run's store journal (module docstring). One per run folder and process; not thread-safe.
 
     Args:
-        run_dir: the run folder; the journal is ``run_dir / JOURNAL``.
+        run_dir: the folder of the journal, ``run_dir / JOURNAL``: the run folder, or a Ray shard's ``shard-<k>/``.
+        checkpoint_dir: the run folder, where its checkpoint is (default ``run_dir``): frames of ticks after the
+            checkpoint are not applied (:meth:`committed`), and readers see what it lists (:meth:`view`).
     """
 
-    def __init__(self, run_dir: str | Path):
+    def __init__(self, run_dir: str | Path, checkpoint_dir: str | Path | None = None):
         self.path = Path(run_dir) / JOURNAL
+        #: where the run's checkpoint is: its folder (a Ray shard's journal is in ``shard-<k>/`` below it)
+        self.checkpoint_dir = Path(run_dir) if checkpoint_dir is None else Path(checkpoint_dir)
         self._fh = None
         self._committed: dict[str, dict[str, tuple[MemoryRecord, np.ndarray]]] | None = None
         self._checkpoint: dict | None | bool = False  # False: not read yet; None: the run has no readable one
@@ -114,7 +118,7 @@ class StoreJournal:
             from simulacra.checkpoint import read_checkpoint
 
             try:
-                self._checkpoint = read_checkpoint(self.path.parent)
+                self._checkpoint = read_checkpoint(self.checkpoint_dir)
             except CheckpointError:
                 self._checkpoint = None
         return self._checkpoint
