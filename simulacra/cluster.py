@@ -27,7 +27,8 @@ A run whose memory is on a Chroma server can be resumed with another number of w
 (:func:`simulacra.checkpoint.checkpoint_shards`), the old shape's shards bring the server back to it first, and the
 counters are added up for the new shape (:func:`simulacra.checkpoint.reshape_layers`).
 
-Not yet: a scenario's recall probes on workers (refused with a message).
+A scenario's recall probes run in each shard for its agents (:meth:`simulacra.shard.Shard.probe`), merged by the
+town (:func:`simulacra.schedule.merge_probes`).
 """
 
 from __future__ import annotations

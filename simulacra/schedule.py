@@ -33,7 +33,7 @@ event, when).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,9 +87,19 @@ def telling_stage(rt: Runtime, now: int, tick: int) -> Told:
     return told
 
 
-def probe_stage(state: TownState, rt: Runtime, now: int, tick: int) -> ProbeRecord | None:
+def probe_due(probes: Mapping[str, Any] | None, now: int, tick_minutes: int) -> bool:
+    """Whether a recall probe of the schedule's ``probes`` falls in the tick starting at game minute ``now``."""
+    if not probes:
+        return False
+    return any(in_tick(m, now, tick_minutes) for m in probes["minutes"])
+
+
+def probe_stage(state: TownState, rt: Runtime, now: int, tick: int,
+                probes: Mapping[str, Any] | None = None) -> ProbeRecord | None:
     """The recall probe due in the tick starting at game minute ``now``, read at the tick's end (see the module
-    docstring); ``None`` when none is due.
+    docstring), for ``rt``'s agents (a shard's: :meth:`simulacra.shard.Shard.probe`, merged by
+    :func:`merge_probes`); ``None`` when none is due. ``probes``: the schedule's (default the run's own,
+    :func:`schedule_of`; a shard on a Ray worker is given the town's).
 
     Raises:
         KeyError: a profile the run's config does not define.
@@ -97,9 +107,9 @@ def probe_stage(state: TownState, rt: Runtime, now: int, tick: int) -> ProbeReco
     from simulacra.interview import recalled
     from simulacra.tick import view_of
 
-    probes = schedule_of(rt).get("probes")
+    probes = schedule_of(rt).get("probes") if probes is None else probes
     tm = rt.world.tick_minutes
-    if not probes or not any(in_tick(m, now, tm) for m in probes["minutes"]):
+    if not probes or not probe_due(probes, now, tm):
         return None
     at = now + tm  # the stores as the tick left them; memories formed in it are older than this
     cfg = rt.config
@@ -139,3 +149,28 @@ def probe_stage(state: TownState, rt: Runtime, now: int, tick: int) -> ProbeReco
     counts = {pid: rt.memories[pid].counts() for pid in rt.agents}
     return {"time": at, "profiles": profiles, "interview": interview, "asks": out, "memories": memories,
             "counts": counts}
+
+
+def merge_probes(parts: Sequence[ProbeRecord | None], groups: Sequence[Sequence[str]],
+                 order: Mapping[str, int]) -> ProbeRecord | None:
+    """The shards' probe records (:func:`probe_stage` over each shard's agents ``groups[k]``, in shard order) as the
+    one record a run of one shard writes: asks ask-major, then in the run's agent order (``order``: agent id -> its
+    index; a shard lists every due ask for each of its agents, ask-major, so item *j* of shard *k* is ask
+    *j* // len(groups[k])); the memories they returned in the order those asks first return them; the counts in agent
+    order. ``None`` when no shard probed."""
+    got = [(p, g) for p, g in zip(parts, groups) if p is not None]
+    if len(got) < 2:  # one shard's record is the run's
+        return got[0][0] if got else None
+    asks = sorted(((j // len(g), order[a["agent"]], a) for p, g in got for j, a in enumerate(p["asks"])),
+                  key=lambda x: (x[0], x[1]))
+    first = got[0][0]
+    known = {mid: row for p, _ in got for mid, row in p["memories"].items()}
+    memories: dict[str, list[Any]] = {}
+    for _, _, a in asks:
+        for name in first["profiles"]:
+            for mid in a["results"].get(name, ()):
+                memories.setdefault(mid, known[mid])
+    counts = {pid: c for p, _ in got for pid, c in p["counts"].items()}
+    return {"time": first["time"], "profiles": first["profiles"], "interview": first["interview"],
+            "asks": [a for _, _, a in asks], "memories": memories,
+            "counts": {pid: counts[pid] for pid in sorted(counts, key=order.__getitem__)}}

@@ -40,7 +40,7 @@ from simulacra.tick import (
     sides_stage,
     summarise_stage,
 )
-from simulacra.trace import AddOp, MemoryOp, RehearseOp
+from simulacra.trace import AddOp, MemoryOp, ProbeRecord, RehearseOp
 
 T = TypeVar("T")
 
@@ -157,6 +157,13 @@ class Shard:
              pairs: Sequence[tuple[str, str]]) -> list[tuple]:
         """Hold the conversations its agents open (:func:`~simulacra.tick.hold_stage`)."""
         return hold_stage(state, self.rt, pairs, sides, doing, now)
+
+    def probe(self, state: TownState, probes: Mapping[str, Any], now: int, tick: int) -> ProbeRecord | None:
+        """A scenario's recall probe for its agents at the tick's end (:func:`~simulacra.schedule.probe_stage` with
+        the town's schedule ``probes``; merged by :func:`~simulacra.schedule.merge_probes`); read-only."""
+        from simulacra.schedule import probe_stage
+
+        return probe_stage(state, self.rt, now, tick, probes)
 
     def settle(self, pending: Sequence[Pending], used_ops: Sequence[MemoryOp], plans: Mapping[str, Sequence],
                now: int, tick: int) -> tuple[Remembered, Reflected, list[RehearseOp], list[AddOp], list[MemoryOp],

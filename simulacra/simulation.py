@@ -40,7 +40,7 @@ from simulacra.llm.replay import call_files, load_calls
 from simulacra.memory.journal import store_schedule
 from simulacra.runtime import Runtime, build_runtime, prepare_run, shard_folder
 from simulacra.runtime import static_records as static_records  # re-exported: the viewer and tests use it
-from simulacra.schedule import probe_stage, schedule_of, telling_stage
+from simulacra.schedule import merge_probes, probe_due, schedule_of, telling_stage
 from simulacra.shard import (
     Shard,
     Stores,
@@ -610,10 +610,12 @@ class Simulation:
         }
         if asleep:
             record["asleep"] = sorted(asleep)
-        if self.cluster is not None and schedule_of(rt).get("probes"):
-            raise SimulacraError("a scenario's recall probes do not run on several workers yet; run it without "
-                                 "--workers")
-        probed = probe_stage(state, rt, now, tick)  # a scenario's recall probe, read-only (simulacra.schedule)
+        # a scenario's recall probe (simulacra.schedule), read-only: each shard for its agents, merged
+        probes = schedule_of(rt).get("probes")
+        probed = None
+        if probe_due(probes, now, rt.world.tick_minutes):
+            probed = merge_probes(self._each("probe", (state, probes, now, tick)),
+                                  [sh.agents for sh in self.shards], self._order)
         if probed is not None:
             record["probes"] = probed
         self.trace.write(record)

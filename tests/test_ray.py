@@ -202,6 +202,35 @@ def test_resume_with_another_number_of_workers_on_a_chroma_server(tmp_path, one_
         Simulation.resume(embedded, workers=3)
 
 
+def test_a_scenario_with_recall_probes_goes_on_on_workers(tmp_path, ray_local):
+    """The shortened recall scenario started in one process on a Chroma server and taken up half way on 2 workers:
+    its tellings and recall probes go on there (each shard probes its agents, the town merges the records), and the
+    trace, probes included, is the run's in one process."""
+    from simulacra.evaluation.scenario import load_scenario
+    from simulacra.evaluation.setup import run_scenario, start_run
+    from simulacra.evaluation.variants import variant
+    from tests.processes import chroma_server
+
+    sc = load_scenario(DATA / "week" / "recall-short.yaml")
+    base = ["rater.url=http://127.0.0.1:0/rate", "simulation.seed=5"]
+    run_scenario(sc, load_config(None, base), variant("full"), tmp_path, "one")
+    server = chroma_server(tmp_path / "chroma", tmp_path / "chroma.log").start()
+    try:
+        sim, ticks = start_run(sc, load_config(None, [*base, f"memory.chroma_url={server.base}"]), variant("full"),
+                               tmp_path, "moved")
+        with sim:
+            sim.run(ticks // 2)
+        with Simulation.resume(tmp_path / "moved", workers=2) as sim:
+            assert sim.cluster is not None
+            assert sim.run(ticks - ticks // 2)["stopped"] is None
+    finally:
+        server.stop()
+    lines = (tmp_path / "moved" / "trace.jsonl").read_bytes().split(b"\n")[1:]
+    probed = [json.loads(x)["tick"] for x in lines if b'"probes"' in x]
+    assert len(probed) == 3 and probed[-1] > ticks // 2  # the later probes ran on the workers
+    assert lines == (tmp_path / "one" / "trace.jsonl").read_bytes().split(b"\n")[1:]
+
+
 def test_a_killed_worker_stops_the_run_and_resume_ends_as_the_uninterrupted_run(tmp_path, one_process):
     """A worker killed between ticks: the next tick stops with a message saying how to resume (the other shard has
     done its part of that tick meanwhile); the resumed run, on as many new actors, rolls every shard back to the

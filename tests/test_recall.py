@@ -125,6 +125,17 @@ def test_probes_only_read_the_town_runs_the_same_without_them(reference, tmp_pat
     assert [{k: v for k, v in t.items() if k != "probes"} for t in with_probes] == without
 
 
+def test_probes_over_three_shards_write_the_probes_of_one(reference, tmp_path, rater_url, exact_embedder):
+    """Each shard probes its agents and the town merges their records (``merge_probes``: asks ask-major then in
+    agent order, the memories in the order the asks return them, counts in agent order): three shards write the
+    run of one byte for byte, its three probe records included. A Ray worker's shard runs the same method."""
+    sc, run_dir = reference
+    run_scenario(sc, config(rater_url), variant("full"), tmp_path, "sharded", exact_embedder, shards=3)
+    lines = tick_lines(tmp_path / "sharded")
+    assert sum(b'"probes"' in x for x in lines) == 3
+    assert lines == tick_lines(run_dir)
+
+
 def test_a_run_killed_at_the_telling_resumes_identical(reference, tmp_path, rater_url, exact_embedder, monkeypatch):
     from simulacra.evaluation.setup import start_run
 

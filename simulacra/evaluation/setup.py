@@ -102,9 +102,11 @@ def with_profiles(config: Config, sc: Scenario) -> Config:
     return config.model_copy(update={"memory": memory})
 
 
-def start_run(sc: Scenario, config: Config, v: Variant, db_dir: str | Path, run_name: str, embedder=None):
+def start_run(sc: Scenario, config: Config, v: Variant, db_dir: str | Path, run_name: str, embedder=None,
+              shards: int = 1):
     """A :class:`~simulacra.simulation.Simulation` of ``sc`` under variant ``v`` (``config`` already holds the
-    variant's overrides), ready to run, and the number of ticks to run.
+    variant's overrides), ready to run, and the number of ticks to run; ``shards``: agent shards in this process
+    (:mod:`simulacra.shard`; the same run whatever their number).
 
     Raises:
         WorldError, PersonaError, RaterError, LLMError: as :meth:`Simulation.create`.
@@ -120,7 +122,7 @@ def start_run(sc: Scenario, config: Config, v: Variant, db_dir: str | Path, run_
         seeded = seed_memories(rt, sc, start - 1)  # formed before the first tick
         rt.scenario = {"file": sc.source, **sc.to_header(), "variant": v.to_dict(), "seeded": seeded,
                        "schedule": schedule(sc, rt.world, config)}
-        sim = Simulation(rt)
+        sim = Simulation(rt, shards=shards)
     except BaseException:
         rt.close()
         raise
@@ -136,9 +138,10 @@ def start_run(sc: Scenario, config: Config, v: Variant, db_dir: str | Path, run_
 
 
 def run_scenario(sc: Scenario, config: Config, v: Variant, db_dir: str | Path, run_name: str, embedder=None,
-                 on_tick=None) -> dict[str, Any]:
-    """Run ``sc`` under ``v`` to its end; writes ``<db_dir>/<run_name>/summary.json`` and returns the summary."""
-    sim, ticks = start_run(sc, config, v, db_dir, run_name, embedder)
+                 on_tick=None, shards: int = 1) -> dict[str, Any]:
+    """Run ``sc`` under ``v`` to its end (:func:`start_run`); writes ``<db_dir>/<run_name>/summary.json`` and
+    returns the summary."""
+    sim, ticks = start_run(sc, config, v, db_dir, run_name, embedder, shards)
     with sim:
         summary = sim.run(ticks, on_tick)
     (sim.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
