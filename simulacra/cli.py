@@ -112,6 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--assets", default=None, metavar="MAP_DIR",
                      help="the map folder, e.g. environment/frontend_server/static_dirs/assets/the_ville: paths and "
                           "layout from its tiles [from the sectors alone, a spring layout]")
+    imp.add_argument("--history", default=None, metavar="CSV",
+                     help="a seed history (columns Name,Whisper, e.g. the_ville/agent_history_init_n25.csv): "
+                          "statements naming another resident become relationships, the rest background "
+                          "[the --assets folder's agent_history_init_n<residents>.csv, if any]")
     imp.add_argument("--out", required=True, metavar="DIR", help="folder to write the town into")
     imp.add_argument("--overwrite", action="store_true", help="replace existing files")
     check = sub.add_parser("check", help="validate a world file and its personas")
@@ -467,7 +471,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     from simulacra.importers.generative_agents import format_report, import_generative_agents
 
     try:
-        world_path, world, report = import_generative_agents(args.storage, args.out, args.assets, args.overwrite)
+        world_path, world, report = import_generative_agents(args.storage, args.out, args.assets, args.overwrite,
+                                                             args.history)
     except FileExistsError as err:
         raise SimulacraError(str(err)) from None
     print(format_report(report))

@@ -377,3 +377,105 @@ def test_without_a_date_the_party_is_on_day_2(tmp_path):
     assert list(paper_scenarios(world, personas, report)) == ["smallville-party.yaml"]
     del personas["isabella_rodriguez"]
     assert paper_scenarios(world, personas, report) == {}
+
+
+# ----------------------------------------------------------------------------------------------------- seed history
+HISTORY = ASSETS / "agent_history_init_n3.csv"
+
+
+def mutual_pairs(personas):
+    return {tuple(sorted((a, b))) for a, p in personas.items() for b in p["relationships"]
+            if a in personas[b]["relationships"]}
+
+
+def test_the_seed_history_becomes_relationships_and_background():
+    _, before, _ = convert(STORAGE)  # no map folder, no history
+    _, personas, report = convert(STORAGE, ASSETS)  # the map folder's agent_history_init_n3.csv
+    mara, owen, lena = (personas[r] for r in ("mara_quill", "owen_pike", "lena_pike"))
+    # a statement naming another resident joins the relationship with that resident, after the texts' sentences
+    assert mara["relationships"] == {
+        "lena_pike": "You have known Lena Pike since you were both pupils at Lantern Hill School.",
+        "owen_pike": before["mara_quill"]["relationships"]["owen_pike"]
+        + " You buy a seeded loaf from Owen Pike every Friday."}
+    assert owen["relationships"]["mara_quill"] == ("You have known Mara Quill for years since she orders buns for "
+                                                   "the school plays.")
+    assert owen["relationships"]["lena_pike"].endswith(
+        "his wife, Lena Pike, and is trying to perfect a rye loaf with caraway seeds. Lena Pike is your wife and you "
+        "met at the Brookfield spring fair.")
+    # a housemate named in the history: the statement instead of "they both live at ..."; a misspelt name is read
+    assert lena["relationships"] == {"mara_quill": "You think Mara Quill is the kindest person in Brookfield.",
+                                     "owen_pike": "Owan Pike is your husband and he is up before you every day."}
+    # the rest joins the background, after learned and currently, as sentences
+    assert mara["background"] == before["mara_quill"]["background"] + (" You like to mark homework on a bench in "
+                                                                       "Millpond Park.")
+    assert owen["background"] == before["owen_pike"]["background"] + (" You trade sourdough starter with Tobias "
+                                                                      "Wren, the miller. You are proud of your "
+                                                                      "caraway rye.")
+    assert lena["background"].endswith("Brookfield spring fair. You keep your glaze recipes in a tin.")
+    assert report["history"] == {"file": "assets/brookfield/agent_history_init_n3.csv", "rows": 4, "statements": 12,
+                                 "relationships": 6, "background": 4, "not_imported": 2}
+    # the start graph (residents naming each other): one pair before, all three after
+    assert mutual_pairs(before) == {("lena_pike", "owen_pike")}
+    assert mutual_pairs(personas) == {("lena_pike", "owen_pike"), ("lena_pike", "mara_quill"),
+                                      ("mara_quill", "owen_pike")}
+    # --history gives the same without the map's folder
+    _, given, report = convert(STORAGE, history=HISTORY)
+    assert {r: p["relationships"] for r, p in given.items()} == {r: p["relationships"] for r, p in personas.items()}
+    assert report["history"]["file"] == "agent_history_init_n3.csv"
+
+
+def test_history_names_not_in_the_town_are_reported(tmp_path):
+    history = tmp_path / "my_history.csv"
+    shutil.copy(HISTORY, history)
+    out = tmp_path / "town"
+    proc = cli("import", "generative-agents", STORAGE, "--history", history, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "seed history my_history.csv: 12 statements of 4 rows, 6 to relationships, 4 to backgrounds, 2 not " \
+           "imported" in proc.stdout
+    notes = [(n["field"], n["kind"], n["message"]) for n in json.loads((out / REPORT_FILE).read_text())["notes"]
+             if n["file"] == "my_history.csv"]
+    assert notes == [
+        ("line 3", "unknown", "Owen Pike's statement \"You trade sourdough starter with Tobias Wren, the miller\" "
+                              "names Tobias Wren, who is not a resident of Brookfield: kept as a background memory"),
+        ("line 4", "adjusted", "Lena Pike's statement \"Owan Pike is your husband and he is up before you every day\" "
+                               "names 'Owan Pike' read as Owen Pike, the resident with the closest name"),
+        ("line 5", "unknown", "the Name 'Ivy Stone' is not a resident of Brookfield: its 2 statements are not "
+                              "imported"),
+    ]
+    for _, kind, message in notes:  # printed too
+        assert f"{kind}: my_history.csv [" in proc.stdout and message in proc.stdout
+    assert "# imported by: simulacra import generative-agents base_brookfield_n3 --history my_history.csv" in \
+        (out / "world.yaml").read_text()
+    # a map folder with only another town's history: not used, and said
+    assets = tmp_path / "map"
+    shutil.copytree(ASSETS, assets)
+    (assets / HISTORY.name).rename(assets / "agent_history_init_n25.csv")
+    _, personas, report = convert(STORAGE, assets)
+    assert report["history"] is None and personas["lena_pike"]["relationships"] == {
+        "owen_pike": "they both live at Pike family's house"}
+    assert {"file": "assets/map", "field": None, "kind": "unread",
+            "message": "no agent_history_init_n3.csv (the seed history of 3 residents); agent_history_init_n25.csv "
+                       "there is for another town: pass --history to use it"} in report["notes"]
+
+
+@pytest.mark.parametrize("text, field, phrase", [
+    (b"Name,Words\nMara Quill,You like tea\n", "Whisper", "missing column (the header is 'Name,Words')"),
+    (b"Resident,Whisper\nMara Quill,You like tea\n", "Name", "missing column (the header is 'Resident,Whisper')"),
+    (b"Name,Whisper\nMara Quill,You like tea\nOwen Pike\n", "line 3", "no Whisper cell after the name 'Owen Pike'"),
+    (b"Name,Whisper\n,You like tea\n", "line 2", "a whisper without a name"),
+    (b"Name,Whisper\nMara Quill,You like caf\xe9s\n", None, "not UTF-8 text: byte 0xe9 at line 2"),
+    (b"  \n", None, "the file is empty; a Generative Agents history CSV has the columns Name,Whisper"),
+    (None, None, "cannot read"),
+])
+def test_a_malformed_history_is_one_line_with_exit_2(tmp_path, text, field, phrase):
+    history = tmp_path / "history.csv"
+    if text is not None:
+        history.write_bytes(text)
+    with pytest.raises(PersonaError) as info:
+        convert(STORAGE, history=history)
+    assert (info.value.file, info.value.field) == (str(history), field) and phrase in info.value.message
+    proc = cli("import", "generative-agents", STORAGE, "--history", history, "--out", tmp_path / "town")
+    assert proc.returncode == 2 and proc.stdout == "" and not (tmp_path / "town").exists()
+    line = proc.stderr.strip()
+    where = f"{history}: field '{field}'" if field else f"{history}"
+    assert "\n" not in line and line.startswith(f"simulacra: error: {where}: ") and phrase in line

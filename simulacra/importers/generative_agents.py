@@ -53,7 +53,9 @@ the field, which the CLI prints as one line with exit status 2.
 from __future__ import annotations
 
 import csv
+import difflib
 import hashlib
+import io
 import json
 import logging
 import re
@@ -87,6 +89,12 @@ TILES_PER_TICK = TICK_MINUTES * 6
 #: the state of every imported object (Generative Agents' own word for an object nobody uses)
 OBJECT_STATE = "idle"
 WORLD_FILE, PERSONAS_DIR, REPORT_FILE = "world.yaml", "personas", "import_report.json"
+#: the seed-history file looked for in the ``--assets`` folder, for a town of ``n`` residents (Generative Agents
+#: ships ``agent_history_init_n25.csv`` and ``agent_history_init_n3.csv`` beside its map); its columns
+HISTORY_FILE, HISTORY_COLUMNS = "agent_history_init_n{n}.csv", ("Name", "Whisper")
+#: how close (difflib ratio, 0..1) a name in a history statement must be to a resident's to be read as that
+#: resident's ("Abigail Chan" for Abigail Chen; reported)
+NAME_CUTOFF = 0.85
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset("the a an and of for at in on to s".split())
@@ -114,6 +122,11 @@ _KIND_WORDS = (
                         r"laboratory|studio|workshop)\b", re.I)),
 )
 _HOME_WORDS = re.compile(r"\b(?:house|apartment|home|dorm|dormitory|co-living|flat|cottage|residence|bedroom)\b", re.I)
+_CAPITALISED_RUN = re.compile(r"[A-Z][\w'’-]*(?: [A-Z][\w'’-]*)*")
+_POSSESSIVE = re.compile(r"['’]s?$")
+_NOT_NAMES = frozenset("""you your yours the this that these those for in on at to he she they we i it my his her their
+our a an and but so if when while as yo mr mrs ms dr professor january february march april may june july august
+september october november december monday tuesday wednesday thursday friday saturday sunday""".split())
 _FOOD_WORDS = re.compile(r"\b(?:cafe|café|coffee|pub|bar|restaurant|diner|tavern|bistro|bakery|canteen)\b", re.I)
 
 
@@ -395,6 +408,63 @@ def read_map(assets: str | Path) -> TileMap:
     sector = np.where(np.isin(sector, list(names)), sector, 0)
     label = f"{assets.name}/matrix" if matrix != assets else assets.name
     return TileMap(matrix, label, width, height, sector, names, collision == 0)
+
+
+def read_history(path: str | Path) -> list[tuple[int, str, list[str]]]:
+    """Read a Generative Agents seed-history CSV (``agent_history_init_n25.csv``): columns ``Name`` and
+    ``Whisper``, one row per resident, the whisper a list of statements separated by ``;`` ("Rajiv Patel is your
+    housemate whom you've known for about a year; You like to talk about politics").
+
+    Returns:
+        ``[(line, name, statements)]`` in file order: the line of the CSV the row ends on (the header is line 1),
+        the name with its spaces normalised, and the statements stripped, empty ones left out. Rows with neither a
+        name nor a whisper are skipped.
+    Raises:
+        PersonaError: naming the file, and the column or ``line <n>``: unreadable or not UTF-8, empty, no ``Name``
+            or ``Whisper`` column, a row with a whisper but no name, a row without its whisper cell, or text the
+            ``csv`` module cannot parse.
+    """
+    path = Path(path)
+    text = read_text(path, PersonaError)
+    expected = "a Generative Agents history CSV has the columns Name,Whisper (one row per resident, its statements " \
+               "separated by ';')"
+    if not text.strip():
+        raise PersonaError(path, None, f"the file is empty; {expected}")
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    rows: list[tuple[int, str, list[str]]] = []
+    try:
+        columns = [c.strip() for c in reader.fieldnames or []]
+        for col in HISTORY_COLUMNS:
+            if col not in columns:
+                raise PersonaError(path, col, f"missing column (the header is {','.join(columns)!r}); {expected}")
+        reader.fieldnames = columns
+        for row in reader:
+            name, whisper = row.get("Name"), row.get("Whisper")
+            if whisper is None:
+                raise PersonaError(path, f"line {reader.line_num}", f"no Whisper cell after the name {name!r}; "
+                                                                    f"{expected}")
+            name = " ".join((name or "").split())
+            statements = [" ".join(t.split()) for t in whisper.split(";") if t.strip()]
+            if not name and statements:
+                raise PersonaError(path, f"line {reader.line_num}", "a whisper without a name in the Name column")
+            if name:
+                rows.append((reader.line_num, name, statements))
+    except csv.Error as err:
+        raise PersonaError(path, f"line {reader.line_num}", f"not a readable CSV: {err}") from None
+    return rows
+
+
+def _history_file(assets: Path, n: int) -> tuple[Path | None, list[str]]:
+    """The history file for ``n`` residents in the map's folder (or beside its ``matrix`` folder), and the names of
+    the other ``agent_history_init_n*.csv`` files there."""
+    folders = [assets] + ([assets.parent] if assets.name == "matrix" else [])
+    others: list[str] = []
+    for folder in folders:
+        path = folder / HISTORY_FILE.format(n=n)
+        if path.is_file():
+            return path, []
+        others += sorted(p.name for p in folder.glob(HISTORY_FILE.format(n="*")))
+    return None, others
 
 
 # ----------------------------------------------------------------------------------------------------- words
@@ -1007,15 +1077,18 @@ def _schedule_routine(res: _Resident, home: str, known: list[str], matcher: _Mat
     return entries
 
 
-def _relationships(res: _Resident, residents: list[_Resident], people: _Matcher,
-                   homes: dict[str, str], sectors: dict[str, _Sector]) -> dict[str, str]:
-    """Other residents named in this one's texts (the sentences naming them), and housemates."""
+def _relationships(res: _Resident, residents: list[_Resident], people: _Matcher, homes: dict[str, str],
+                   sectors: dict[str, _Sector], history: dict[str, list[str]] | None = None) -> dict[str, str]:
+    """Other residents named in this one's texts (the sentences naming them, then the seed-history statements
+    naming them, ``history``: other id -> sentences), and housemates named nowhere."""
     said: dict[str, list[str]] = {}
     for text in (res.learned, res.currently, res.daily_plan_req):
         for sentence in _sentences(text):
             for other in people.find(sentence):
                 if other != res.id and sentence not in said.setdefault(other, []):
                     said[other].append(sentence)
+    for other, sentences in (history or {}).items():
+        said.setdefault(other, []).extend(t for t in sentences if t not in said[other])
     out = {}
     for other in residents:
         if other.id == res.id:
@@ -1027,14 +1100,106 @@ def _relationships(res: _Resident, residents: list[_Resident], people: _Matcher,
     return out
 
 
+def _as_sentence(statement: str) -> str:
+    """A history statement as a sentence: first letter capitalised, a full stop added when it has none."""
+    text = statement[:1].upper() + statement[1:]
+    return text if text[-1:] in ".!?" else text + "."
+
+
+def _other_names(statement: str, known: _Matcher, places: list[list[str]]) -> list[str]:
+    """Names of people in ``statement`` that are not in ``known``: two capitalised words ("Ivy Stone", after
+    dropping pronouns, articles, months and weekdays at either end; a possessive 's dropped) that are not a
+    resident's name nor part of a place's name; a first word with a possessive ("Valentine's Day") is no name."""
+    out = []
+    for run in _CAPITALISED_RUN.finditer(statement):
+        words = run.group().split()
+        while words and words[0].lower() in _NOT_NAMES:
+            words.pop(0)
+        while words and words[-1].lower() in _NOT_NAMES:
+            words.pop()
+        if len(words) != 2 or _POSSESSIVE.search(words[0]):
+            continue
+        name = words[0] + " " + _POSSESSIVE.sub("", words[1])
+        toks = _tokens(name)
+        if known.find(name) or len(toks) != 2 or any(p[i:i + 2] == toks for p in places for i in range(len(p))):
+            continue
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def _read_history(rows: list[tuple[int, str, list[str]]], label: str, residents: list[_Resident],
+                  people: _Matcher, places: list[str], world: str,
+                  notes: list[Note]) -> tuple[dict[str, list[str]], dict[str, dict[str, list[str]]], dict[str, int]]:
+    """Where each seed-history statement goes: statements naming other residents to the relationship with each of
+    them, the rest to the resident's background. A name close to a resident's (:data:`NAME_CUTOFF`) is read as
+    that resident's; names of people not in the town, and rows of names not in the town, are reported.
+
+    Returns:
+        ``(background, relationships, counts)``: resident id -> sentences; resident id -> other id -> sentences;
+        the counts of rows, statements and where they went.
+    """
+    by_name = {r.name: r.id for r in residents}
+    names = {r.id: r.name for r in residents}
+    place_tokens = [_tokens(p) for p in places]
+    background: dict[str, list[str]] = {}
+    relations: dict[str, dict[str, list[str]]] = {}
+    counts = {"rows": len(rows), "statements": 0, "relationships": 0, "background": 0, "not_imported": 0}
+
+    def resident(name: str, field: str, what: str) -> str | None:
+        if name in by_name:
+            return by_name[name]
+        close = difflib.get_close_matches(name, list(by_name), 1, NAME_CUTOFF)
+        if close:
+            notes.append(Note(label, field, "adjusted", f"{what} '{name}' read as {close[0]}, the resident with the "
+                                                        "closest name"))
+            return by_name[close[0]]
+        return None
+
+    for line, name, statements in rows:
+        counts["statements"] += len(statements)
+        rid = resident(name, f"line {line}", "the Name")
+        if rid is None:
+            counts["not_imported"] += len(statements)
+            notes.append(Note(label, f"line {line}", "unknown", f"the Name '{name}' is not a resident of {world}: its "
+                                                               f"{len(statements)} statements are not imported"))
+            continue
+        for statement in statements:
+            sentence = _as_sentence(statement)
+            others = [o for o in people.find(statement) if o != rid]
+            for other in _other_names(statement, people, place_tokens):
+                close = resident(other, f"line {line}", f"{name}'s statement \"{statement}\" names")
+                if close is not None:
+                    if close != rid and close not in others:
+                        others.append(close)
+                    continue
+                kept = (f"kept in the relationship with {_join([names[o] for o in others])}" if others
+                        else "kept as a background memory")
+                notes.append(Note(label, f"line {line}", "unknown", f"{name}'s statement \"{statement}\" names "
+                                                                    f"{other}, who is not a resident of {world}: "
+                                                                    f"{kept}"))
+            if others:
+                counts["relationships"] += 1
+                for other in others:
+                    relations.setdefault(rid, {}).setdefault(other, []).append(sentence)
+            else:
+                counts["background"] += 1
+                background.setdefault(rid, []).append(sentence)
+    return background, relations, counts
+
+
 # ----------------------------------------------------------------------------------------------------- the town
-def convert(storage: str | Path, assets: str | Path | None = None) -> tuple[dict[str, Any], dict[str, dict],
-                                                                               dict[str, Any]]:
+def convert(storage: str | Path, assets: str | Path | None = None,
+            history: str | Path | None = None) -> tuple[dict[str, Any], dict[str, dict], dict[str, Any]]:
     """Convert a Generative Agents storage folder (and map) into simulacra's formats, without writing anything.
 
     Args:
         storage: the simulation's storage folder (``.../storage/base_the_ville_n25`` or a saved simulation's).
-        assets: the map's folder (``.../static_dirs/assets/the_ville``) or ``None`` (layout from the hierarchy).
+        assets: the map's folder (``.../static_dirs/assets/the_ville``) or ``None`` (layout from the hierarchy);
+            its seed history for the town's number of residents (:data:`HISTORY_FILE`) is read when ``history``
+            is ``None``.
+        history: a seed-history CSV (:func:`read_history`), or ``None``: the one in ``assets``, if any. Statements
+            naming another resident join the relationship with that resident; the rest join the background.
     Returns:
         ``(world, personas, report)``: the world file's mapping, ``{resident id: persona mapping}`` (both in file
         order) and the import report (counts, each resident's home, workplace and routine source, and the
@@ -1048,6 +1213,18 @@ def convert(storage: str | Path, assets: str | Path | None = None) -> tuple[dict
     notes: list[Note] = []
     world_name = worlds[0] if worlds else storage.name
     sectors = _sectors(residents, tmap, notes)
+    history_label = None
+    if history is not None:
+        history_rows, history_label = read_history(history), Path(history).name
+    elif assets is not None:
+        found, others = _history_file(Path(assets), len(residents))
+        history_rows = read_history(found) if found is not None else []
+        if found is not None:
+            history_label = f"assets/{found.parent.name}/{found.name}"
+        elif others:
+            notes.append(Note(f"assets/{Path(assets).name}", None, "unread",
+                              f"no {HISTORY_FILE.format(n=len(residents))} (the seed history of {len(residents)} "
+                              f"residents); {_join(others)} there is for another town: pass --history to use it"))
     for res in residents:
         sector = res.living_area[1]
         if sector not in sectors:
@@ -1075,6 +1252,13 @@ def convert(storage: str | Path, assets: str | Path | None = None) -> tuple[dict
 
     matcher = _Matcher({s.id: s.name for s in sectors.values()})
     people = _Matcher({r.id: r.name for r in residents})
+    told_background: dict[str, list[str]] = {}
+    told: dict[str, dict[str, list[str]]] = {}
+    history_counts = None
+    if history_label is not None:
+        place_names = [world_name, *sectors, *(a for sec in sectors.values() for a in sec.arenas)]
+        told_background, told, history_counts = _read_history(history_rows, history_label, residents, people,
+                                                              place_names, world_name, notes)
     homes = {r.id: sectors[r.living_area[1]].id for r in residents}
     personas: dict[str, dict] = {}
     summary = []
@@ -1089,13 +1273,13 @@ def convert(storage: str | Path, assets: str | Path | None = None) -> tuple[dict
         else:
             routine = _lifestyle_routine(res, occupation, home, plan, known, sectors, notes)
             source = "lifestyle and daily_plan_req"
-        background = " ".join(t for t in (res.learned, res.currently) if t)
+        background = " ".join(t for t in (res.learned, res.currently, *told_background.get(res.id, [])) if t)
         personas[res.id] = {
             "name": res.name, "age": res.age, "occupation": occupation,
             "traits": [t.strip() for t in res.innate.split(",") if t.strip()],
             "background": background, "home": home, "lifestyle": res.lifestyle,
             "routine": routine,
-            "relationships": _relationships(res, residents, people, homes, sectors),
+            "relationships": _relationships(res, residents, people, homes, sectors, told.get(res.id)),
         }
         summary.append({"id": res.id, "name": res.name, "file": res.scratch, "home": places[home]["name"],
                         "workplace": places[plan.workplace]["name"] if plan.workplace else None,
@@ -1120,10 +1304,12 @@ def convert(storage: str | Path, assets: str | Path | None = None) -> tuple[dict
         "residents": [r.id for r in residents],
     }
     order = {r.scratch: i for i, r in enumerate(residents)}
-    notes.sort(key=lambda n: (n.file.startswith("assets/"), order.get(n.file.replace("/spatial_memory.json",
-                                                                                     "/scratch.json"), -1)))
+    last = ("assets/", history_label or "assets/")  # the map's and the history's notes after the residents'
+    notes.sort(key=lambda n: (n.file.startswith(last), order.get(n.file.replace("/spatial_memory.json",
+                                                                                "/scratch.json"), -1)))
     report = {
         "source": storage.name, "assets": Path(assets).name if assets is not None else None,
+        "history": None if history_label is None else {"file": history_label, **history_counts},
         "world": world_name, "start_date": start_date, "layout": layout, "edges_per_tick": edges_per_tick,
         "counts": {"residents": len(residents), "places": len(places), "streets": len(streets),
                    "paths": len(paths), "objects": len(world["objects"]),
@@ -1135,9 +1321,9 @@ def convert(storage: str | Path, assets: str | Path | None = None) -> tuple[dict
 
 
 def import_generative_agents(storage: str | Path, out: str | Path, assets: str | Path | None = None,
-                             overwrite: bool = False):
-    """Convert (:func:`convert`) and write ``world.yaml``, ``personas/<id>.json`` and ``import_report.json`` into
-    ``out``, then check them as ``simulacra check`` does.
+                             overwrite: bool = False, history: str | Path | None = None):
+    """Convert (:func:`convert`: ``storage``, ``assets`` and ``history`` as there) and write ``world.yaml``,
+    ``personas/<id>.json`` and ``import_report.json`` into ``out``, then check them as ``simulacra check`` does.
 
     Returns:
         ``(world path, the checked World, report)``.
@@ -1148,12 +1334,13 @@ def import_generative_agents(storage: str | Path, out: str | Path, assets: str |
     from simulacra.world import check_world
     from simulacra.world.generate import write_world
 
-    world, personas, report = convert(storage, assets)
+    world, personas, report = convert(storage, assets, history)
     out = Path(out)
     report_path = out / REPORT_FILE
     if report_path.exists() and not overwrite:
         raise FileExistsError(f"{report_path} exists; pass --overwrite")
     flags = f" --assets {Path(assets).name}" if assets is not None else ""
+    flags += f" --history {Path(history).name}" if history is not None else ""
     header = f"# imported by: simulacra import generative-agents {Path(storage).name}{flags}\n"
     scenarios = paper_scenarios(world, personas, report)
     for name in scenarios:
@@ -1273,6 +1460,12 @@ def format_report(report: dict[str, Any]) -> str:
     lines = [f"{report['world']}: {c['residents']} residents, {c['places']} places ({c['streets']} streets), "
              f"{c['paths']} paths, {c['objects']} objects, {c['relationships']} relationships; layout from "
              f"{report['layout']}, edges_per_tick {report['edges_per_tick']}"]
+    h = report.get("history")
+    if h:
+        lines.append(f"seed history {h['file']}: {h['statements']} statements of {h['rows']} rows, "
+                     f"{h['relationships']} to relationships, {h['background']} to backgrounds"
+                     + (f", {h['not_imported']} not imported (rows of names not in the town)" if h["not_imported"]
+                        else ""))
     shown = [n for n in report["notes"] if n["kind"] != "chosen"]
     chosen = len(report["notes"]) - len(shown)
     if shown:
@@ -1285,4 +1478,5 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Note", "TileMap", "convert", "format_report", "import_generative_agents", "paper_scenarios", "read_map"]
+__all__ = ["Note", "TileMap", "convert", "format_report", "import_generative_agents", "paper_scenarios", "read_history",
+           "read_map"]
