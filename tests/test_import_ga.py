@@ -317,6 +317,15 @@ def test_the_imported_town_runs(tmp_path):
     assert run.returncode == 0, run.stderr
     trace = (tmp_path / "db" / "world-seed0" / "trace.jsonl").read_text().splitlines()
     assert len(trace) >= 4  # the header and three ticks
+    # the viewer names every sector of the imported town (the places residents go to come before its streets)
+    pytest.importorskip("pygame")
+    from simulacra.viewer.render import render_tick
+    from simulacra.viewer.state import ReplayState
+
+    replay = ReplayState.load(tmp_path / "db" / "world-seed0")
+    assert replay.destinations == SECTORS
+    _, renderer = render_tick(replay, 2)
+    assert set(renderer.labelled[:len(SECTORS)]) == SECTORS
 
 
 # ----------------------------------------------------------------------------------------------------- scenarios

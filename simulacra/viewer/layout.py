@@ -123,6 +123,26 @@ class Placement:
     reach: dict[str, float]
 
 
+def label_order(places: Mapping[str, Mapping], destinations: Iterable[str] = ()) -> list[str]:
+    """The order in which the places' names are put on the map, where a name that would overlap one already placed
+    is left out: places residents go to (``destinations``: homes and routine steps) before places they only pass
+    through (an imported town's streets), then public places, other places, homes; ties keep the given order.
+
+    Args:
+        places: place id -> a mapping with ``kind`` (``"home"``, ``"public"``, ...), in the world file's order.
+        destinations: the ids of the places residents go to; none given: every place counts as one.
+    Returns:
+        the place ids, every one once.
+    """
+    goes = set(destinations)
+
+    def key(pid: str) -> tuple[bool, bool, bool]:
+        kind = places[pid].get("kind")
+        return bool(goes) and pid not in goes, kind == "home", kind != "public"
+
+    return sorted(places, key=key)
+
+
 def nearest_distances(points: Mapping[str, Point]) -> dict[str, float]:
     """Per point, the distance to its nearest other point (same units; ``inf`` when alone)."""
     ids = list(points)

@@ -53,6 +53,7 @@ from simulacra.viewer.layout import (  # noqa: E402
     day_spans,
     group_radius,
     hit_test,
+    label_order,
     nearest_distances,
     place_agents,
     ring_radius,
@@ -214,6 +215,7 @@ class Renderer:
         self._label_rects: list[pygame.Rect] = []
         self._canvas_rects: dict[str, pygame.Rect] = {}
         self._canvas_labels: list[pygame.Rect] = []
+        self.labelled: list[str] = []  # the places whose names are on the map, in the order they were placed
         self._canvas_pan: tuple[float, float] = (0.0, 0.0)
         self._shift_key: tuple[int, int] | None = None
         self._places_key: tuple | None = None
@@ -459,9 +461,10 @@ class Renderer:
             if rect.colliderect(area):
                 pygame.draw.rect(layer, PLACE_FILL.get(place["kind"], PLACE_OTHER), rect, border_radius=7)
                 pygame.draw.rect(layer, MUTED, rect, width=1, border_radius=7)
-        # names: public places first, homes last; one that would overlap a name already placed is left out
-        order = sorted(xy, key=lambda pid: (self.replay.places[pid]["kind"] == "home",
-                                            self.replay.places[pid]["kind"] != "public"))
+        # names: places residents go to first, public places first among them, homes last (layout.label_order),
+        # each below its place or, when that overlaps a name already placed, above it; else left out
+        order = [pid for pid in label_order(self.replay.places, self.replay.destinations) if pid in xy]
+        self.labelled = []
         labels: list[pygame.Rect] = []
         rects: dict[str, pygame.Rect] = {}
         for pid in order:
@@ -472,10 +475,12 @@ class Renderer:
                 continue
             img = self.text(self.f_small, self.replay.places[pid]["name"], TEXT)
             below = max(side // 2 + 4, self._label_room(pid, pid in expanded) + 4)
-            lr = img.get_rect(midtop=(x, y + below))
-            if lr.collidelist(labels) >= 0 or not area.contains(lr):
+            lr = next((r for r in (img.get_rect(midtop=(x, y + below)), img.get_rect(midbottom=(x, y - below)))
+                       if r.collidelist(labels) < 0 and area.contains(r)), None)  # below the place, else above
+            if lr is None:
                 continue
             labels.append(lr)
+            self.labelled.append(pid)
             layer.fill(BACKGROUND, lr.inflate(6, 2))  # the name stays readable over the paths
             layer.blit(img, lr)
             rects[pid] = sq.union(lr)  # a click on the name selects the place too

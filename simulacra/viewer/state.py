@@ -163,6 +163,13 @@ class ReplayState:
         self.agents: list[str] = list(header.get("agents") or ticks[0]["positions"])
         personas = header.get("personas") or {}
         self.names = {pid: (personas.get(pid) or {}).get("name", pid) for pid in self.agents}
+        #: the places residents go to: their homes and their routines' steps (the names placed first on the map)
+        self.destinations: set[str] = {
+            str(place) for p in personas.values() if isinstance(p, dict)
+            for place in [p.get("home"), *(step.get("place") for step in [*(p.get("routine") or ()),
+                                                                         *(p.get("rest_day_routine") or ())]
+                                          if isinstance(step, dict))]
+            if place in self.places}
         self.initials = {pid: initials(self.names[pid]) for pid in self.agents}
         self.tick_minutes = header.get("tick_minutes")
         self.start_weekday: str = world.get("start_weekday") or "Monday"
