@@ -11,7 +11,10 @@ What is read, at run time, from the user's copy of that project (nothing of it s
   the simulation's date;
 * with ``--assets``, the **map**: ``matrix/maze_meta_info.json``, ``matrix/special_blocks/sector_blocks.csv`` and the
   tile matrices ``matrix/maze/sector_maze.csv`` and ``matrix/maze/collision_maze.csv`` (one row of
-  width x height block ids each, as the Tiled map ``visuals/the_ville_jan7.json`` was exported).
+  width x height block ids each, as the Tiled map ``visuals/the_ville_jan7.json`` was exported);
+* a **seed history** (:func:`read_history`): ``agent_history_init_n<residents>.csv`` in the ``--assets`` folder, or
+  the file given with ``--history``: per resident, statements that Generative Agents whispers into its memory
+  before the first step.
 
 What is written (:func:`import_generative_agents`): ``world.yaml``, ``personas/<id>.json`` and
 ``import_report.json`` into the output folder, with the writer of generated towns
@@ -37,7 +40,8 @@ How the town is converted (docs/import.md has the same with examples):
   residents walk in :data:`TICK_MINUTES` minutes (one tile per 10-second step).
 * **Personas.** name, age, traits (``innate``), occupation (read from ``learned``: "X is a <occupation> who ..."),
   background (``learned`` and ``currently``), lifestyle (as written), home (the ``living_area``'s sector),
-  relationships (the sentences of a resident's texts that name another resident, and housemates), and a routine:
+  relationships (the sentences of a resident's texts and seed history that name another resident, and housemates;
+  the history's other statements join the background), and a routine:
   a saved simulation's ``f_daily_schedule`` when present (each step at the place its words name, else at home for
   sleep, waking, dinner, television and the like, else where the step before was); otherwise wake-up, bedtime and
   dinner read from ``lifestyle``, the workplace and work hours from ``learned`` and ``daily_plan_req``, lunch and
@@ -138,7 +142,8 @@ class Note:
         file: the file it concerns, relative to the storage folder (``assets/...`` for the map).
         field: the field of that file, or ``None``.
         kind: ``unread`` (a default was used), ``ambiguous`` (several readings; the first was used), ``chosen``
-            (filled in by a stated rule), ``adjusted`` (read, but changed to fit simulacra's formats) or ``map``.
+            (filled in by a stated rule), ``adjusted`` (read, but changed to fit simulacra's formats), ``map``, or
+            ``unknown`` (a seed history names someone who is not a resident of the town).
         message: what happened, in one sentence.
     """
 
