@@ -1,6 +1,6 @@
-"""The viewer's place names on a crowded map (issue 26: an imported Smallville must be readable): the places
+"""The viewer on an imported town's crowded map (issue 26: an imported Smallville must be readable): the places
 residents go to are named before the places they only pass through (an imported town's streets), and a name that
-has no room below its place goes above it."""
+has no room below its place goes above it; a plan step whose activity names its place does not name it twice."""
 
 import os
 
@@ -56,3 +56,17 @@ def test_a_street_gives_way_to_a_home_and_a_crowded_name_goes_above_its_place():
     y = renderer.place_xy
     assert names["home_a"].top + top > y["home_a"][1]  # below its place
     assert names["home_b"].bottom + top < y["home_b"][1]  # no room below (home_a's name): above
+
+
+def test_a_plan_step_naming_its_place_does_not_name_it_twice():
+    state = replay({"cafe": ("shop", 0, 0), "home": ("home", 100, 100)}, {"ann": "home"})
+    plan = {"type": "tick", "tick": 2, "time": 440, "clock": "07:20", "positions": {"ann": "home"}, "actions": {},
+            "conversations": [], "memory": [], "events": [], "object_changes": {}, "plans": {}, "asleep": [],
+            "decisions": [{"agent": "ann", "kind": "plan_day", "source": "scripted", "memory_ids": [], "value": [
+                {"start": 420, "activity": "waking up", "place": "home"},
+                {"start": 480, "activity": "working at Cafe of Testville", "place": "cafe"},
+                {"start": 720, "activity": "having lunch at the cafe of testville", "place": "cafe"}]}]}
+    state.extend([plan])
+    assert state.state_at(2).agents["ann"].plan == ("07:00 waking up at Home of Testville",
+                                                    "08:00 working at Cafe of Testville",
+                                                    "12:00 having lunch at the cafe of testville")

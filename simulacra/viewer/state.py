@@ -76,7 +76,7 @@ class AgentView:
     activity: str
     counts: dict[str, int | None]
     last_retrieval: Retrieval | None
-    plan: tuple[str, ...] = ()  # the day plan's items, "HH:MM activity at place", as of this tick
+    plan: tuple[str, ...] = ()  # the day plan's items, "HH:MM activity at place" (state.at_place), as of this tick
     plan_source: str = ""  # "scripted", "llm" or "fallback"
     asleep: bool = False  # asleep during the tick (simulacra.days: perceives, retrieves and says nothing)
 
@@ -93,6 +93,14 @@ class TickState:
     utterances: tuple[Utterance, ...]
     events: tuple[str, ...] = field(default_factory=tuple)
     when: str = ""
+
+
+def at_place(activity: str, place_name: str) -> str:
+    """``"<activity> at <place name>"``, or the activity alone when it names the place already (an imported
+    town's "working at Hobbs Cafe"; compared ignoring case)."""
+    if place_name and place_name.casefold() in activity.casefold():
+        return activity
+    return f"{activity} at {place_name}"
 
 
 def initials(name: str) -> str:
@@ -254,8 +262,9 @@ class ReplayState:
                 last[agent] = _retrieval(tick, op)
         for d in rec.get("decisions", ()):
             if d["kind"] == PLAN_DAY and d["agent"] in self._plans:
-                items = tuple(f"{format_hhmm(i['start'])} {i['activity']} at "
-                              f"{self.places.get(i['place'], {}).get('name', i['place'])}" for i in d["value"])
+                items = tuple(f"{format_hhmm(i['start'])} "
+                              + at_place(i["activity"], self.places.get(i["place"], {}).get("name", i["place"]))
+                              for i in d["value"])
                 self._plans[d["agent"]] = (items, d["source"])
         views = {}
         asleep = set(rec.get("asleep", ()))
