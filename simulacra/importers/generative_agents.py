@@ -417,8 +417,8 @@ def read_map(assets: str | Path) -> TileMap:
 
 def read_history(path: str | Path) -> list[tuple[int, str, list[str]]]:
     """Read a Generative Agents seed-history CSV (``agent_history_init_n25.csv``): columns ``Name`` and
-    ``Whisper``, one row per resident, the whisper a list of statements separated by ``;`` ("Rajiv Patel is your
-    housemate whom you've known for about a year; You like to talk about politics").
+    ``Whisper``, one row per resident, the whisper a list of statements separated by ``;`` (``Owen Pike,"Lena Pike is
+    your wife; You are proud of your caraway rye"``).
 
     Returns:
         ``[(line, name, statements)]`` in file order: the line of the CSV the row ends on (the header is line 1),
