@@ -92,7 +92,11 @@ def _error_text(resp) -> str:
 
 
 def _log_wait(what: str, elapsed_s: float, limit_s: float) -> None:
-    """The default ``on_wait``: a warning, so that the CLI's default log level shows it."""
+    """The default ``on_wait``: a warning, so that the CLI's default log level shows it. ``limit_s`` 0: the rater
+    has no language model (the offline backend), so neither a slow model nor a limit is named."""
+    if limit_s <= 0:
+        log.warning("waiting for the rater (%s): %.0f s so far", what, elapsed_s)
+        return
     log.warning("waiting for the rater (%s): %.0f s so far; its language model is slow (the client waits up to "
                 "%.0f s, derived from the model's llm.timeout_s and llm.attempts)", what, elapsed_s, limit_s)
 

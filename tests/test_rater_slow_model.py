@@ -245,3 +245,17 @@ def test_a_town_behind_a_model_that_answers_after_45_seconds_finishes(openai_dou
     assert summary["rater"]["truncations"] >= 1 and summary["rater"]["model_fallbacks"] == 0
     assert summary["rater"]["waited_s"] >= 45
     assert set(double.rated.values()) == {1}  # every memory rated once, none asked again whole
+
+
+def test_a_wait_for_a_rater_without_a_model_names_no_model_and_no_limit(caplog):
+    """The default wait report: with a model's limit it names the slow model and the limit; with none (the offline
+    backend, limit 0) it says only what is waited for and for how long (it said "its language model is slow ...
+    waits up to 0 s" before)."""
+    from simulacra.rater import _log_wait
+
+    with caplog.at_level(logging.WARNING, logger="simulacra.rater"):
+        _log_wait("rating 1000 memories", 12.0, 0.0)
+        _log_wait("rating 8 memories", 31.0, 90.0)
+    offline, model = (r.getMessage() for r in caplog.records)
+    assert offline == "waiting for the rater (rating 1000 memories): 12 s so far"
+    assert "language model is slow" in model and "up to 90 s" in model
