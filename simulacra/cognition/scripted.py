@@ -29,6 +29,7 @@ from simulacra.cognition.mind import (
     Utterance,
     reflect_with,
 )
+from simulacra.config import SimulationConfig
 from simulacra.memory.records import RetrievedMemory
 from simulacra.persona import Persona
 
@@ -88,6 +89,9 @@ def keyed_uniform(seed: int, *key: Any) -> float:
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") / 2.0 ** 64
 
 
+_SIM = SimulationConfig.model_fields
+
+
 @dataclass(frozen=True)
 class GossipRule:
     """Whether the scripted mind tells a news item to a listener (``simulation.gossip`` and ``gossip_*``).
@@ -108,13 +112,14 @@ class GossipRule:
     resume; in one conversation an item declined stays declined.
     """
 
-    rule: Literal["tell-all", "graded"] = "tell-all"
-    seed: int = 0
-    base: float = 0.8
-    importance_exponent: float = 1.0
-    retell_decay: float = 0.6
-    stranger: float = 0.3
-    closeness_conversations: float = 2.0
+    # the defaults are the config's (simulation.gossip, simulation.gossip_*): written once, in simulacra.config
+    rule: Literal["tell-all", "graded"] = _SIM["gossip"].default
+    seed: int = _SIM["seed"].default
+    base: float = _SIM["gossip_base"].default
+    importance_exponent: float = _SIM["gossip_importance_exponent"].default
+    retell_decay: float = _SIM["gossip_retell_decay"].default
+    stranger: float = _SIM["gossip_stranger"].default
+    closeness_conversations: float = _SIM["gossip_closeness_conversations"].default
 
     @classmethod
     def from_config(cls, sim: Any) -> GossipRule:
