@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from simulacra.clock import parse_hhmm
 from simulacra.errors import PersonaError, read_text, validate_as
+from simulacra.text import join_words
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 
@@ -126,13 +127,13 @@ class Persona(BaseModel):
         interests, one sentence per routine entry, then one per rest-day routine entry (when it has one)."""
         out = [
             f"{self.name}, {self.age}, is {_article(self.occupation)}.",
-            f"{self.name} is {_join(self.traits)}.",
+            f"{self.name} is {join_words(self.traits)}.",
             self.background,
         ]
         if self.lifestyle:
             out.append(self.lifestyle)
         if self.interests:
-            out.append(f"{self.name} is interested in {_join(self.interests)}.")
+            out.append(f"{self.name} is interested in {join_words(self.interests)}.")
         for entry in self.routine:
             out.append(f"On a usual day at {entry.start}, {self.name} is {entry.activity}.")
         for entry in self.rest_day_routine or ():
@@ -142,10 +143,6 @@ class Persona(BaseModel):
 
 def _article(noun: str) -> str:
     return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
-
-
-def _join(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 class _Pairs(list):

@@ -1,5 +1,8 @@
-"""English function words, the one list that text heuristics (the extractive summariser, the offline reflector)
-start from; each adds the words of its own domain."""
+"""English text helpers shared by the modules that write or read sentences: the function words that text
+heuristics (the extractive summariser, the offline reflector) start from, each adding the words of its own domain,
+and the one way a list of names is written in a sentence."""
+
+from collections.abc import Sequence
 
 STOP_WORDS = frozenset("""
 a about above after again against all almost also am an and any are aren't around as at away be because been
@@ -15,3 +18,9 @@ us very was wasn't we we'd we'll we're we've well were weren't what what's when 
 while who who's whom whose why will with within without won't would wouldn't yes yet you you'd you'll you're
 you've your yours yourself yourselves
 """.split())
+
+
+def join_words(items: Sequence[str]) -> str:
+    """``items`` as an English list: ``"a"``, ``"a and b"``, ``"a, b and c"`` (no serial comma). Raises
+    IndexError on an empty sequence: callers say what they list."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

@@ -12,6 +12,7 @@ import sys
 
 import networkx as nx
 import pytest
+import yaml
 
 from simulacra.errors import PersonaError, WorldError
 from simulacra.importers.generative_agents import REPORT_FILE, convert, import_generative_agents
@@ -382,6 +383,17 @@ def test_without_a_date_the_party_is_on_day_2(tmp_path):
     files = paper_scenarios(world, personas, report)
     party = files["smallville-party.yaml"]
     assert "day: 2" in party and "February 14th" not in party
+    # the description says who knows at the start: the holder alone, or also those whose persona tells of it
+    # (base_the_ville_n25's seed history has Jennifer Moore know her husband plans to run for mayor)
+    assert "which only he knows of at the start" in files["smallville-election.yaml"]
+    other = next(rid for rid in personas if rid not in ("sam_moore", "isabella_rodriguez"))
+    name = personas[other]["name"]
+    personas[other]["relationships"]["sam_moore"] = ("You have known Sam Moore for years. You know Sam Moore, your "
+                                                     "neighbour, is planning on running for mayor.")
+    election = yaml.safe_load(paper_scenarios(world, personas, report)["smallville-election.yaml"])["description"]
+    assert f"which he knows of at the start ({name}'s persona also tells of it)" in election
+    party = yaml.safe_load(paper_scenarios(world, personas, report)["smallville-party.yaml"])["description"]
+    assert "which only she knows of at the start" in party   # a sentence naming Sam Moore, not the party
     del personas["sam_moore"]
     assert list(paper_scenarios(world, personas, report)) == ["smallville-party.yaml"]
     del personas["isabella_rodriguez"]

@@ -74,6 +74,7 @@ import numpy as np
 import yaml
 
 from simulacra.errors import InputError, PersonaError, WorldError, read_text, unknown_name
+from simulacra.text import join_words
 
 log = logging.getLogger(__name__)
 
@@ -548,10 +549,6 @@ def _hhmm(minute: int) -> str:
     return f"{minute // 60:02d}:{minute % 60:02d}"
 
 
-def _join(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
 def _pick(options: list[str], *key: str) -> str:
     """One of ``options`` chosen by a hash of ``key`` (the same key, the same choice; spread over residents)."""
     digest = hashlib.sha256("\x1f".join(key).encode("utf-8")).hexdigest()
@@ -612,7 +609,7 @@ def _map_file(tmap: TileMap, rel: str) -> str:
 def _describe(sec: _Sector, world: str) -> str:
     if not sec.arenas:
         return f"{sec.name}, a place in {world}."
-    return f"{sec.name}, in {world}, with {_join([_arena_phrase(a) for a in sec.arenas])}."
+    return f"{sec.name}, in {world}, with {join_words([_arena_phrase(a) for a in sec.arenas])}."
 
 
 def _objects(sectors: dict[str, _Sector]) -> list[dict[str, Any]]:
@@ -748,7 +745,7 @@ def _map_town(sectors: dict[str, _Sector], tmap: TileMap, taken: set[str],
             by_id[s].name]).sum()), [-ord(c) for c in by_id[s].name]))
         others = [by_id[s].name for s in cluster if s != landmark]
         streets[sid] = {"name": f"the street by {by_id[landmark].name}", "kind": "public",
-                        "description": f"A street of the town outside {_join([by_id[landmark].name, *others])}."}
+                        "description": f"A street of the town outside {join_words([by_id[landmark].name, *others])}."}
         positions[sid] = [round((tile[1] + 0.5) * scale, 2), round((tile[0] + 0.5) * scale, 2)]
         street_tile[sid] = tile
         members[sid] = cluster
@@ -858,8 +855,9 @@ def _read_plan(res: _Resident, sectors: dict[str, _Sector], matcher: _Matcher, h
         if found:
             plan.workplace = found[0]
             if len(found) > 1:
-                notes.append(Note(res.scratch, field_name, "ambiguous", f"several workplaces named: "
-                                  f"{_join([by_id[f].name for f in found])}; the first, {by_id[found[0]].name}, used"))
+                named = join_words([by_id[f].name for f in found])
+                notes.append(Note(res.scratch, field_name, "ambiguous", f"several workplaces named: {named}; the "
+                                  f"first, {by_id[found[0]].name}, used"))
             elif not source:
                 notes.append(Note(res.scratch, field_name, "chosen", f"workplace {by_id[found[0]].name} read from a "
                                                                      "sentence without work words"))
@@ -1178,7 +1176,7 @@ def _read_history(rows: list[tuple[int, str, list[str]]], label: str, residents:
                     if close != rid and close not in others:
                         others.append(close)
                     continue
-                kept = (f"kept in the relationship with {_join([names[o] for o in others])}" if others
+                kept = (f"kept in the relationship with {join_words([names[o] for o in others])}" if others
                         else "kept as a background memory")
                 notes.append(Note(label, f"line {line}", "unknown", f"{name}'s statement \"{statement}\" names "
                                                                     f"{other}, who is not a resident of {world}: "
@@ -1229,7 +1227,7 @@ def convert(storage: str | Path, assets: str | Path | None = None,
         elif others:
             notes.append(Note(f"assets/{Path(assets).name}", None, "unread",
                               f"no {HISTORY_FILE.format(n=len(residents))} (the seed history of {len(residents)} "
-                              f"residents); {_join(others)} there is for another town: pass --history to use it"))
+                              f"residents); {join_words(others)} there is for another town: pass --history to use it"))
     for res in residents:
         sector = res.living_area[1]
         if sector not in sectors:
@@ -1381,13 +1379,34 @@ CONTROL_FACT = {
 }
 
 
+#: Words that, in a sentence naming the host or the candidate, tell of the party or the candidacy.
+PARTY_WORDS, CANDIDACY_WORDS = ("party", "valentine"), ("mayor", "running for", "run for", "candida")
+
+
+def persona_mentions(personas: dict[str, dict], name: str, words: tuple[str, ...]) -> list[str]:
+    """Names of the residents other than ``name`` whose persona (background or a relationship, seed history
+    included) has a sentence naming ``name`` in full and one of ``words`` (case-insensitive): residents who know of
+    the experiment's fact before it starts. In ``base_the_ville_n25`` Jennifer Moore's seed history says she knows
+    that her husband plans to run for mayor. Returned in persona order."""
+    found = []
+    for p in personas.values():
+        if p["name"] == name:
+            continue
+        texts = [p.get("background") or "", *(p.get("relationships") or {}).values()]
+        sentences = (s for t in texts for s in re.split(r"(?<=[.;!?])\s+", str(t)))
+        if any(name in s and any(w in s.lower() for w in words) for s in sentences):
+            found.append(p["name"])
+    return found
+
+
 def paper_scenarios(world: dict[str, Any], personas: dict[str, dict], report: dict[str, Any]) -> dict[str, str]:
     """The Generative Agents paper's two experiments (section 7.1) as scenario files for an imported town, by file
     name (:data:`PARTY_FILE`, :data:`ELECTION_FILE` and :data:`BOTH_FILE`, both in one run as in the paper), when
     its residents include :data:`PARTY_HOST` and :data:`CANDIDATE`; ``{}`` when neither is there.
 
-    As in the paper, only the host knows of the party and only the candidate of the candidacy at the start (an
-    intention memory each, :mod:`simulacra.evaluation.scenario`); the party is at :data:`PARTY_PLACE` (else at the
+    As in the paper, the facts are planted in the host and in the candidate only (an intention memory each,
+    :mod:`simulacra.evaluation.scenario`); residents whose persona already tells of one (:func:`persona_mentions`)
+    are named in the scenario's description, so that it does not claim "only she knows"; the party is at :data:`PARTY_PLACE` (else at the
     host's workplace) from 17:00 to 19:00 on February 14th, the simulation's second day when it starts on the 13th
     as ``base_the_ville_n25`` does (day 2 when the start date is unknown); each run lasts two game days, from the
     world's start to 20:00 on day 2. The files hold the residents' ids and names, the place, and sentences written
@@ -1446,8 +1465,17 @@ def paper_scenarios(world: dict[str, Any], personas: dict[str, dict], report: di
         data.update({k: blocks[k] for k in keys})
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
 
-    party = f"{PARTY_HOST}'s Valentine's Day party, which only she knows of at the start"
-    election = f"{CANDIDATE}'s candidacy for mayor, which only he knows of at the start"
+    def who_knows(holder: str, pronoun: str, others: list[str]) -> str:
+        if not others:
+            return f"which only {pronoun} knows of at the start"
+        whose = (f"{others[0]}'s persona also tells" if len(others) == 1
+                 else f"the personas of {join_words(others)} also tell")
+        return f"which {pronoun} knows of at the start ({whose} of it)"
+
+    party = f"{PARTY_HOST}'s Valentine's Day party, " + who_knows(
+        PARTY_HOST, "she", persona_mentions(personas, PARTY_HOST, PARTY_WORDS))
+    election = f"{CANDIDATE}'s candidacy for mayor, " + who_knows(
+        CANDIDATE, "he", persona_mentions(personas, CANDIDATE, CANDIDACY_WORDS))
     out = {}
     if "party" in facts:
         out[PARTY_FILE] = scenario("smallville-party", ["party"], party)

@@ -25,7 +25,7 @@ import numpy as np
 from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import pdist
 
-from simulacra.text import STOP_WORDS
+from simulacra.text import STOP_WORDS, join_words
 
 #: average-linkage cut on cosine distance (1 - cos, in [0, 2]) between all-MiniLM-L6-v2 embeddings of topic
 #: views; best pairwise F1 against the labelled town scenes (docs/rater.md)
@@ -157,10 +157,6 @@ def _quote(text: str) -> str:
     return _clause(text).replace('"', "'")
 
 
-def _join(words: Sequence[str]) -> str:
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
-
-
 def _rating(memory: dict) -> int:
     rating = memory.get("rating")
     return MISSING_RATING if rating is None else int(rating)
@@ -249,7 +245,7 @@ class OfflineReflector:
         exclude = frozenset(key for key, _, _ in _tokens(agent)) if agent else frozenset()
         words = shared_words(list(dict.fromkeys(texts)), self.share, exclude, self.max_words)
         who = f"{agent} has" if agent else "There are"
-        about = f"that share {_join(words)}" if words else "about one matter"
+        about = f"that share {join_words(words)}" if words else "about one matter"
         # quote the most important experience, not an earlier insight (an insight quoting an insight reads badly)
         experiences = [i for i in range(len(group)) if not _INSIGHT.search(texts[i])]
         if not experiences:
