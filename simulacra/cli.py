@@ -215,6 +215,11 @@ def _add_evaluate_parser(sub) -> None:
                     help="measure runs already finished in DIR/runs again instead of running them again")
     ev.add_argument("--threshold", type=float, default=None,
                     help="cosine similarity at which a memory or answer holds a fact [0.7]")
+    ev.add_argument("--workers", type=int, default=1,
+                    help="each run's agent shards as Ray actors (pip install 'simulacra[ray]'); 1 runs in this "
+                         "process, no Ray [%(default)s]")
+    ev.add_argument("--ray-address", default=None,
+                    help="join this Ray cluster (auto | ray://host:port) instead of starting Ray here")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -234,11 +239,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     threshold = SIMILARITY if args.threshold is None else args.threshold
     if not 0 < threshold <= 1:
         raise SimulacraError(f"--threshold must be in (0, 1], got {threshold}")
+    if args.workers < 1:
+        raise SimulacraError(f"--workers must be at least 1, got {args.workers}")
     print(f"simulacra evaluate: {sc.name}, {len(variants)} variant(s) x {len(seeds)} seed(s); loading the embedding "
           "model ...", file=sys.stderr)
     evaluate(sc, variants, seeds, args.out, args.config, overrides, interviews=not args.no_interviews,
              threshold=threshold, progress=lambda s: print(f"simulacra evaluate: {s}", file=sys.stderr),
-             reuse=args.reuse_runs)
+             reuse=args.reuse_runs, workers=args.workers, ray_address=args.ray_address)
     print(f"simulacra evaluate: report -> {os.path.join(args.out, 'report.md')}", file=sys.stderr)
     with open(os.path.join(args.out, "report.md"), encoding="utf-8") as fh:
         print(fh.read())

@@ -215,7 +215,11 @@ class ShardWorker:
         config = config_from_dict(spec["config"], "the town's config")
         self.rt = build_shard_runtime(spec["world"], config, spec["personas_dir"], spec["run_dir"], spec["agents"],
                                       spec["residents"], spec["index"], resume=bool(spec.get("resume")))
-        self.shard = Shard(self.rt, spec["index"], writes_town=True)
+        if spec.get("ablate"):  # a scenario variant's, before the shard and its stores take the parts
+            from simulacra.evaluation.variants import apply_ablations, check_ablations
+
+            apply_ablations(self.rt, check_ablations(spec["ablate"], "the town's ablations"))
+        self.shard = Shard(self.rt, spec["index"], writes_town=True, reports_town=spec["index"] == 0)
         self.stores = Stores(self.rt)
         if spec.get("gate") is not None and self.rt.llm is not None:  # the run's calls in flight and budget
             from simulacra.llm.wrappers import BudgetedModel, unwrap
@@ -387,6 +391,14 @@ class RayShards:
         parts = self.each("stores", "restore", (shared,), per_shard=lambda k: (
             {a: memory[a] for a in groups[k]}, counters[k], {a: accumulators[a] for a in groups[k]}))
         return {key: sum(p[key] for p in parts) for key in ("restored", "dropped")}
+
+    def seed(self, items: Sequence[tuple[str, Any, float | None]]) -> list[list[Any]]:
+        """:meth:`Stores.seed <simulacra.shard.Stores.seed>` over the actors: each writes the items of its agents;
+        the answers come back in the items' order."""
+        shard_of = {a: k for k, g in enumerate(self.groups) for a in g}
+        parts = self.each("stores", "seed", per_shard=lambda k: ([it for it in items if shard_of[it[0]] == k],))
+        answers = [iter(p) for p in parts]
+        return [next(answers[shard_of[agent]]) for agent, _, _ in items]
 
     def after_whole_checkpoint(self) -> None:
         self.each("stores", "after_whole_checkpoint")

@@ -120,13 +120,17 @@ class Shard:
         rt: the shard's runtime (its ``agents`` are the shard's, in the run's order).
         index: the shard's number (0..N-1).
         writes_town: whether this shard writes the town's notices to the shared tier it reads (in one process the
-            shards share one shared tier: the first writes it).
+            shards share one shared tier: the first writes it; on Ray each shard writes its own replica).
+        reports_town: whether the trace operations of those writes are in what this shard returns (the town's
+            notice is posted once in the trace, whatever the number of replicas): shard 0 only; by default, as
+            ``writes_town``.
     """
 
-    def __init__(self, rt: Runtime, index: int = 0, writes_town: bool = True):
+    def __init__(self, rt: Runtime, index: int = 0, writes_town: bool = True, reports_town: bool | None = None):
         self.rt = rt
         self.index = index
         self.writes_town = writes_town
+        self.reports_town = writes_town if reports_town is None else reports_town
 
     @property
     def agents(self) -> list[str]:
@@ -139,7 +143,10 @@ class Shard:
     def remember(self, pending: Sequence[Pending], phase: str) -> Remembered:
         """Rate, embed and write the memories of ``pending`` that are its agents' (and the town's notices when it
         writes them): :func:`~simulacra.tick.remember_stage`."""
-        return remember_stage(self.rt, self._mine(pending), phase)
+        done = remember_stage(self.rt, self._mine(pending), phase)
+        if self.reports_town:
+            return done
+        return Remembered([op for op in done.ops if op_agent(op) is not None], done.ratings)
 
     def act(self, state: TownState, perception: Perception, pending: Sequence[Pending], now: int, tick: int,
             asleep: set[str]) -> tuple[Remembered, Retrieval, Decided]:
@@ -212,6 +219,29 @@ class Stores:
 
     def __init__(self, rt: Runtime):
         self.rt = rt
+
+    def seed(self, items: Sequence[tuple[str, Any, float | None]]) -> list[list[AddOp]]:
+        """Write memories the run starts with (a scenario's planted facts, before the first tick): each item
+        ``(agent, record, rating)`` adds ``record`` (a :class:`~simulacra.memory.records.MemoryRecord` of one of
+        these stores' agents) with its rating, or the run's rater's when ``rating`` is ``None``, embedded by the run's
+        embedder. Returns each item's trace operations, in the items' order (the town joins several shards' answers
+        back into that order).
+
+        Raises:
+            RaterError: the rater cannot rate (as during a tick).
+        """
+        import numpy as np
+
+        rt = self.rt
+        to_rate = list(dict.fromkeys(r.text for _, r, rating in items if rating is None))
+        rated = dict(zip(to_rate, rt.rater.rate_many(to_rate))) if to_rate else {}
+        texts = list(dict.fromkeys(r.text for _, r, _ in items))
+        vectors = dict(zip(texts, rt.embedder.embed(texts))) if texts else {}
+        out = []
+        for agent, record, rating in items:
+            record.rating = rating if rating is not None else rated[record.text]
+            out.append(rt.memories[agent].add([record], np.stack([vectors[record.text]])))
+        return out
 
     def persist(self, ticks_done: int, due: bool, journal: bool) -> int:
         """:func:`~simulacra.tick.persist_stage`."""

@@ -90,18 +90,14 @@ def _recorded_run(run_dir: Path, allow_changed: bool, rater_url: str | None, chr
     the Chroma server's addresses replaced when given.
 
     Raises:
-        CheckpointError: a header without its input files (an older simulacra), a scenario run with ablations, or
-            an input file changed since the run started (unless ``allow_changed``: then logged).
+        CheckpointError: a header without its input files (an older simulacra), or an input file changed since
+            the run started (unless ``allow_changed``: then logged).
         TraceFormatError: the trace has no valid header.
     """
     header = read_header(run_dir)
     if "inputs" not in header:
         raise CheckpointError(f"{run_dir / 'trace.jsonl'}: the header does not record its input files (a run of an "
                               f"older simulacra); it cannot be resumed")
-    ablated = ((header.get("scenario") or {}).get("variant") or {}).get("ablate")
-    if ablated:  # the ablations wrap the mind and the stores in simulacra.evaluation; a resume would lose them
-        raise CheckpointError(f"cannot resume {run_dir}: a scenario run with ablations ({', '.join(ablated)}); run "
-                              f"simulacra evaluate again")
     changed = changed_inputs(header["inputs"])
     if changed and not allow_changed:
         raise CheckpointError(f"cannot resume {run_dir}: " + "; ".join(changed)
@@ -286,10 +282,14 @@ class Simulation:
             return cls._on_ray(world_path, config, header["personas_dir"], run_dir.parent, run_dir.name, False,
                                header["agents"], shape, ray_address, checkpoint=ck,
                                scenario=header.get("scenario"))
+        from simulacra.evaluation.variants import apply_ablations, recorded_ablations
+
+        ablate = recorded_ablations(header, f"{run_dir / 'trace.jsonl'} header")
         rt = build_runtime(world_path, config, header["personas_dir"], run_dir.parent, run_dir.name,
                            embedder=embedder, agents=header["agents"], resume=True)
         rt.scenario = header.get("scenario")  # its schedule (tellings, probes) goes on where the run stopped
         try:
+            apply_ablations(rt, ablate)  # a scenario variant's (no-memory, no-planning, ...), as the run started
             _charge_other_calls(run_dir, [run_dir], rt.llm, None)
             return cls(rt, checkpoint=ck)
         except BaseException:
@@ -350,8 +350,37 @@ class Simulation:
     def _on_ray(cls, world_path, config: Config, personas_dir, db_dir, run_name, overwrite, agents, workers: int,
                 address: str | None, checkpoint: dict[str, Any] | None = None,
                 scenario: dict[str, Any] | None = None) -> Simulation:
-        """A town whose ``workers`` shards are Ray actors (:class:`simulacra.cluster.RayShards`); with
-        ``checkpoint``, the run in its folder taken up there (:meth:`resume`; ``scenario``: its header's).
+        """A town whose ``workers`` shards are Ray actors (:meth:`parts_on_ray`); with ``checkpoint``, the run in its
+        folder taken up there (:meth:`resume`; ``scenario``: its header's, whose variant's ablations the shards put
+        in again).
+
+        Raises:
+            as :meth:`parts_on_ray`.
+        """
+        from simulacra.evaluation.variants import recorded_ablations
+
+        ablate = recorded_ablations({"scenario": scenario}, f"{Path(db_dir) / str(run_name)}/trace.jsonl header")
+        rt, cluster = cls.parts_on_ray(world_path, config, personas_dir, db_dir, run_name, overwrite, agents,
+                                       workers, address, resume=checkpoint is not None, ablate=ablate)
+        rt.scenario = scenario
+        try:
+            if checkpoint is not None:
+                _charge_other_calls(rt.run_dir, _shard_folders(rt.run_dir, workers), None, cluster.gate)
+            return cls(rt, checkpoint=checkpoint, shards=workers, cluster=cluster)
+        except BaseException:
+            rt.close()
+            raise
+
+    @staticmethod
+    def parts_on_ray(world_path, config: Config, personas_dir, db_dir, run_name, overwrite: bool, agents,
+                     workers: int, address: str | None, resume: bool = False,
+                     ablate: frozenset[str] = frozenset()) -> tuple[Runtime, Any]:
+        """The town's parts for ``workers`` shards that are Ray actors: ``(runtime, cluster)``, the runtime holding
+        the world, config, run folder and agents (no stores, embedder or rater: those are the actors'), the
+        cluster (:class:`simulacra.cluster.RayShards`) closed with it. ``ablate``: a scenario variant's ablations,
+        put into every shard's parts (:func:`~simulacra.evaluation.variants.apply_ablations`). Pass both to the
+        constructor (``Simulation(rt, shards=workers, cluster=cluster)``) once the stores hold what the run starts
+        with (:func:`simulacra.evaluation.setup.start_run` seeds a scenario's memories in between).
 
         Raises:
             SimulacraError: Ray missing, a shard not built.
@@ -362,7 +391,6 @@ class Simulation:
         """
         from simulacra.cluster import RayShards, town_mind
 
-        resume = checkpoint is not None
         world, ids, run_dir, _, _ = prepare_run(world_path, config, personas_dir, db_dir, run_name, overwrite,
                                                 agents, resume=resume, stores=False)
         if config.memory.chroma_url:  # the run's collections on the server, checked once, before any worker writes
@@ -371,17 +399,9 @@ class Simulation:
             ChromaServer(config.memory.chroma_url, run_dir.name, config.memory.chroma_retry_s,
                          config.memory.chroma_timeout_s).claim(resume, overwrite)
         spec, config = _ray_spec(world_path, config, personas_dir, run_dir, ids, resume)
-        cluster = RayShards(spec, shard_agents(ids, workers), address)
-        rt = Runtime(world=world, config=config, run_dir=run_dir, agents=list(ids), embedder=None, rater=None,
-                     mind=town_mind(cluster.infos[0]), memories={}, closers=[cluster.close])
-        rt.scenario = scenario
-        try:
-            if resume:
-                _charge_other_calls(run_dir, _shard_folders(run_dir, workers), None, cluster.gate)
-            return cls(rt, checkpoint=checkpoint, shards=workers, cluster=cluster)
-        except BaseException:
-            rt.close()
-            raise
+        cluster = RayShards({**spec, "ablate": sorted(ablate)}, shard_agents(ids, workers), address)
+        return Runtime(world=world, config=config, run_dir=run_dir, agents=list(ids), embedder=None, rater=None,
+                       mind=town_mind(cluster.infos[0]), memories={}, closers=[cluster.close]), cluster
 
     @classmethod
     def _start_again(cls, run_dir: Path, embedder, allow_changed: bool, rater_url: str | None,

@@ -341,3 +341,39 @@ def test_llm_concurrency_and_the_budget_bound_the_whole_run_not_each_worker(tmp_
         summary = sim.run(3)
     assert "the run's call budget exhausted after 7 calls" in summary["stopped"]
     assert _recorded_calls(tmp_path / "budget") == 7  # over both workers
+
+
+def test_evaluate_on_workers_is_evaluate_in_one_process(tmp_path, ray_local):
+    """``simulacra evaluate --workers 2``: a scenario's runs set up on Ray actors (each shard plants the facts of
+    its agents, rating those the scenario gives no importance, and puts in the variant's ablations) write the
+    traces of the runs in one process, header included, and measure alike; the no-memory variant stays ablated on
+    the workers (its residents recall no news). Fernhollow's board: each worker posts the town's notice to its
+    replica of the shared tier, and the trace holds the post once."""
+    import yaml
+
+    from simulacra.evaluation.report import evaluate
+    from simulacra.evaluation.scenario import load_scenario
+    from simulacra.evaluation.variants import variant
+
+    data = yaml.safe_load((ROOT / "scenarios" / "fernhollow-party-tiny.yaml").read_text())
+    data["world"] = str(ROOT / "worlds" / "fernhollow.yaml")
+    data["facts"].insert(1, {  # a second holder, on the other shard, rated by the run's rater
+        "id": "sale", "text": "Samuel Adeyemi is selling his fishing boat before the winter.",
+        "question": "Is anyone selling a boat?", "probes": ["Samuel wants to sell his boat."],
+        "holders": ["samuel_adeyemi"]})
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    sc = load_scenario(path)
+    variants = [variant("full"), variant("no-memory")]
+    sets = ["rater.url=http://127.0.0.1:0/rate", "simulation.conversation_probability=1.0"]
+    one = evaluate(sc, variants, [0], tmp_path / "one", overrides=sets, interviews=False)
+    two = evaluate(sc, variants, [0], tmp_path / "two", overrides=sets, interviews=False, workers=2)
+    for v in ("full-seed0", "no-memory-seed0"):
+        a, b = ((tmp_path / o / "runs" / v / "trace.jsonl").read_bytes().split(b"\n") for o in ("one", "two"))
+        head_a, head_b = json.loads(a[0]), json.loads(b[0])
+        assert head_b["scenario"] == head_a["scenario"] and len(head_a["scenario"]["seeded"]) == 2
+        assert a[1:] == b[1:] and len(a) > 5
+        assert (tmp_path / "two" / "runs" / v / "shard-1").is_dir()  # the run was on two workers
+    assert two["variants"] == one["variants"]
+    full, ablated = (one["variants"][v]["seeds"]["0"]["diffusion"]["party"]["end"] for v in ("full", "no-memory"))
+    assert full > ablated  # what the ablation does, on both shapes

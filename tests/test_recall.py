@@ -186,3 +186,28 @@ def test_a_probe_outside_the_run_or_a_taken_profile_name_is_named(tmp_path):
         with pytest.raises(ScenarioError) as e:
             load_scenario(bad)
         assert e.value.field == field
+
+
+@pytest.mark.parametrize("name", ["no-memory", "no-planning"])
+def test_an_ablated_run_resumes_ablated(tmp_path, rater_url, exact_embedder, monkeypatch, name):
+    """A variant's ablations are part of the run: a run of ``no-memory`` (or ``no-planning``) stopped half way and
+    resumed goes on without memory (without plans), as the uninterrupted run does; the resume reads them from the
+    trace header, so a resumed ablated run cannot silently become a full one."""
+    from collections import Counter
+
+    from simulacra import killpoint
+    from simulacra.evaluation.setup import start_run
+
+    sc = load_scenario(SCENARIO).model_copy(update={"recall": None})
+    sc = sc.model_copy(update={"until": sc.until.model_copy(update={"day": 2, "time": "12:00"})})
+    run_scenario(sc, config(rater_url), variant(name), tmp_path, "whole", exact_embedder)
+    monkeypatch.setattr(killpoint, "_seen", Counter())  # the kill points reached by this process's earlier runs
+    monkeypatch.setenv(ENV, "tick=23:phase=remember1:mode=raise")  # 18:30 on day 1
+    sim, ticks = start_run(sc, config(rater_url), variant(name), tmp_path, "k", exact_embedder)
+    with sim, pytest.raises(InjectedFault):
+        sim.run(ticks)
+    monkeypatch.delenv(ENV)
+    with Simulation.resume(tmp_path / "k", embedder=exact_embedder) as sim:
+        assert sim.ticks_done == 23
+        sim.run(ticks - sim.ticks_done)
+    assert tick_lines(tmp_path / "k") == tick_lines(tmp_path / "whole")

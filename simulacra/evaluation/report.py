@@ -123,13 +123,15 @@ def aggregate(rows: dict[int, dict[str, Any]]) -> dict[str, Any]:
 def evaluate(sc: Scenario, variants: Sequence[Variant], seeds: Sequence[int], out: str | Path,
              config_path: str | None = None, overrides: Sequence[str] = (), embedder=None, interviews: bool = True,
              threshold: float = SIMILARITY, progress: Callable[[str], None] | None = None,
-             reuse: bool = False) -> dict[str, Any]:
+             reuse: bool = False, workers: int = 1, ray_address: str | None = None) -> dict[str, Any]:
     """Run ``sc`` under every variant for every seed into ``out/runs/``, measure each run, write
     ``out/metrics.json``, ``out/report.md`` and the plots; returns the metrics.json content.
 
     ``config_path`` and ``overrides`` (``section.field=value``) set the base config (any backend: e.g.
     ``llm.provider=local``); a variant's overrides and the seed come on top. With ``reuse``, a run already finished
-    in ``out/runs/`` (its ``summary.json`` written) is measured again instead of being run again.
+    in ``out/runs/`` (its ``summary.json`` written) is measured again instead of being run again. With ``workers``
+    > 1 or a ``ray_address``, each run's agents are shards on Ray actors (:func:`~simulacra.evaluation.setup.start_run`;
+    the same runs, scripted, with ``embedding.exact``); the measurements are taken in this process.
 
     Raises:
         SimulacraError (ConfigError, ...): a bad config or override; what a run raises.
@@ -155,7 +157,8 @@ def evaluate(sc: Scenario, variants: Sequence[Variant], seeds: Sequence[int], ou
                 say(f"{sc.name}: variant {v.name}, seed {seed}: measuring the finished run {out / 'runs' / name}")
             else:
                 say(f"{sc.name}: variant {v.name}, seed {seed}: running ...")
-                summary = run_scenario(sc, config, v, out / "runs", name, embedder)
+                summary = run_scenario(sc, config, v, out / "runs", name, embedder, workers=workers,
+                                       ray_address=ray_address)
                 if summary.get("stopped"):  # a part failed for good: a cut-short run would measure as a finished one
                     raise SimulacraError(f"{sc.name}: variant {v.name}, seed {seed}: the run did not reach the "
                                          f"scenario's end, so no report is written: {summary['stopped']}")

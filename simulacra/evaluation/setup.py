@@ -9,14 +9,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from simulacra.clock import MINUTES_PER_DAY
 from simulacra.cognition.mind import Engagement
 from simulacra.config import Config
 from simulacra.errors import ScenarioError
 from simulacra.evaluation.scenario import Scenario
-from simulacra.evaluation.variants import Variant, apply_ablations
+from simulacra.evaluation.variants import Variant, apply_ablations, check_ablations
 from simulacra.runtime import build_runtime
 
 log = logging.getLogger(__name__)
@@ -30,15 +28,17 @@ def party_engagement(sc: Scenario) -> Engagement | None:
     return Engagement(sc.fact(p.fact).text, p.host, p.place, p.start_minute, p.end_minute)
 
 
-def seed_memories(rt, sc: Scenario, now: int) -> list[dict[str, Any]]:
-    """Write each fact holder's intention memory (kind ``intention``, formed at game minute ``now``, tick 0,
-    topic = the fact's text, source ``own``; the party's fact also carries its engagement) and return the trace's
-    ``add`` operations. Ratings come from the scenario (``importance``, which every retelling keeps: the offline
-    rater rates news of a party or an election 1-3 of 10, under ``simulation.news_min_rating``) or the run's rater."""
+def seed_items(sc: Scenario, now: int) -> list[tuple[str, Any, float | None]]:
+    """The memories a scenario plants before its first tick, as :meth:`Stores.seed <simulacra.shard.Stores.seed>`
+    takes them: ``(holder, record, rating)`` for each fact not told during the run (``told_at``) and each of its
+    holders, fact by fact: the holder's intention memory (kind ``intention``, formed at game minute ``now``, tick 0,
+    topic = the fact's text, source ``own``; the party's fact also carries its engagement), rated by the scenario
+    (``importance``, which every retelling keeps: the offline rater rates news of a party or an election 1-3 of 10,
+    under ``simulation.news_min_rating``) or, when it gives none (``None``), by the run's rater."""
     from simulacra.tick import new_record
 
     engagement = party_engagement(sc)
-    recs = []
+    items: list[tuple[str, Any, float | None]] = []
     for f in sc.facts:
         if f.told_at is not None:  # told in the run (schedule)
             continue
@@ -48,17 +48,8 @@ def seed_memories(rt, sc: Scenario, now: int) -> list[dict[str, Any]]:
                 extra["importance"] = f.importance
             if engagement is not None and sc.party.fact == f.id:
                 extra.update(engagement.to_extra())
-            recs.append((h, f, new_record(h, f.memory_text, "intention", now, 0, extra)))
-    if not recs:
-        return []
-    to_rate = [r.text for _, f, r in recs if f.importance is None]
-    rated = dict(zip(to_rate, rt.rater.rate_many(to_rate))) if to_rate else {}
-    vectors = dict(zip([r.text for _, _, r in recs], rt.embedder.embed([r.text for _, _, r in recs])))
-    ops = []
-    for h, f, r in recs:
-        r.rating = f.importance if f.importance is not None else rated[r.text]
-        ops += rt.memories[h].add([r], np.stack([vectors[r.text]]))
-    return ops
+            items.append((h, new_record(h, f.memory_text, "intention", now, 0, extra), f.importance))
+    return items
 
 
 def schedule(sc: Scenario, world, config: Config) -> dict[str, Any]:
@@ -103,26 +94,40 @@ def with_profiles(config: Config, sc: Scenario) -> Config:
 
 
 def start_run(sc: Scenario, config: Config, v: Variant, db_dir: str | Path, run_name: str, embedder=None,
-              shards: int = 1):
+              shards: int = 1, workers: int = 1, ray_address: str | None = None):
     """A :class:`~simulacra.simulation.Simulation` of ``sc`` under variant ``v`` (``config`` already holds the
     variant's overrides), ready to run, and the number of ticks to run; ``shards``: agent shards in this process
-    (:mod:`simulacra.shard`; the same run whatever their number).
+    (:mod:`simulacra.shard`; the same run whatever their number). With ``workers`` > 1 or a ``ray_address`` the
+    shards are Ray actors instead (:meth:`Simulation.parts_on_ray <simulacra.simulation.Simulation.parts_on_ray>`),
+    each putting in the variant's ablations and planting its agents' facts; the run is the same (scripted backend,
+    ``embedding.exact``).
 
     Raises:
         WorldError, PersonaError, RaterError, LLMError: as :meth:`Simulation.create`.
+        SimulacraError: an unknown ablation; Ray missing or a shard not built.
     """
+    from simulacra.shard import Stores
     from simulacra.simulation import Simulation
 
     config = with_profiles(config, sc)
-    rt = build_runtime(sc.world_path, config, sc.personas_dir and str(Path(sc.source).parent / sc.personas_dir),
-                       db_dir, run_name, True, embedder, sc.agents)
+    ablate = check_ablations(v.ablate, f"variant {v.name}")
+    personas_dir = sc.personas_dir and str(Path(sc.source).parent / sc.personas_dir)
+    cluster = None
+    if workers > 1 or ray_address is not None:
+        rt, cluster = Simulation.parts_on_ray(sc.world_path, config, personas_dir, db_dir, run_name, True, sc.agents,
+                                              max(1, workers), ray_address, ablate=ablate)
+    else:
+        rt = build_runtime(sc.world_path, config, personas_dir, db_dir, run_name, True, embedder, sc.agents)
     try:
-        apply_ablations(rt, v)
+        if cluster is None:
+            apply_ablations(rt, ablate)
         start = rt.world.start_minute
-        seeded = seed_memories(rt, sc, start - 1)  # formed before the first tick
+        items = seed_items(sc, start - 1)  # formed before the first tick
+        seeded = [op for ops in (cluster or Stores(rt)).seed(items) for op in ops] if items else []
         rt.scenario = {"file": sc.source, **sc.to_header(), "variant": v.to_dict(), "seeded": seeded,
                        "schedule": schedule(sc, rt.world, config)}
-        sim = Simulation(rt, shards=shards)
+        sim = (Simulation(rt, shards=shards) if cluster is None else
+               Simulation(rt, shards=cluster.n, cluster=cluster))
     except BaseException:
         rt.close()
         raise
@@ -138,10 +143,10 @@ def start_run(sc: Scenario, config: Config, v: Variant, db_dir: str | Path, run_
 
 
 def run_scenario(sc: Scenario, config: Config, v: Variant, db_dir: str | Path, run_name: str, embedder=None,
-                 on_tick=None, shards: int = 1) -> dict[str, Any]:
-    """Run ``sc`` under ``v`` to its end (:func:`start_run`); writes ``<db_dir>/<run_name>/summary.json`` and
-    returns the summary."""
-    sim, ticks = start_run(sc, config, v, db_dir, run_name, embedder, shards)
+                 on_tick=None, shards: int = 1, workers: int = 1, ray_address: str | None = None) -> dict[str, Any]:
+    """Run ``sc`` under ``v`` to its end (:func:`start_run`, whose arguments these are); writes
+    ``<db_dir>/<run_name>/summary.json`` and returns the summary."""
+    sim, ticks = start_run(sc, config, v, db_dir, run_name, embedder, shards, workers, ray_address)
     with sim:
         summary = sim.run(ticks, on_tick)
     (sim.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")

@@ -189,12 +189,9 @@ def ablate_memory(memory, ablate: frozenset[str]):
     return StaticOnlyMemory(memory) if "memory" in ablate else memory
 
 
-def apply_ablations(rt, v: Variant) -> None:
-    """Put ``v``'s ablations into the run's parts (``rt``: a :class:`~simulacra.runtime.Runtime`).
-
-    Raises:
-        SimulacraError: an unknown ablation.
-    """
-    ablate = check_ablations(v.ablate, f"variant {v.name}")
+def apply_ablations(rt, ablate: frozenset[str]) -> None:
+    """Put the ablations ``ablate`` (:func:`check_ablations` of a variant's, or :func:`recorded_ablations` of a
+    run's) into the run's parts (``rt``: a :class:`~simulacra.runtime.Runtime`, or a Ray shard's): when a scenario
+    run starts, when it is resumed, in one process or in every shard."""
     rt.mind = ablate_mind(rt.mind, ablate)
     rt.memories = {pid: ablate_memory(m, ablate) for pid, m in rt.memories.items()}

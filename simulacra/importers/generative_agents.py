@@ -1406,12 +1406,12 @@ def paper_scenarios(world: dict[str, Any], personas: dict[str, dict], report: di
 
     As in the paper, the facts are planted in the host and in the candidate only (an intention memory each,
     :mod:`simulacra.evaluation.scenario`); residents whose persona already tells of one (:func:`persona_mentions`)
-    are named in the scenario's description, so that it does not claim "only she knows"; the party is at :data:`PARTY_PLACE` (else at the
-    host's workplace) from 17:00 to 19:00 on February 14th, the simulation's second day when it starts on the 13th
-    as ``base_the_ville_n25`` does (day 2 when the start date is unknown); each run lasts two game days, from the
-    world's start to 20:00 on day 2. The files hold the residents' ids and names, the place, and sentences written
-    here: nothing is copied from the user's copy. Args: the world and personas mappings and the report of
-    :func:`convert`.
+    are named in the scenario's description, so that it does not claim "only she knows"; the party is at
+    :data:`PARTY_PLACE` (else at the host's workplace) from 17:00 to 19:00 on February 14th, the simulation's second
+    day when it starts on the 13th as ``base_the_ville_n25`` does (day 2 when the start date is unknown); each run
+    lasts two game days, from the world's start to 20:00 on day 2. The files hold the residents' ids and names, the
+    place, and sentences written here: nothing is copied from the user's copy. Args: the world and personas
+    mappings and the report of :func:`convert`.
     """
     ids = {p["name"]: rid for rid, p in personas.items()}
     names = {p["name"]: pid for pid, p in world["places"].items()}
