@@ -82,22 +82,33 @@ def sane_reaction(body, default):
     return default
 
 
-def run_town(world: Path, db: Path, name: str, hours: float, overrides: list[str]) -> dict:
+def run_town(world: Path, db: Path, name: str, hours: float, overrides: list[str], personas_dir: Path | None = None,
+             double=None) -> dict:
+    """One run of ``hours`` game hours; ``personas_dir``: the world's own when ``None`` is given for a generated
+    town (``town()``'s folder by default). With the server ``double``, each tick's calls are counted too."""
     from simulacra.config import load_config
     from simulacra.simulation import Simulation
 
     config = load_config(None, overrides)
     times: list[float] = []
-    with Simulation.create(world, config, personas_dir=world.parent.parent / "agent_personalities", db_dir=db,
-                           run_name=name, overwrite=True) as sim:
+    per_tick: list[int] = []
+    setup_start = time.perf_counter()
+    folder = world.parent.parent / "agent_personalities" if personas_dir is None else personas_dir
+    with Simulation.create(world, config, personas_dir=folder, db_dir=db, run_name=name, overwrite=True) as sim:
+        setup_s = time.perf_counter() - setup_start
         ticks = int(round(hours * 60 / sim.world.tick_minutes))
         t0 = time.perf_counter()
         last = [t0]
+
+        seen = [len(double.requests) if double is not None else 0]
 
         def on_tick(_):
             now = time.perf_counter()
             times.append(now - last[0])
             last[0] = now
+            if double is not None:
+                per_tick.append(len(double.requests) - seen[0])
+                seen[0] = len(double.requests)
 
         summary = sim.run(ticks, on_tick)
         wall = time.perf_counter() - t0
@@ -122,7 +133,8 @@ def run_town(world: Path, db: Path, name: str, hours: float, overrides: list[str
         "cache_hits": hits, "fallbacks": summary["mind"]["fallbacks"],
         "tick_s": {"median": round(statistics.median(times), 3), "p90": round(sorted(times)[int(0.9 * len(times))], 3),
                    "max": round(max(times), 3)},
-        "wall_s_per_game_hour": round(wall / hours, 2),
+        "wall_s_per_game_hour": round(wall / hours, 2), "setup_s": round(setup_s, 1),
+        "tick_s_each": [round(t, 2) for t in times], "server_calls_each_tick": per_tick,
     }
 
 
@@ -135,6 +147,9 @@ def main() -> None:
     ap.add_argument("--lever-hours", type=float, default=4.0, help="game hours of the one-hour-decomposition run")
     ap.add_argument("--local-agents", type=int, default=5, help="agents of the bundled-model run (0: skip)")
     ap.add_argument("--local-hours", type=float, default=1.0)
+    ap.add_argument("--generated", type=int, default=0, metavar="N",
+                    help="instead: a generated town of N residents (simulacra generate-town, seed 0) for --hours, "
+                         "with the model and scripted side by side; writes bench/results/cognition_generated<N>.json")
     args = ap.parse_args()
 
     from rater_server import ThreadedServer, create_app
@@ -153,6 +168,8 @@ def main() -> None:
             world = town(Path(tmp), args.agents)
             common = [f"rater.url={rater.url}", "llm.model=bench-double", f"llm.base_url={double.url}",
                       f"llm.concurrency={args.concurrency}", "cognition.backend=llm"]
+            if args.generated:
+                return generated(args, Path(tmp), common, rater.url, double)
             print(f"cognition bench: {args.agents} agents x {args.hours} game hours, {args.latency} s per call ...",
                   file=sys.stderr)
             results["day"] = run_town(world, Path(tmp) / "db", "day", args.hours, common)
@@ -199,6 +216,37 @@ def main() -> None:
               f"{loc['agents']} agents, {loc['wall_s_per_game_hour']:.1f} s wall per game hour, "
               f"{loc['calls_per_agent_hour']:.2f} calls per agent-hour, fallbacks {loc['fallbacks']}"))
     out = ROOT / "bench" / "results" / "cognition.json"
+    out.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    print(f"\nwritten {out}")
+
+
+def generated(args, tmp: Path, common: list[str], rater_url: str, double) -> None:
+    """A generated town of ``args.generated`` residents for ``args.hours`` game hours: with the model (the double
+    at ``args.latency`` s per answer, ``llm.concurrency`` ``args.concurrency``), then scripted (the same town's
+    ticks without a model: what the tick costs besides the calls). Reports each tick's seconds and server calls
+    against the floor the calls alone set, ``ceil(calls / concurrency) x latency``."""
+    import math
+
+    from simulacra.world.generate import write_town
+
+    world, personas = write_town(tmp / "generated.yaml", args.generated, 0)
+    print(f"cognition bench: generated town of {args.generated} residents x {args.hours} game hours, "
+          f"{args.latency} s per call, llm.concurrency {args.concurrency} ...", file=sys.stderr)
+    results: dict = {"residents": args.generated, "latency_s": args.latency, "concurrency": args.concurrency,
+                     "machine": f"{os.cpu_count()} cores", "load_at_start": os.getloadavg()[0]}
+    results["model"] = run_town(world, tmp / "db", "model", args.hours, common, personas_dir=personas,
+                                double=double)
+    results["scripted"] = run_town(world, tmp / "db", "scripted", args.hours, [f"rater.url={rater_url}"],
+                                   personas_dir=personas)
+    results["load_at_end"] = os.getloadavg()[0]
+    m, sc = results["model"], results["scripted"]
+    print(f"\n== {args.generated} residents, server latency {args.latency * 1000:.0f} ms, llm.concurrency "
+          f"{args.concurrency} (set-up: model {m['setup_s']:.0f} s, scripted {sc['setup_s']:.0f} s)")
+    print("tick  calls  calls floor s  model tick s  scripted tick s  model - scripted s  x latency")
+    for i, (t, c, ts) in enumerate(zip(m["tick_s_each"], m["server_calls_each_tick"], sc["tick_s_each"])):
+        floor = math.ceil(c / args.concurrency) * args.latency
+        print(f"{i:4d}  {c:5d}  {floor:13.1f}  {t:12.1f}  {ts:15.1f}  {t - ts:18.1f}  {t / args.latency:9.1f}")
+    out = ROOT / "bench" / "results" / f"cognition_generated{args.generated}.json"
     out.write_text(json.dumps(results, indent=2), encoding="utf-8")
     print(f"\nwritten {out}")
 
