@@ -412,6 +412,10 @@ def test_evaluate_on_the_command_line_refuses_bad_input(tmp_path, capsys):
     assert main(["evaluate", str(bad), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert f"{bad}: field 'hours'" in err and "Traceback" not in err
+    assert main(["evaluate", str(SHORT_PARTY), "--out", str(tmp_path / "w"), "--workers", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--workers must be at least 1, got 0" in err and "Traceback" not in err
+    assert not (tmp_path / "w").exists()  # refused before anything runs
 
 
 # --------------------------------------------------------------------------- a party on day 2

@@ -123,7 +123,8 @@ def start_run(sc: Scenario, config: Config, v: Variant, db_dir: str | Path, run_
             apply_ablations(rt, ablate)
         start = rt.world.start_minute
         items = seed_items(sc, start - 1)  # formed before the first tick
-        seeded = [op for ops in (cluster or Stores(rt)).seed(items) for op in ops] if items else []
+        stores = cluster if cluster is not None else Stores(rt)
+        seeded = [op for ops in stores.seed(items) for op in ops] if items else []
         rt.scenario = {"file": sc.source, **sc.to_header(), "variant": v.to_dict(), "seeded": seeded,
                        "schedule": schedule(sc, rt.world, config)}
         sim = (Simulation(rt, shards=shards) if cluster is None else
