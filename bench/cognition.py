@@ -112,6 +112,8 @@ def run_town(world: Path, db: Path, name: str, hours: float, overrides: list[str
 
         summary = sim.run(ticks, on_tick)
         wall = time.perf_counter() - t0
+        if summary.get("stopped"):
+            raise SystemExit(f"cognition bench: the run {name} stopped: {summary['stopped']}")
         mind = sim.rt.mind
         usage = dict(getattr(mind, "usage", {}))
         cache = getattr(mind, "model", None)

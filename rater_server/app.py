@@ -47,6 +47,8 @@ from pydantic import (
 )
 from werkzeug.exceptions import HTTPException
 
+from simulacra.rating import MAX_BATCH, MAX_REFLECT
+
 log = logging.getLogger(__name__)
 
 #: JSON nesting deeper than this is refused (the deepest valid body, /reflect's, has depth 3)
@@ -75,7 +77,7 @@ class RateRequest(BaseModel):
 
 class BatchRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    memories: list[MemoryText] = Field(min_length=1, max_length=1024)
+    memories: list[MemoryText] = Field(min_length=1, max_length=MAX_BATCH)
     agent: StrictStr | None = None
 
 
@@ -89,7 +91,7 @@ class ReflectMemory(BaseModel):
 class ReflectRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
     agent: StrictStr | None = None
-    memories: list[ReflectMemory] = Field(min_length=1, max_length=500)
+    memories: list[ReflectMemory] = Field(min_length=1, max_length=MAX_REFLECT)
     max_insights: Annotated[StrictInt, Field(ge=1, le=10)] = 3
 
 

@@ -5,3 +5,8 @@ answers (:mod:`.parsing`), the check of a model's ratings against the labelled s
 evaluations of both backends (:mod:`.evaluate`, :mod:`.evaluate_reflection`). ``rater_server`` serves them over HTTP
 (a Flask app) and imports this package; nothing here imports ``rater_server``.
 """
+
+#: the HTTP rater's request limits, one place for the server's validation (``rater_server``) and the client's
+#: requests (:class:`simulacra.rater.RaterClient` sends a tick's new memories in requests of at most
+#: ``MAX_BATCH``): memories per ``POST /rate/batch``, memories per ``POST /reflect``
+MAX_BATCH, MAX_REFLECT = 1024, 500
