@@ -483,7 +483,8 @@ class RaterClient(Rater):
                retry=retry_if_exception_type(_Transient), reraise=True)
         def send():
             self.requests_sent += 1
-            waiting = self._waiting(what, limit)
+            # the wait report names a limit only for a rater with a model (the offline one has none: 0)
+            waiting = self._waiting(what, limit if self.model_call_s is not None else 0.0)
             try:
                 with waiting:
                     resp = self._session.post(url, json=body, timeout=(min(self.timeout_s, 10.0), limit))

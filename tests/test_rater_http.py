@@ -120,6 +120,18 @@ def test_a_tick_of_more_memories_than_one_request_may_carry_is_rated_in_several(
                                                                                 ratings[-1]]
 
 
+def test_waiting_for_a_rater_without_a_model_reports_no_model_limit(rater_url):
+    """Over HTTP the offline rater (no model, no ``limits`` in its health) is reported as waited for without a
+    limit (0), so the default report does not blame a language model it does not have (a 1,000-resident bench
+    read "its language model is slow ... up to 30 s" while the offline rater embedded 999 memories)."""
+    waits = []
+    client = RaterClient(rater_url, wait_report_s=0.001, on_wait=lambda *w: waits.append(w))
+    client.refresh_limits()
+    assert client.model_call_s is None
+    client.rate_many([f"Resident {i} swept the bakery floor at dawn." for i in range(200)])
+    assert waits and all(w[0] == "rating 200 memories" and w[2] == 0.0 for w in waits)
+
+
 def test_connect_rates_in_process_when_nothing_answers(embedder):
     import socket
 
