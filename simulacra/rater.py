@@ -7,7 +7,7 @@ ratings by text, rate a tick's new memories in one request, check what the rater
 memories, each citing the memories it rests on.
 
 Over HTTP the client sends every new memory of a tick in one request to ``<url>/batch`` (several when there are
-more than :data:`simulacra.rating.MAX_BATCH`; falling back to one ``POST <url>`` per memory for a rater that only
+more than :data:`simulacra.rating.CLIENT_BATCH`; falling back to one ``POST <url>`` per memory for a rater that only
 speaks seed 003's single form) and retries transient failures
 with backoff (tenacity).
 
@@ -515,12 +515,13 @@ class RaterClient(Rater):
         return self._quality
 
     def _rate_uncached(self, todo: list[str]) -> list[int]:
-        """Ratings of ``todo`` in requests of at most :data:`~simulacra.rating.MAX_BATCH` memories (a tick of a
-        large town has more new memories than one request may carry)."""
-        from simulacra.rating import MAX_BATCH
+        """Ratings of ``todo`` in requests of at most :data:`~simulacra.rating.CLIENT_BATCH` memories (a tick of a
+        large town has more new memories than one request may carry, or than the rater rates within the client's
+        ``timeout_s``)."""
+        from simulacra.rating import CLIENT_BATCH as n
 
-        if len(todo) > MAX_BATCH:
-            return [r for k in range(0, len(todo), MAX_BATCH) for r in self._rate_uncached(todo[k:k + MAX_BATCH])]
+        if len(todo) > n:
+            return [r for k in range(0, len(todo), n) for r in self._rate_uncached(todo[k:k + n])]
         if self._batch_supported is not False:
             resp = self._post(self.url + "/batch", {"memories": todo}, self._calls_for(len(todo)),
                               f"rating {len(todo)} memories")

@@ -105,8 +105,9 @@ def test_client_rates_in_one_batch_and_caches(rater_url):
 
 def test_a_tick_of_more_memories_than_one_request_may_carry_is_rated_in_several(rater_url):
     """A large town's tick has more new memories than the server takes in one batch (``MAX_BATCH``, its 400
-    otherwise): the client splits them, in order, and every memory gets its own rating."""
-    from simulacra.rating import MAX_BATCH
+    otherwise): the client splits them in requests of ``CLIENT_BATCH``, in order, and every memory gets its own
+    rating."""
+    from simulacra.rating import CLIENT_BATCH, MAX_BATCH
 
     too_many = post(rater_url + "/batch", {"memories": [f"I counted sheep number {i}." for i in range(MAX_BATCH + 1)]})
     assert too_many.status_code == 400 and "memories" in too_many.json()["error"]
@@ -114,7 +115,8 @@ def test_a_tick_of_more_memories_than_one_request_may_carry_is_rated_in_several(
     texts = [f"Resident {i} saw the mill wheel stop." if i % 3 else f"Resident {i} ate bread." for i in
              range(2 * MAX_BATCH + 5)]
     ratings = client.rate_many(texts)
-    assert client.requests_sent == 3 and len(ratings) == len(texts)
+    assert CLIENT_BATCH <= MAX_BATCH and client.requests_sent == -(-len(texts) // CLIENT_BATCH)
+    assert len(ratings) == len(texts)
     alone = RaterClient(rater_url)
     assert [alone.rate_many([t])[0] for t in (texts[0], texts[1], texts[-1])] == [ratings[0], ratings[1],
                                                                                 ratings[-1]]

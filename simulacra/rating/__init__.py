@@ -7,6 +7,10 @@ evaluations of both backends (:mod:`.evaluate`, :mod:`.evaluate_reflection`). ``
 """
 
 #: the HTTP rater's request limits, one place for the server's validation (``rater_server``) and the client's
-#: requests (:class:`simulacra.rater.RaterClient` sends a tick's new memories in requests of at most
-#: ``MAX_BATCH``): memories per ``POST /rate/batch``, memories per ``POST /reflect``
+#: requests: memories per ``POST /rate/batch``, memories per ``POST /reflect``
 MAX_BATCH, MAX_REFLECT = 1024, 500
+#: memories per ``POST /rate/batch`` that :class:`simulacra.rater.RaterClient` sends (a tick's new memories in
+#: requests of at most this many): the offline rater embeds them one by one under ``embedding.exact``, measured
+#: 28 ms each on 2 cores (1,024 took 28-29 s in bench.cognition at 1,000 residents, at the edge of the client's
+#: 30 s ``rater.timeout_s``), so 256 take about 7 s
+CLIENT_BATCH = 256
