@@ -221,7 +221,10 @@ class Rater:
             self._quality = health["quality"]
 
     def _waiting(self, what: str, limit_s: float) -> _Waiting:
-        return _Waiting(self.wait_report_s, lambda elapsed: self.on_wait(what, elapsed, limit_s))
+        """A wait for ``what``, reported with ``limit_s``, or with 0 when the rater has no model (the offline one:
+        its report names no slow model; over HTTP the limit is then only the client's ``timeout_s``)."""
+        reported = limit_s if self.model_call_s is not None else 0.0
+        return _Waiting(self.wait_report_s, lambda elapsed: self.on_wait(what, elapsed, reported))
 
     def _waited(self, waiting: _Waiting, what: str) -> None:
         """Count a request's wait (``waited_s``; ``slow_requests`` and a warning past ``wait_report_s``)."""
@@ -483,8 +486,7 @@ class RaterClient(Rater):
                retry=retry_if_exception_type(_Transient), reraise=True)
         def send():
             self.requests_sent += 1
-            # the wait report names a limit only for a rater with a model (the offline one has none: 0)
-            waiting = self._waiting(what, limit if self.model_call_s is not None else 0.0)
+            waiting = self._waiting(what, limit)
             try:
                 with waiting:
                     resp = self._session.post(url, json=body, timeout=(min(self.timeout_s, 10.0), limit))

@@ -1393,7 +1393,7 @@ def persona_mentions(personas: dict[str, dict], name: str, words: tuple[str, ...
         if p["name"] == name:
             continue
         texts = [p.get("background") or "", *(p.get("relationships") or {}).values()]
-        sentences = (s for t in texts for s in re.split(r"(?<=[.;!?])\s+", str(t)))
+        sentences = (s for t in texts for s in _sentences(str(t)))
         if any(name in s and any(w in s.lower() for w in words) for s in sentences):
             found.append(p["name"])
     return found
