@@ -812,7 +812,10 @@ def _ray_spec(world_path, config: Config, personas_dir, run_dir: Path, ids,
 
         config = config.model_copy(update={"embedding": config.embedding.model_copy(
             update={"threads": torch.get_num_threads()})})
-    return {"world": str(Path(world_path).resolve()),
+    from simulacra import assets
+
+    # the file the user means (a packaged world's name, "fernhollow", is no path in the workers' directory)
+    return {"world": str(assets.find(world_path, "world").resolve()),
             "personas_dir": None if personas_dir is None else str(Path(personas_dir).resolve()),
             "config": config.to_dict(), "run_dir": str(Path(run_dir).resolve()), "residents": list(ids),
             "log_level": logging.getLogger().getEffectiveLevel(), "resume": resume}, config

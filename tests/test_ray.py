@@ -377,3 +377,16 @@ def test_evaluate_on_workers_is_evaluate_in_one_process(tmp_path, ray_local):
     assert two["variants"] == one["variants"]
     full, ablated = (one["variants"][v]["seeds"]["0"]["diffusion"]["party"]["end"] for v in ("full", "no-memory"))
     assert full > ablated  # what the ablation does, on both shapes
+
+
+def test_a_packaged_world_by_name_runs_on_workers(tmp_path, ray_local):
+    """``--world fernhollow`` (a packaged world's name, not a path) on workers: each worker loads the packaged file
+    (it looked for ``./fernhollow`` in its own directory and failed), and the trace is the run's in one process."""
+    config = load_config(None, ["rater.url=http://127.0.0.1:0/rate", "embedding.threads=2"])
+    agents = ["greta_lund", "hana_novak", "samuel_adeyemi"]
+    for name, workers in (("one", 1), ("two", 2)):
+        with Simulation.create("fernhollow", config, db_dir=tmp_path, run_name=name, agents=agents,
+                               workers=workers) as sim:
+            assert sim.run(3)["stopped"] is None
+    one, two = ((tmp_path / n / "trace.jsonl").read_bytes().split(b"\n")[1:] for n in ("one", "two"))
+    assert len(one) > 3 and one == two
