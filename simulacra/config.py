@@ -333,7 +333,8 @@ class EmbeddingConfig(_Section):
     """Sentence embedding model.
 
     Attributes:
-        device: the torch device the model runs on (``cpu``, ``cuda``, ...).
+        device: the torch device the model runs on (``cpu``, ``cuda``, ...); a device other than ``cpu`` needs
+            ``backend: torch`` (the ONNX backends run on the CPU).
         batch_size: texts per forward pass when texts are embedded together (``exact: false``).
     """
 
@@ -344,15 +345,23 @@ class EmbeddingConfig(_Section):
                         "sharing its batch (a resumed run is then byte-identical); false batches, faster, and a resume "
                         "may differ in the last digits of scores")
     cache_size: int = Field(50_000, ge=0, description="texts whose embeddings are kept in memory")
-    threads: int = Field(0, ge=0, description="torch threads of the model's forward passes (0: the process's "
-                         "default); the same count gives the same vectors in every process, so a town on Ray "
-                         "workers gives them its own count")
+    threads: int = Field(0, ge=0, description="threads of the model's forward passes, torch's or ONNX Runtime's "
+                         "(0: the process's default); the same count gives the same vectors in every process, so "
+                         "a town on Ray workers gives them its own count")
     backend: Literal["torch", "onnx", "onnx-int8"] = Field(
-        "torch", description="what runs the model's transformer: torch; onnx (ONNX Runtime, the model exported once "
-        "to onnx_dir); onnx-int8 (the same with int8 dynamic quantisation of its weights). docs/embedding.md has "
-        "the measurements. A run's memories are embedded by one backend (recorded in the trace header)")
+        "onnx", description="what runs the model's transformer: onnx (ONNX Runtime, the model exported once to "
+        "onnx_dir; torch's vectors to float rounding, 2.2x torch's texts/s at the town's batches); torch; onnx-int8 "
+        "(int8 dynamic quantisation of the weights: 3.7x, vectors within cosine 0.985). docs/embedding.md has the "
+        "measurements. A run's memories are embedded by one backend (recorded in the trace header)")
     onnx_dir: str | None = Field(None, description="folder of the exported ONNX models (null: $XDG_CACHE_HOME/"
                                  "simulacra/onnx, else ~/.cache/simulacra/onnx)")
+
+    @model_validator(mode="after")
+    def _onnx_on_cpu(self) -> EmbeddingConfig:
+        if self.backend != "torch" and self.device != "cpu":
+            raise ValueError(f"device {self.device}: backend {self.backend} runs the model on the CPU (ONNX Runtime's "
+                             f"CPU provider); set backend: torch to run it on {self.device}")
+        return self
 
 
 class RaterConfig(_Section):

@@ -19,9 +19,10 @@ DATA = Path(__file__).resolve().parent / "data"
 
 @pytest.fixture(scope="session")
 def embedder():
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.config import EmbeddingConfig
+    from simulacra.embeddings import build_embedder
 
-    return CachedEmbedder(SentenceTransformerEmbedder())
+    return build_embedder(EmbeddingConfig(exact=False))  # the default backend, as runs embed
 
 
 @pytest.fixture(scope="session")

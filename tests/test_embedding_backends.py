@@ -57,6 +57,48 @@ def test_onnx_int8_is_close_and_exact_mode_embeds_each_text_alone(onnx_dir, torc
     assert not np.array_equal(batched, vectors)  # activations quantised per batch: why exact mode goes one by one
 
 
+class _Recorder:
+    """An ONNX Runtime session that records the attention masks of the forward passes it is asked for."""
+
+    def __init__(self, session):
+        self.session, self.masks = session, []
+
+    def run(self, outputs, feeds):
+        self.masks.append(feeds["attention_mask"])
+        return self.session.run(outputs, feeds)
+
+
+@pytest.mark.parametrize("size", [64, 4])
+def test_onnx_runs_texts_of_equal_token_count_together_unpadded(onnx_dir, size):
+    e = _embedder("onnx", onnx_dir, exact=False)
+    e.batch_size = size
+    alone = np.stack([e.embed([t])[0] for t in TEXTS])
+    e._session = recorder = _Recorder(e._session)
+    vectors = e.embed(TEXTS)
+    counts = [len(e._load().tokenizer(t)["input_ids"]) for t in TEXTS]
+    groups = {n: counts.count(n) for n in counts}
+    assert len(groups) > 3 and max(groups.values()) > 4  # several groups, some of more than 4 texts
+    assert all(m.all() for m in recorder.masks)  # no padded row in any pass
+    assert sorted(m.shape[1] for m in recorder.masks) == sorted(
+        n for n, k in groups.items() for _ in range(-(-k // size)))  # one pass per group of at most `size`
+    assert np.array_equal(vectors, alone)  # in the texts' order, the bits of each text alone
+
+
+def test_the_export_leaves_the_process_s_logging_and_warnings_alone(tmp_path):
+    """torch's exporter warns while tracing, and ONNX Runtime's quantiser logs on the root logger (which would give
+    a process without logging set up a handler): neither reaches the user's process."""
+    code = ("import logging\n"
+            "from simulacra.config import EmbeddingConfig\n"
+            "from simulacra.embeddings import build_embedder\n"
+            f"e = build_embedder(EmbeddingConfig(backend='onnx-int8', onnx_dir={str(tmp_path)!r}))\n"
+            "e.embed(['the mill wheel stopped'])\n"
+            "print(e.inner.onnx_file.name, len(logging.getLogger().handlers), len(logging.getLogger().filters))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["model-int8.onnx", "0", "0"]  # exported here; root logger as it was
+    assert "Warning" not in r.stderr and "quantization" not in r.stderr, r.stderr[-2000:]
+
+
 def test_the_export_is_made_once_and_named_by_the_model(onnx_dir):
     e = _embedder("onnx", onnx_dir)
     e.embed(["one"])

@@ -140,10 +140,12 @@ def test_embedding_cache_answers_repeated_texts_without_the_model(embedder):
 def test_one_builder_makes_the_embedder_a_config_asks_for():
     """simulacra.embeddings.build_embedder: a run, the tools that read it and the rater embed alike."""
     from simulacra.config import EmbeddingConfig
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder, build_embedder
+    from simulacra.embeddings import CachedEmbedder, OnnxEmbedder, SentenceTransformerEmbedder, build_embedder
 
     e = build_embedder(EmbeddingConfig(exact=False, batch_size=8, cache_size=10))
     assert isinstance(e, CachedEmbedder) and e.max_entries == 10
     assert isinstance(e.inner, SentenceTransformerEmbedder) and (e.inner.exact, e.inner.batch_size) == (False, 8)
     default = build_embedder(cached=False)
-    assert isinstance(default, SentenceTransformerEmbedder) and default.exact  # embedding.exact is on by default
+    assert isinstance(default, OnnxEmbedder) and default.backend == "onnx" and not default.quantized
+    assert default.exact  # embedding.exact is on by default
+    assert type(build_embedder(EmbeddingConfig(backend="torch"), cached=False)) is SentenceTransformerEmbedder

@@ -314,7 +314,7 @@ def test_cli_tune_end_to_end(tmp_path, monkeypatch, capsys):
     from simulacra.cli import main
 
     run, qfile, embedder = important_but_far_store(tmp_path, n_queries=2)
-    monkeypatch.setattr(simulacra.embeddings, "SentenceTransformerEmbedder", lambda *a, **k: embedder)
+    monkeypatch.setattr(simulacra.embeddings, "build_embedder", lambda *a, **k: embedder)
     out, png = tmp_path / "best.yaml", tmp_path / "tune.png"
     assert main(["tune", str(run), "--queries", str(qfile), "--random", "200", "--seed", "1",
                  "--out", str(out), "--plot", str(png)]) == 0
@@ -332,7 +332,7 @@ def test_cli_tune_a_profile_writes_it_as_that_profile(tmp_path, monkeypatch, cap
     from simulacra.cli import main
 
     run, qfile, embedder = important_but_far_store(tmp_path, n_queries=2)
-    monkeypatch.setattr(simulacra.embeddings, "SentenceTransformerEmbedder", lambda *a, **k: embedder)
+    monkeypatch.setattr(simulacra.embeddings, "build_embedder", lambda *a, **k: embedder)
     out = tmp_path / "recall.yaml"
     assert main(["tune", str(run), "--queries", str(qfile), "--random", "50", "--profile", "recall",
                  "--out", str(out)]) == 0
