@@ -116,12 +116,12 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
-    from simulacra.config import MemoryConfig
-    from simulacra.embeddings import SentenceTransformerEmbedder
+    from simulacra.config import EmbeddingConfig, MemoryConfig
+    from simulacra.embeddings import build_embedder
     from simulacra.memory.records import MemoryRecord, memory_id
     from simulacra.memory.stream import AgentMemory
 
-    model = SentenceTransformerEmbedder(batch_size=64)
+    model = build_embedder(EmbeddingConfig(exact=False, batch_size=64), cached=False)  # the default backend
     dim = model.dim
     sample = town_memories(1024, seed=1)
     model.embed(sample[:64])  # load and warm up

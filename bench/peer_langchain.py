@@ -189,7 +189,7 @@ def measure_langchain(stores: dict[int, tuple[list[str], np.ndarray, np.ndarray,
             as ``model``).
         now_minute: game minute at which recency is computed.
         repeats: runs per query; a query's latency is its fastest run.
-        model: simulacra ``SentenceTransformerEmbedder`` for the with-embedding figures.
+        model: a simulacra embedder (``build_embedder``) for the with-embedding figures.
 
     Returns:
         ``{"version", "p50_ms", "p95_ms", "p50_with_embedding_ms", "p95_with_embedding_ms", "load_s", "notes"}``;
@@ -250,9 +250,10 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
 
     from bench.data import synthetic_stores
-    from simulacra.embeddings import SentenceTransformerEmbedder
+    from simulacra.config import EmbeddingConfig
+    from simulacra.embeddings import build_embedder
 
-    model = SentenceTransformerEmbedder(batch_size=64)
+    model = build_embedder(EmbeddingConfig(exact=False, batch_size=64), cached=False)  # the default backend
     stores, query_texts, query_vectors = synthetic_stores(model, sizes, args.queries)
     result = measure_langchain(stores, query_texts, query_vectors, args.now, args.repeats, model)
     print("LangChain peer: " + ", ".join(f"{k} {v}" for k, v in result["version"].items()))

@@ -111,9 +111,10 @@ def main() -> None:
     args, _ = ap.parse_known_args()  # `make bench ARGS=...` passes the memory bench's options too
     sizes = [int(s) for s in args.sizes.split(",")]
 
-    from simulacra.embeddings import SentenceTransformerEmbedder
+    from simulacra.config import EmbeddingConfig
+    from simulacra.embeddings import build_embedder
 
-    model = SentenceTransformerEmbedder(batch_size=64)
+    model = build_embedder(EmbeddingConfig(exact=False, batch_size=64), cached=False)  # the default backend
     stores, query_texts, query_vectors = synthetic_stores(model, sizes, args.queries)
     res = measure(model, stores, query_texts, query_vectors, args.repeats)
     print(f"retrieval latency by relevance, ms (top_k 5, one tier, without the query embedding; per query fastest "

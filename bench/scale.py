@@ -188,12 +188,12 @@ def build(world: Path, db: Path, name: str, overrides: Sequence[str] = ()):
     ``overrides``), an in-process rater on a free port, and a recording embedder (model loaded before the
     clock starts). Returns ``(sim, recorder, config, setup_seconds)``."""
     from simulacra.config import load_config
-    from simulacra.embeddings import CachedEmbedder, SentenceTransformerEmbedder
+    from simulacra.embeddings import CachedEmbedder, build_embedder
     from simulacra.simulation import Simulation
 
     config = load_config(None, [f"rater.url=http://127.0.0.1:{free_port()}/rate", *overrides])
     e = config.embedding
-    recorder = RecordingEmbedder(SentenceTransformerEmbedder(e.model, e.device, e.batch_size, e.exact))
+    recorder = RecordingEmbedder(build_embedder(e, cached=False))  # the run's backend, as a run builds it
     recorder.inner.embed(["warm-up"])  # load the model outside the measured time
     embedder = CachedEmbedder(recorder, e.cache_size)
     t = time.perf_counter()
@@ -255,14 +255,13 @@ def embedding_throughput(texts: Sequence[str], config, sample: int, seed: int = 
     A case passes the run's own embedder (the same model, warm, on its one inference thread): a second model in the
     process runs on its own thread with its own OpenMP pool, and two pools slow each other (measured: 116 texts/s
     with one model loaded, 95 with two, exact embedding), which would understate the floor's throughput."""
-    from simulacra.embeddings import SentenceTransformerEmbedder
+    from simulacra.embeddings import build_embedder
 
-    e = config.embedding
     chosen = sorted(texts)
     if len(chosen) > sample:
         chosen = random.Random(seed).sample(chosen, sample)
     if model is None:
-        model = SentenceTransformerEmbedder(e.model, e.device, e.batch_size, e.exact)
+        model = build_embedder(config.embedding, cached=False)
     model.embed(["warm-up"])
     best = math.inf
     for _ in range(repeats):
@@ -381,7 +380,7 @@ def run_case(agents: int, minutes: int, sample: int, db: Path | None = None, wor
             "texts_embedded": len(recorder.texts), "unique_texts": len(unique),
             "embed_in_run_s": round(recorder.seconds, 2),
             "throughput_texts_per_s": round(throughput, 2), "throughput_sample": measured,
-            "embedding_exact": config.embedding.exact,
+            "embedding_exact": config.embedding.exact, "embedding_backend": recorder.inner.backend,
             "floor_s": round(floor, 2), "wall_over_floor": round(wall / floor, 3),
             "checkpoint_s_per_tick": round(ck_per_tick, 5),
             "checkpoint_share": round(sum(spent) / ticks_s, 5),

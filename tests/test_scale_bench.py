@@ -108,6 +108,7 @@ def test_quick_run_reports_every_figure(tmp_path):
     assert r["wall_over_floor"] == pytest.approx(r["wall_s"] / r["floor_s"], rel=0.01)
     assert r["wall_s"] == pytest.approx(r["setup_s"] + r["ticks_s"], abs=0.02)
     assert r["throughput_sample"] == 10 and r["embedding_exact"] is True
+    assert r["embedding_backend"] == "onnx"  # the default backend, built as a run builds it (build_embedder)
     assert 0 < r["checkpoint_share"] < 1 and 0 < r["checkpoint_write_s_per_tick"] < r["checkpoint_s_per_tick"]
     # three ticks inside one period of memory.store_flush_minutes: each wrote memories to the store journal
     assert r["store_journal_s_per_tick"] > 0 and r["checkpoint_share"] < r["durability_share"] < 1
