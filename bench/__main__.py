@@ -25,7 +25,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from bench.data import NOISE_SD, POOL_SIZE, synthetic_stores, town_memories  # noqa: E402
+from bench.data import NOISE_SD, POOL_SIZE, bench_embedder, synthetic_stores, town_memories  # noqa: E402
 
 NOW = 6000.0  # game minute of every benchmark retrieval
 WRITE_BATCH = 64  # memories per write, as one busy tick of the default town
@@ -116,12 +116,11 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
-    from simulacra.config import EmbeddingConfig, MemoryConfig
-    from simulacra.embeddings import build_embedder
+    from simulacra.config import MemoryConfig
     from simulacra.memory.records import MemoryRecord, memory_id
     from simulacra.memory.stream import AgentMemory
 
-    model = build_embedder(EmbeddingConfig(exact=False, batch_size=64), cached=False)  # the default backend
+    model = bench_embedder()
     dim = model.dim
     sample = town_memories(1024, seed=1)
     model.embed(sample[:64])  # load and warm up

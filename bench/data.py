@@ -19,6 +19,16 @@ POOL_SIZE = 2048
 NOISE_SD = 0.02
 
 
+def bench_embedder():
+    """The embedder of the memory, relevance and LangChain-peer benches: the default backend, texts batched 64 at a
+    time (``embedding.exact: false``), built as a run builds its own (:func:`simulacra.embeddings.build_embedder`),
+    without the text cache."""
+    from simulacra.config import EmbeddingConfig
+    from simulacra.embeddings import build_embedder
+
+    return build_embedder(EmbeddingConfig(exact=False, batch_size=64), cached=False)
+
+
 def town_memories(n: int, seed: int = 0) -> list[str]:
     """``n`` distinct synthetic town-life memories, deterministic for ``seed``."""
     rng = np.random.default_rng(seed)

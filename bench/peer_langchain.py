@@ -249,11 +249,9 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
-    from bench.data import synthetic_stores
-    from simulacra.config import EmbeddingConfig
-    from simulacra.embeddings import build_embedder
+    from bench.data import bench_embedder, synthetic_stores
 
-    model = build_embedder(EmbeddingConfig(exact=False, batch_size=64), cached=False)  # the default backend
+    model = bench_embedder()
     stores, query_texts, query_vectors = synthetic_stores(model, sizes, args.queries)
     result = measure_langchain(stores, query_texts, query_vectors, args.now, args.repeats, model)
     print("LangChain peer: " + ", ".join(f"{k} {v}" for k, v in result["version"].items()))

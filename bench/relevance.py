@@ -30,7 +30,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from bench.__main__ import NOW, per_query_fastest  # noqa: E402
-from bench.data import synthetic_stores  # noqa: E402
+from bench.data import bench_embedder, synthetic_stores  # noqa: E402
 
 #: the modes measured: (label, memory settings)
 MODES = (("dense", {"relevance": "dense"}), ("lexical", {"relevance": "lexical"}),
@@ -111,10 +111,8 @@ def main() -> None:
     args, _ = ap.parse_known_args()  # `make bench ARGS=...` passes the memory bench's options too
     sizes = [int(s) for s in args.sizes.split(",")]
 
-    from simulacra.config import EmbeddingConfig
-    from simulacra.embeddings import build_embedder
 
-    model = build_embedder(EmbeddingConfig(exact=False, batch_size=64), cached=False)  # the default backend
+    model = bench_embedder()
     stores, query_texts, query_vectors = synthetic_stores(model, sizes, args.queries)
     res = measure(model, stores, query_texts, query_vectors, args.repeats)
     print(f"retrieval latency by relevance, ms (top_k 5, one tier, without the query embedding; per query fastest "
