@@ -77,6 +77,30 @@ def build_shard_runtime(world_path: str, config: Config, personas_dir: str | Non
                        residents=residents, name=f"{Path(run_dir).name} shard {index}")
 
 
+def shard_threads(threads: int, shard_nodes: Sequence[str], node_cpus: dict[str, float]) -> list[int]:
+    """The embedding threads of each shard: ``threads`` (``embedding.threads``) for every shard when it is set,
+    else (0, only under ONNX Runtime, whose vectors do not depend on the count:
+    :func:`simulacra.embeddings.threads_change_vectors`) the CPUs of the shard's node divided among the shards
+    placed on it, at least 1.
+
+    Two workers on 2 cores each running the town's 2 threads put 4 busy threads on 2 cores (measured, 1,000
+    residents, ONNX: 1.39x one process's tick time; ``docs/scale.md``); one thread each keeps them apart.
+
+    Args:
+        threads: ``embedding.threads`` of the run (>= 0).
+        shard_nodes: the node each shard is placed on, in shard order.
+        node_cpus: CPUs of each node (Ray's ``CPU`` resource); a node missing counts 1.
+    Returns:
+        one count >= 1 per shard.
+    """
+    if threads:
+        return [int(threads)] * len(shard_nodes)
+    placed: dict[str, int] = {}
+    for node in shard_nodes:
+        placed[node] = placed.get(node, 0) + 1
+    return [max(1, int(node_cpus.get(node, 1) // placed[node])) for node in shard_nodes]
+
+
 class ModelGate:
     """A Ray actor (asynchronous) keeping one run's bound on model calls in flight and its budget for all its
     workers (:class:`~simulacra.llm.wrappers.CallGate` through :class:`RayGate`): at most ``concurrency`` calls
@@ -213,6 +237,9 @@ class ShardWorker:
         logging.basicConfig(level=spec.get("log_level", logging.WARNING),
                             format=f"%(levelname)s shard-{spec['index']} %(name)s: %(message)s")
         config = config_from_dict(spec["config"], "the town's config")
+        if spec.get("threads") and spec["threads"] != config.embedding.threads:  # the shard's share of its node
+            config = config.model_copy(update={"embedding": config.embedding.model_copy(
+                update={"threads": int(spec["threads"])})})
         self.rt = build_shard_runtime(spec["world"], config, spec["personas_dir"], spec["run_dir"], spec["agents"],
                                       spec["residents"], spec["index"], resume=bool(spec.get("resume")))
         if spec.get("ablate"):  # a scenario variant's, before the shard and its stores take the parts
@@ -229,11 +256,13 @@ class ShardWorker:
                 budget.share(RayGate(spec["gate"]))
 
     def info(self) -> dict[str, Any]:
-        """``{"mind", "reactive", "embedding_model", "pid", "node"}`` of this shard (``node``: its Ray node id)."""
+        """``{"mind", "reactive", "embedding_model", "embedding_threads", "pid", "node"}`` of this shard
+        (``node``: its Ray node id; ``embedding_threads``: its embedder's forward-pass threads)."""
         import ray
 
         return {"mind": self.rt.mind.name, "reactive": bool(getattr(self.rt.mind, "reactive", False)),
-                "embedding_model": getattr(self.rt.embedder, "name", "?"), "pid": os.getpid(),
+                "embedding_model": getattr(self.rt.embedder, "name", "?"),
+                "embedding_threads": self.rt.config.embedding.threads, "pid": os.getpid(),
                 "node": ray.get_runtime_context().get_node_id()}
 
     def call(self, part: str, method: str, *args) -> Any:
@@ -285,17 +314,22 @@ class RayShards:
             self.started = True
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        # shard k on the cluster's k-th live node (mod their number, soft: elsewhere when that node is full)
+        live = {n["NodeID"]: float(n["Resources"]["CPU"]) for n in ray.nodes()
+                if n.get("Alive") and n.get("Resources", {}).get("CPU")}
+        nodes = sorted(live)
+        placed = [nodes[k % len(nodes)] for k in range(len(groups))] if nodes else ["?"] * len(groups)
+        embedding = (spec.get("config") or {}).get("embedding", {})
+        #: embedding threads of each shard (:func:`shard_threads`)
+        self.threads = shard_threads(int(embedding.get("threads") or 0), placed, live)
         # when the workers' torch threads outnumber the cluster's CPUs, they wait passively: OpenMP's spinning
         # threads of several workers on few cores slow each other down (measured, 2 workers x 2 threads on 2 cores:
         # 3.4x one process spinning, 1.3x passive); otherwise spinning is faster (1 worker x 2 threads on 2 cores:
         # 0.99x one process spinning, 1.39x passive)
-        threads = int((spec.get("config") or {}).get("embedding", {}).get("threads") or 1)
-        crowded = len(groups) * threads > float(ray.cluster_resources().get("CPU", 1))
+        crowded = sum(self.threads) > float(ray.cluster_resources().get("CPU", 1))
         options: dict[str, Any] = {}
         if crowded:
             options["runtime_env"] = {"env_vars": {"OMP_WAIT_POLICY": "PASSIVE"}}
-        # shard k on the cluster's k-th live node (mod their number, soft: elsewhere when that node is full)
-        nodes = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU"))
         # one gate for the run's model calls: llm.concurrency and the budget count over all workers
         llm = config_from_dict(spec["config"], "the town's config").llm if spec.get("config") else None
         self.gate = None
@@ -306,7 +340,8 @@ class RayShards:
             spec = {**spec, "gate": self.gate}
         actor = ray.remote(ShardWorker)
         self.actors = [actor.options(**options, scheduling_strategy=NodeAffinitySchedulingStrategy(
-            nodes[k % len(nodes)], soft=True) if nodes else "DEFAULT").remote({**spec, "agents": list(g), "index": k})
+            placed[k], soft=True) if nodes else "DEFAULT").remote(
+                {**spec, "agents": list(g), "index": k, "threads": self.threads[k]})
             for k, g in enumerate(groups)]
         try:
             self.infos = ray.get([a.info.remote() for a in self.actors])

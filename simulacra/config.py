@@ -346,8 +346,9 @@ class EmbeddingConfig(_Section):
                         "may differ in the last digits of scores")
     cache_size: int = Field(50_000, ge=0, description="texts whose embeddings are kept in memory")
     threads: int = Field(0, ge=0, description="threads of the model's forward passes, torch's or ONNX Runtime's "
-                         "(0: the process's default); the same count gives the same vectors in every process, so "
-                         "a town on Ray workers gives them its own count")
+                         "(0: the process's default). torch's vectors depend on the count, so a town on Ray workers "
+                         "gives them its own; ONNX Runtime's do not, so with 0 each worker takes its node's CPUs "
+                         "divided among the workers on that node")
     backend: Literal["torch", "onnx", "onnx-int8"] = Field(
         "onnx", description="what runs the model's transformer: onnx (ONNX Runtime, the model exported once to "
         "onnx_dir; torch's vectors to float rounding, 2.2x torch's texts/s at the town's batches); torch; onnx-int8 "

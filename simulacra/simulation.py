@@ -32,6 +32,7 @@ from simulacra.checkpoint import (
 from simulacra.clock import GameClock, format_game_time, format_hhmm
 from simulacra.cluster import ShardLost, ShardProxy
 from simulacra.config import Config, config_from_dict, recorded_config
+from simulacra.embeddings import threads_change_vectors
 from simulacra.errors import CheckpointError, RaterError, SimulacraError, StoreUnavailable
 from simulacra.killpoint import kill_point
 from simulacra.llm.base import BudgetExceeded, LLMUnreachable
@@ -805,9 +806,11 @@ def _shard_folders(run_dir: Path, shape: int) -> list[Path]:
 def _ray_spec(world_path, config: Config, personas_dir, run_dir: Path, ids,
               resume: bool) -> tuple[dict[str, Any], Config]:
     """What every Ray actor of the run needs to build its shard (:class:`simulacra.cluster.RayShards`), and the
-    config the town then runs with: the workers embed with the town's thread count (``embedding.threads`` 0 becomes
-    this process's), so that they compute the same vectors."""
-    if not config.embedding.threads:
+    config the town then runs with. Under torch the workers embed with the town's thread count (``embedding.threads``
+    0 becomes this process's), so that they compute the same vectors; under ONNX Runtime, whose vectors do not
+    depend on the count, 0 stays and each worker uses the cores its node has for it (:func:`simulacra.cluster.
+    shard_threads`)."""
+    if not config.embedding.threads and threads_change_vectors(config.embedding.backend):
         import torch
 
         config = config.model_copy(update={"embedding": config.embedding.model_copy(

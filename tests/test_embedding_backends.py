@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from simulacra.config import EmbeddingConfig
-from simulacra.embeddings import EmbeddingError, build_embedder
+from simulacra.embeddings import EmbeddingError, build_embedder, threads_change_vectors
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -55,6 +55,18 @@ def test_onnx_int8_is_close_and_exact_mode_embeds_each_text_alone(onnx_dir, torc
     assert np.array_equal(vectors[:10], alone)
     batched = _embedder("onnx-int8", onnx_dir, exact=False).embed(TEXTS)
     assert not np.array_equal(batched, vectors)  # activations quantised per batch: why exact mode goes one by one
+
+
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
+def test_onnx_vectors_do_not_depend_on_the_thread_count(onnx_dir, backend):
+    """What lets each Ray worker embed with its own share of the cores (simulacra.cluster.shard_threads): ONNX
+    Runtime's vectors are the same bits with 1, 2 and 3 threads, alone and batched; torch's are not promised to be
+    (threads_change_vectors)."""
+    assert not threads_change_vectors(backend) and threads_change_vectors("torch")
+    for exact in (True, False):
+        vectors = [build_embedder(EmbeddingConfig(backend=backend, exact=exact, onnx_dir=onnx_dir, threads=n),
+                                  cached=False).embed(TEXTS) for n in (1, 2, 3)]
+        assert all(np.array_equal(vectors[0], v) for v in vectors[1:]), exact
 
 
 class _Recorder:
@@ -113,7 +125,7 @@ def test_the_export_is_made_once_and_named_by_the_model(onnx_dir):
 def test_a_missing_onnx_package_is_a_clear_error(tmp_path):
     code = ("import sys; sys.modules['onnx'] = None\n"
             "from simulacra.config import EmbeddingConfig\n"
-            "from simulacra.embeddings import EmbeddingError, build_embedder\n"
+            "from simulacra.embeddings import EmbeddingError, build_embedder, threads_change_vectors\n"
             f"e = build_embedder(EmbeddingConfig(backend='onnx', onnx_dir={str(tmp_path)!r}))\n"
             "try:\n    e.embed(['x'])\nexcept EmbeddingError as err:\n    print(err)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

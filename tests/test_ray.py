@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ray = pytest.importorskip("ray")
 
@@ -136,17 +137,22 @@ def test_workers_keep_the_run_on_one_chroma_server(tmp_path, one_process):
 
 def test_the_onnx_backend_on_workers_is_the_onnx_backend_in_one_process(tmp_path, ray_local):
     """``embedding.backend: onnx`` (issue 27): each worker loads the exported model (exported once, under a file
-    lock, whichever process comes first) and the run on 2 workers is the run in one process, byte for byte."""
+    lock, whichever process comes first) and the run on 2 workers is the run in one process, byte for byte,
+    although each worker embeds with its share of the node's 2 CPUs (1 thread) where the process used 2."""
     pytest.importorskip("onnxruntime")
     config = load_config(None, [*BUSY, "embedding.backend=onnx"])
-    lines = {}
+    lines, threads = {}, {}
     for name, workers in (("one", 1), ("two", 2)):
         with Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
                                run_name=name, workers=workers) as sim:
             sim.run(6)
+            threads[name] = ([i["embedding_threads"] for i in sim.cluster.infos] if sim.cluster is not None
+                             else sim.rt.embedder.inner.threads or torch.get_num_threads())
         lines[name] = (tmp_path / name / "trace.jsonl").read_bytes().split(b"\n")
     header = json.loads(lines["two"][0])
     assert header["config"]["embedding"]["backend"] == "onnx" and header["workers"] == 2
+    assert header["config"]["embedding"]["threads"] == 0  # the run's config is the one it was given
+    assert threads == {"one": torch.get_num_threads(), "two": [1, 1]}  # 2 CPUs (ray_local) for 2 workers
     assert lines["two"][1:] == lines["one"][1:] and len(lines["one"]) > 6
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from simulacra.cluster import shard_threads
 from simulacra.config import load_config
 from simulacra.shard import by_agent, shard_agents
 from simulacra.simulation import Simulation
@@ -32,6 +33,17 @@ def test_agent_i_goes_to_shard_i_mod_n_in_the_run_s_order():
                                                                                             "dee", "eve"]
     with pytest.raises(ValueError, match="at least 1"):
         shard_agents(agents, 0)
+
+
+def test_each_shard_embeds_with_its_share_of_its_node_s_cpus_unless_threads_are_set():
+    # 2 CPUs for 2 workers: 1 thread each, not the town's 2 (4 busy threads on 2 cores)
+    assert shard_threads(0, ["a", "a"], {"a": 2.0}) == [1, 1]
+    assert shard_threads(0, ["a"], {"a": 2.0}) == [2]
+    # two nodes of 4 and 2 CPUs, shards placed a, b, a: 2 + 2 on a, 2 on b; more shards than CPUs: 1 each
+    assert shard_threads(0, ["a", "b", "a"], {"a": 4.0, "b": 2.0}) == [2, 2, 2]
+    assert shard_threads(0, ["a", "a", "a"], {"a": 2.0}) == [1, 1, 1]
+    assert shard_threads(0, ["?"], {}) == [1]
+    assert shard_threads(3, ["a", "a"], {"a": 2.0}) == [3, 3]  # the user's count (and torch's: the town's) stays
 
 
 def test_the_merge_rule_puts_items_in_agent_order_stably_with_the_town_first():
