@@ -64,10 +64,12 @@ def one_run(world: Path, db: Path, name: str, ticks: int, workers: int, embedder
         ran = time.perf_counter() - start
         agents = len(sim.rt.agents)
         workers_rss = ([round(rss_mb(i["pid"]), 1) for i in sim.cluster.infos] if sim.cluster is not None else [])
+        workers_threads = [i["embedding_threads"] for i in sim.cluster.infos] if sim.cluster is not None else []
         costs = sim.cluster.costs.report() if sim.cluster is not None else None
     lines = (db / name / "trace.jsonl").read_bytes().split(b"\n")[1:]
     out = {"workers": workers, "setup_s": round(setup, 1), "run_s": round(ran, 1), "agents": agents, "ticks": ticks,
            "ms_per_agent_tick": round(1000 * ran / (agents * ticks), 2), "workers_rss_mb": workers_rss,
+           "workers_embedding_threads": workers_threads,
            "lines": lines}
     if costs is not None:
         # a shard's time at the barriers: waiting for the slowest shard of each phase (averaged over the shards),
