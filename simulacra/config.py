@@ -398,11 +398,21 @@ class SimulationConfig(_Section):
     """The tick loop, perception and the offline conversation policy.
 
     Attributes:
-        seed: the seed of the run's one random generator (the same seed and the offline backends give a
-            byte-identical trace).
+        seed: the seed of the run's random draws (the same seed and the offline backends give a byte-identical
+            trace).
+        meeting_draws: how the town draws chance meetings and who opens a conversation. ``keyed``: each draw is
+            :func:`simulacra.state.keyed_uniform` of (seed, purpose, game minute, pair), so a pair's draw does not
+            depend on the other pairs of the town: a variant of a scenario, or a resident added, changes only the
+            meetings it touches (common random numbers for comparisons), in any process or shard and after any
+            resume (issue 23 §2). ``stream``: one generator in the run state, drawn pair after pair in the town's
+            order (every run recorded before the setting: :data:`PREDATED`).
     """
 
     seed: int = 0
+    meeting_draws: Literal["keyed", "stream"] = Field(
+        "keyed", description="how the town draws chance meetings and openers: keyed (each by seed, purpose, game "
+        "minute and pair, whatever else happens in the town) or stream (one generator in the run state, drawn pair "
+        "after pair: runs recorded before the setting)")
     attention_bandwidth: int = Field(6, ge=1, description="observations an agent takes in per tick")
     conversation_probability: float = Field(0.5, ge=0, le=1, description="chance two free co-located agents talk")
     acquaintance_bonus: float = Field(0.3, ge=0, le=1, description="added chance when they know each other")
@@ -595,7 +605,7 @@ PREDATED: dict[str, dict[str, Any]] = {"memory": {"decay_importance_exponent": 0
                                                   "rate_news_by_topic": False, "retold_bonus": 0,
                                                   "day_summary": False},
                                        "embedding": {"backend": "torch"},
-                                       "simulation": {"gossip": "tell-all"}}
+                                       "simulation": {"gossip": "tell-all", "meeting_draws": "stream"}}
 
 
 def recorded_config(data: dict[str, Any]) -> dict[str, Any]:

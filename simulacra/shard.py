@@ -70,6 +70,28 @@ def op_agent(op: Mapping[str, Any]) -> str | None:
     return op.get("agent")
 
 
+def pending_agent(p: Pending) -> str | None:
+    """The agent a pending memory is for (``None`` for a notice to the town's shared memory)."""
+    return None if p.owner == TOWN else p.owner
+
+
+def split_by_shard(items: Iterable[T], key: Callable[[T], str | None], shard_of: Mapping[str, int],
+                   shards: int) -> list[list[T]]:
+    """``items`` split into what each of ``shards`` shards needs, in their order: an item of an agent
+    (``key(item)``) goes to that agent's shard only, a town item (``None``) to every shard. What the town sends a
+    phase's shards this way is each shard's part, not the whole town's once per shard (with N shards each would
+    unpickle N times its part)."""
+    out: list[list[T]] = [[] for _ in range(shards)]
+    for item in items:
+        agent = key(item)
+        if agent is None:
+            for part in out:
+                part.append(item)
+        else:
+            out[shard_of[agent]].append(item)
+    return out
+
+
 def merge_remembered(parts: Sequence[Remembered], order: dict[str, int]) -> Remembered:
     """The shards' :class:`Remembered` as one: operations in agent order, ratings together."""
     ratings: dict[str, int] = {}
@@ -102,7 +124,7 @@ def merge_decided(parts: Sequence[Decided], order: dict[str, int]) -> Decided:
     return Decided(
         joined("plan_start"), joined("plans"), joined("steps"), joined("step_keys"), joined("planned"),
         joined("actions"), [], {},
-        by_agent((x for p in parts for x in p.pending), order, lambda x: None if x.owner == TOWN else x.owner),
+        by_agent((x for p in parts for x in p.pending), order, pending_agent),
         by_agent((r for p in parts for r in p.records), order, op_agent),
         by_agent((op for p in parts for op in p.ops), order, op_agent),
         by_agent((n for p in parts for n in p.notable), order, lambda n: n[0]),
@@ -172,13 +194,14 @@ class Shard:
 
         return probe_stage(state, self.rt, now, tick, probes)
 
-    def settle(self, pending: Sequence[Pending], used_ops: Sequence[MemoryOp], plans: Mapping[str, Sequence],
-               now: int, tick: int) -> tuple[Remembered, Reflected, list[RehearseOp], list[AddOp], list[MemoryOp],
-                                             dict[str, tuple]]:
+    def settle(self, now: int, tick: int, pending: Sequence[Pending], used_ops: Sequence[MemoryOp],
+               plans: Mapping[str, Sequence]) -> tuple[Remembered, Reflected, list[RehearseOp], list[AddOp],
+                                                      list[MemoryOp], dict[str, tuple]]:
         """The last phase of a tick: remember what its agents planned, said and heard; reflect; mark what the
-        tick used (``used_ops``: the tick's operations before this phase, every shard's, in agent order); the
-        nightly summaries (``plans``: the day plans); consolidate. Returns ``(said, reflected, rehearse ops,
-        summary ops, consolidation ops, markers)``; ``markers``: per agent, what the town state keeps of its memory,
+        tick used (``used_ops``: the tick's operations before this phase, in agent order; its agents' at least);
+        the nightly summaries (``plans``: the day plans, its agents' at least); consolidate. The town sends each
+        shard its part of these (:func:`split_by_shard`). Returns ``(said, reflected, rehearse ops, summary ops,
+        consolidation ops, markers)``; ``markers``: per agent, what the town state keeps of its memory,
         ``(importance since its last reflection, game minute of its last reflection, of its last consolidation)``."""
         said = self.remember(pending, "remember2")
         reflected = reflect_stage(self.rt, now, tick)

@@ -50,7 +50,9 @@ from simulacra.shard import (
     merge_remembered,
     merge_retrieval,
     op_agent,
+    pending_agent,
     shard_agents,
+    split_by_shard,
 )
 from simulacra.state import AgentState, TownState
 from simulacra.threads import scoring_threads
@@ -548,7 +550,7 @@ class Simulation:
         for pid, place in applied.positions.items():
             state.agents[pid].place = place
         # phase 2: each side's part, then each conversation held by its opener's shard
-        ordered = order_pairs(state, decided.pairs)
+        ordered = order_pairs(state, rt, decided.pairs, now)
         sides = merge_sides(self._each("sides", (state, ordered, now)), ordered)
         opened = [[pair for pair in ordered if self._shard_of[pair[0]] == k] for k in range(len(self.shards))]
         held: dict[tuple[str, str], tuple] = {}
@@ -558,7 +560,12 @@ class Simulation:
         conversed = converse_stage(state, rt, ordered, sides, [held[pair] for pair in ordered], now, tick)
         # phase 3: remember what was planned, said and heard; reflect, rehearse, summarise, consolidate
         used = seen.ops + retrieval.ops + decided.ops + conversed.ops
-        settled = self._each("settle", (decided.pending + conversed.pending, used, decided.plans, now, tick))
+        # each shard gets its agents' part of what settles (the town's notices: every shard)
+        n = len(self.shards)
+        pending = split_by_shard(decided.pending + conversed.pending, pending_agent, self._shard_of, n)
+        ops = split_by_shard(used, op_agent, self._shard_of, n)
+        plans = split_by_shard(decided.plans.items(), lambda item: item[0], self._shard_of, n)
+        settled = self._each("settle", (now, tick), per_shard=lambda k: (pending[k], ops[k], dict(plans[k])))
         said = merge_remembered([x[0] for x in settled], order)
         reflected = Reflected(by_agent((op for x in settled for op in x[1].ops), order, op_agent),
                               sum(x[1].failures for x in settled),

@@ -8,6 +8,7 @@ plus the stores; the stores' ids are deterministic, so writing a tick again over
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,15 @@ import numpy as np
 
 from simulacra.cognition.mind import PlanItem, in_force
 from simulacra.trace import ActionRecord
+
+
+def keyed_uniform(seed: int, *key: Any) -> float:
+    """A uniform draw in [0, 1) that depends only on ``seed`` and ``key`` (SHA-256 of their text; never Python's
+    salted ``hash`` nor a shared stream), so it is the same in any process, on any shard, after any resume and
+    whatever order the draws are made in. The town's chance meetings and openers (``simulation.meeting_draws:
+    keyed``) and the scripted mind's graded gossip draw from it."""
+    text = "\x1f".join(str(k) for k in (seed, *key))
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") / 2.0 ** 64
 
 
 @dataclass

@@ -45,7 +45,7 @@ from simulacra.errors import RaterError
 from simulacra.killpoint import kill_point
 from simulacra.memory.records import MemoryRecord, RetrievedMemory, memory_id
 from simulacra.runtime import Runtime
-from simulacra.state import TownState
+from simulacra.state import TownState, keyed_uniform
 from simulacra.trace import (
     ENGAGEMENT,
     FALLBACK,
@@ -521,6 +521,17 @@ def pair_stage(state: TownState, rt: Runtime, decided: Decided, now: int,
     return replace(decided, actions=actions, pairs=pairs, pair_last_talk=last_talk)
 
 
+def town_draw(state: TownState, rt: Runtime, purpose: str, now: int, a: str, b: str) -> float:
+    """The town's uniform draw in [0, 1) for the pair ``a``, ``b`` at game minute ``now``, for ``purpose``
+    (``"meet"``: do they talk; ``"open"``: does ``a`` speak first). Under ``simulation.meeting_draws: keyed``
+    (the default) :func:`simulacra.state.keyed_uniform` of (seed, purpose, now, the pair's key), the same whatever
+    else the tick draws; under ``stream`` the run state's generator, in the order of the calls."""
+    sim = rt.config.simulation
+    if sim.meeting_draws == "stream":
+        return float(state.rng.random())
+    return keyed_uniform(sim.seed, purpose, now, TownState.pair_key(a, b))
+
+
 def pair_conversations(state: TownState, rt: Runtime, actions: dict[str, Action],
                        invitations: Sequence[tuple[str, str]], now: int, asleep: frozenset[str] | set[str] = frozenset()
                        ) -> tuple[list[tuple[str, str]], dict[str, int]]:
@@ -529,7 +540,7 @@ def pair_conversations(state: TownState, rt: Runtime, actions: dict[str, Action]
     ``conversation_cooldown_minutes``.
     Invitations (reactions) are honoured first, in order; then, for a mind that does not react (or with
     ``cognition.chance_meetings``), free agents meet by chance: ``conversation_probability`` (+
-    ``acquaintance_bonus`` when they know each other), from the run's RNG."""
+    ``acquaintance_bonus`` when they know each other), each pair's chance drawn by :func:`town_draw`."""
     sim = rt.config.simulation
     last = dict(state.pair_last_talk)
     taken: set[str] = set(asleep)
@@ -564,7 +575,7 @@ def pair_conversations(state: TownState, rt: Runtime, actions: dict[str, Action]
                 p = sim.conversation_probability
                 if b in pa.relationships or a in pb.relationships:
                     p = min(1.0, p + sim.acquaintance_bonus)
-                if state.rng.random() < p:
+                if town_draw(state, rt, "meet", now, a, b) < p:
                     pairs.append((a, b))
                     taken |= {a, b}
                     last[TownState.pair_key(a, b)] = now
@@ -608,9 +619,11 @@ class Conversed:
     heard: list[tuple[str, Engagement]] = field(default_factory=list)  # (listener, engagement told to it)
 
 
-def order_pairs(state: TownState, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The tick's pairs, each in speaking order: who opens is drawn from the run's RNG (the town's), pair by pair."""
-    return [(a, b) if state.rng.random() < 0.5 else (b, a) for a, b in pairs]
+def order_pairs(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str]], now: int
+                ) -> list[tuple[str, str]]:
+    """The tick's pairs (game minute ``now``), each in speaking order: who opens is drawn by :func:`town_draw`,
+    pair by pair."""
+    return [(a, b) if town_draw(state, rt, "open", now, a, b) < 0.5 else (b, a) for a, b in pairs]
 
 
 def conversation_sides(ordered: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:

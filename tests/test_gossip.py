@@ -26,7 +26,7 @@ def test_tell_all_always_tells_and_is_what_an_old_header_reads_as():
     rule = GossipRule()
     assert rule.rule == "tell-all"
     assert rule.chance(1, 50, False, 0) == 1.0
-    assert PREDATED["simulation"] == {"gossip": "tell-all"}
+    assert PREDATED["simulation"]["gossip"] == "tell-all"
     old = Config().to_dict()
     del old["simulation"]["gossip"]
     assert recorded_config(old)["simulation"]["gossip"] == "tell-all"

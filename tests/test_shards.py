@@ -11,7 +11,7 @@ import pytest
 
 from simulacra.cluster import shard_threads
 from simulacra.config import load_config
-from simulacra.shard import by_agent, shard_agents
+from simulacra.shard import by_agent, shard_agents, split_by_shard
 from simulacra.simulation import Simulation
 from simulacra.world.generate import write_town
 from tests.schema_answers import SchemaAnswers
@@ -44,6 +44,16 @@ def test_each_shard_embeds_with_its_share_of_its_node_s_cpus_unless_threads_are_
     assert shard_threads(0, ["a", "a", "a"], {"a": 2.0}) == [1, 1, 1]
     assert shard_threads(0, ["?"], {}) == [1]
     assert shard_threads(3, ["a", "a"], {"a": 2.0}) == [3, 3]  # the user's count (and torch's: the town's) stays
+
+
+def test_each_shard_is_sent_its_agents_part_and_every_town_item():
+    shard_of = {"cal": 0, "ann": 1, "ben": 0}
+    items = [("ann", 1), (None, "notice"), ("cal", 1), ("ben", 1), ("ann", 2)]
+    assert split_by_shard(items, lambda x: x[0], shard_of, 2) == [
+        [(None, "notice"), ("cal", 1), ("ben", 1)], [("ann", 1), (None, "notice"), ("ann", 2)]]
+    assert split_by_shard(items, lambda x: x[0], shard_of, 3)[2] == [(None, "notice")]
+    with pytest.raises(KeyError):  # an agent of no shard is a bug of the caller, not an item to drop
+        split_by_shard([("dee", 1)], lambda x: x[0], shard_of, 2)
 
 
 def test_the_merge_rule_puts_items_in_agent_order_stably_with_the_town_first():

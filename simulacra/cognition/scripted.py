@@ -9,7 +9,6 @@ retrieved for the question.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -32,6 +31,7 @@ from simulacra.cognition.mind import (
 from simulacra.config import SimulationConfig
 from simulacra.memory.records import RetrievedMemory
 from simulacra.persona import Persona
+from simulacra.state import keyed_uniform as keyed_uniform  # the one keyed draw (also the town's)
 
 
 def routine_plan(persona: Persona, day_start: int, day_end: int | None = None,
@@ -79,14 +79,6 @@ def news_candidates(memories, about_partner: Sequence[RetrievedMemory], listener
         if topic not in seen or item.rating > seen[topic].rating:
             seen[topic] = item
     return sorted(seen.values(), key=lambda n: (-n.rating, n.topic))
-
-
-def keyed_uniform(seed: int, *key: Any) -> float:
-    """A uniform draw in [0, 1) that depends only on ``seed`` and ``key`` (SHA-256 of their text; never Python's
-    salted ``hash`` nor a shared stream), so it is the same in any process, on any shard, after any resume and
-    whatever order the draws are made in."""
-    text = "\x1f".join(str(k) for k in (seed, *key))
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") / 2.0 ** 64
 
 
 _SIM = SimulationConfig.model_fields
