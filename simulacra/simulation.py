@@ -561,10 +561,10 @@ class Simulation:
         # phase 3: remember what was planned, said and heard; reflect, rehearse, summarise, consolidate
         used = seen.ops + retrieval.ops + decided.ops + conversed.ops
         # each shard gets its agents' part of what settles (the town's notices: every shard)
-        n = len(self.shards)
-        pending = split_by_shard(decided.pending + conversed.pending, pending_agent, self._shard_of, n)
-        ops = split_by_shard(used, op_agent, self._shard_of, n)
-        plans = split_by_shard(decided.plans.items(), lambda item: item[0], self._shard_of, n)
+        shards = len(self.shards)
+        pending = split_by_shard(decided.pending + conversed.pending, pending_agent, self._shard_of, shards)
+        ops = split_by_shard(used, op_agent, self._shard_of, shards)
+        plans = split_by_shard(decided.plans.items(), lambda item: item[0], self._shard_of, shards)
         settled = self._each("settle", (now, tick), per_shard=lambda k: (pending[k], ops[k], dict(plans[k])))
         said = merge_remembered([x[0] for x in settled], order)
         reflected = Reflected(by_agent((op for x in settled for op in x[1].ops), order, op_agent),
