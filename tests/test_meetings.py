@@ -5,6 +5,7 @@ reads as the one shared stream it was made with."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -67,5 +68,6 @@ def test_a_new_run_records_keyed_draws_and_an_old_header_reads_as_the_stream(tmp
     with Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
                            run_name="keyed") as sim:
         summary = sim.run(6)
-    header = (tmp_path / "keyed" / "trace.jsonl").read_text().split("\n")[0]
-    assert "\"meeting_draws\": \"keyed\"" in header and any(a["talked_to"] for a in summary["agents"].values())
+    header = json.loads((tmp_path / "keyed" / "trace.jsonl").read_text().split("\n")[0])
+    assert header["config"]["simulation"]["meeting_draws"] == "keyed"
+    assert any(a["talked_to"] for a in summary["agents"].values())

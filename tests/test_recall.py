@@ -82,9 +82,20 @@ def test_recall_is_scored_from_the_trace_labels(reference, exact_embedder):
     assert [r["learned"] for r in ann] == [TOLD] * 3  # told by the scenario
     assert [r["age_days"] for r in ann] == [round((p + TICK - TOLD) / MINUTES_PER_DAY, 3) for p in PROBES]
     assert all(r["found"]["recall"] and r["answered"] for r in ann)
-    # Ben and Cal heard it from Ann (or each other), later: known from then
+    # Ben and Cal heard it from Ann (or each other), later: the label is the first line telling it to them in the
+    # trace, and a probe before that finds them not knowing it yet
+    heard: dict[str, int] = {}
+    for t in scan.ticks:
+        for c in t["conversations"]:
+            for line in c["lines"]:
+                if line.get("topic") == sc.facts[0].text:
+                    heard.setdefault(next(p for p in c["participants"] if p != line["speaker"]), t["time"])
     others = [r for r in table if r["about"] == "fact:bridge" and r["agent"] != "ann"]
-    assert all(r["known"] and r["learned"] > TOLD for r in others)
+    assert {r["agent"] for r in others} == {"ben", "cal"} and len(others) == 6
+    for r in others:
+        assert r["learned"] == heard[r["agent"]] > TOLD
+        assert r["known"] == (r["learned"] <= r["time"]) and (r["age_days"] is None) == (not r["known"])
+    assert others[-1]["known"] and others[-2]["known"]  # both know it by the last probe
     # each resident's plan of day 1, two and three days later, is found by its plan summary
     plans = [r for r in table if r["about"] == "plan:1"]
     assert len(plans) == 9 and all(r["known"] and r["found"]["recall"] for r in plans)
