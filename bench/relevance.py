@@ -111,7 +111,6 @@ def main() -> None:
     args, _ = ap.parse_known_args()  # `make bench ARGS=...` passes the memory bench's options too
     sizes = [int(s) for s in args.sizes.split(",")]
 
-
     model = bench_embedder()
     stores, query_texts, query_vectors = synthetic_stores(model, sizes, args.queries)
     res = measure(model, stores, query_texts, query_vectors, args.repeats)

@@ -37,6 +37,7 @@ import logging
 import os
 import pickle
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -95,9 +96,7 @@ def shard_threads(threads: int, shard_nodes: Sequence[str], node_cpus: dict[str,
     """
     if threads:
         return [int(threads)] * len(shard_nodes)
-    placed: dict[str, int] = {}
-    for node in shard_nodes:
-        placed[node] = placed.get(node, 0) + 1
+    placed = Counter(shard_nodes)
     return [max(1, int(node_cpus.get(node, 1) // placed[node])) for node in shard_nodes]
 
 

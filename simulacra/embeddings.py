@@ -188,10 +188,12 @@ def threads_change_vectors(backend: str) -> bool:
 
     torch's do: its threads split a forward pass's sums differently (1 and 2 threads differ in the last bits), so
     every process of a run must embed with one count. ONNX Runtime's do not (its CPU kernels split the work by
-    output rows and columns, never within a sum): ``onnx`` and ``onnx-int8`` give the same bits with 1 to 4
-    threads, alone and in batches (``tests/test_embedding_backends.py``), so each process may use the cores it
-    has (:func:`simulacra.cluster.shard_threads`)."""
+    output rows and columns, never within a sum): ``onnx`` and ``onnx-int8`` gave the same bits with 1, 2, 3 and
+    4 threads over 300 texts, alone and in batches (1 to 3 tested: ``tests/test_embedding_backends.py``), so each
+    process may use the cores it has (:func:`simulacra.cluster.shard_threads`)."""
     return backend not in ONNX_BACKENDS
+
+
 #: ONNX opset of the export (ONNX Runtime 1.18+ runs it)
 ONNX_OPSET = 17
 #: ``onnx-int8``: ONNX Runtime's dynamic quantisation of the matrix products' weights to int8, one scale per output
