@@ -1,6 +1,6 @@
 """English text helpers shared by the modules that write or read sentences: the function words that text
 heuristics (the extractive summariser, the offline reflector) start from, each adding the words of its own domain,
-and the one way a list of names is written in a sentence."""
+the one way a list of names is written in a sentence, and the one way an activity is placed."""
 
 from collections.abc import Sequence
 
@@ -24,3 +24,12 @@ def join_words(items: Sequence[str]) -> str:
     """``items`` as an English list: ``"a"``, ``"a and b"``, ``"a, b and c"`` (no serial comma). Raises
     IndexError on an empty sequence: callers say what they list."""
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def at_place(activity: str, place_name: str) -> str:
+    """``"<activity> at <place name>"``, or the activity alone when it names the place already (an imported
+    town's "working at Hobbs Cafe" at Hobbs Cafe; compared ignoring case), or when there is no place name. Used for
+    what agents perceive of each other, the focus query of retrieval, plan lines and the viewer."""
+    if not place_name or place_name.casefold() in activity.casefold():
+        return activity
+    return f"{activity} at {place_name}"

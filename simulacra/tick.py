@@ -46,6 +46,7 @@ from simulacra.killpoint import kill_point
 from simulacra.memory.records import MemoryRecord, RetrievedMemory, memory_id
 from simulacra.runtime import Runtime
 from simulacra.state import TownState, keyed_uniform
+from simulacra.text import at_place
 from simulacra.trace import (
     ENGAGEMENT,
     FALLBACK,
@@ -300,7 +301,7 @@ def retrieve_stage(state: TownState, rt: Runtime, perception: Perception, rating
                    now: int, asleep: frozenset[str] | set[str] = frozenset()) -> Retrieval:
     """The focus retrieval of every agent not ``asleep`` (its activity at its place), and, for a mind that
     reacts, one retrieval about its most salient new percept (agents whose activity is not sleep only)."""
-    asks = [(pid, f"{current_activity(state, rt, pid, now)} at {rt.place_names[state.agents[pid].place]}", "focus")
+    asks = [(pid, at_place(current_activity(state, rt, pid, now), rt.place_names[state.agents[pid].place]), "focus")
             for pid in rt.agents if pid not in asleep]
     salient: dict[str, list[Percept]] = {}
     if getattr(rt.mind, "reactive", False):

@@ -20,6 +20,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 from simulacra.clock import format_hhmm
 from simulacra.memory.records import RetrievedMemory
 from simulacra.persona import Persona
+from simulacra.text import at_place
 from simulacra.trace import Source as Source  # where a decision came from: "scripted", "llm" or "fallback"
 
 T = TypeVar("T")
@@ -52,7 +53,7 @@ class PlanItem:
         return cls(int(d["start"]), int(d["end"]), str(d["activity"]), str(d["place"]), d.get("routine_index"))
 
     def describe(self, place_name: str) -> str:
-        return f"{format_hhmm(self.start)}-{format_hhmm(self.end)} {self.activity} at {place_name}"
+        return f"{format_hhmm(self.start)}-{format_hhmm(self.end)} {at_place(self.activity, place_name)}"
 
 
 def in_force(items: Sequence[PlanItem], minute: float) -> PlanItem | None:

@@ -18,6 +18,7 @@ from typing import Any, cast
 from simulacra.clock import day_number, format_game_time, format_hhmm
 from simulacra.memory.records import RetrievedMemory
 from simulacra.news import KnownNews, Learned
+from simulacra.text import at_place
 from simulacra.trace import (
     ADD,
     FORGET,
@@ -76,7 +77,7 @@ class AgentView:
     activity: str
     counts: dict[str, int | None]
     last_retrieval: Retrieval | None
-    plan: tuple[str, ...] = ()  # the day plan's items, "HH:MM activity at place" (state.at_place), as of this tick
+    plan: tuple[str, ...] = ()  # the day plan's items, "HH:MM activity at place" (text.at_place), as of this tick
     plan_source: str = ""  # "scripted", "llm" or "fallback"
     asleep: bool = False  # asleep during the tick (simulacra.days: perceives, retrieves and says nothing)
 
@@ -93,14 +94,6 @@ class TickState:
     utterances: tuple[Utterance, ...]
     events: tuple[str, ...] = field(default_factory=tuple)
     when: str = ""
-
-
-def at_place(activity: str, place_name: str) -> str:
-    """``"<activity> at <place name>"``, or the activity alone when it names the place already (an imported
-    town's "working at Hobbs Cafe"; compared ignoring case)."""
-    if place_name and place_name.casefold() in activity.casefold():
-        return activity
-    return f"{activity} at {place_name}"
 
 
 def initials(name: str) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simulacra.text import at_place
+
 
 @dataclass(frozen=True)
 class Percept:
@@ -42,7 +44,8 @@ def perceive(
     others = sorted((a for a, p in positions.items() if p == place and a != agent_id),
                     key=lambda a: (a not in related, names[a]))
     for other in others:
-        out.append(Percept(f"{names[other]} is {activities[other]} at {place_name}.", "observation", 1, subject=other))
+        out.append(Percept(f"{names[other]} is {at_place(activities[other], place_name)}.", "observation", 1,
+                               subject=other))
     for a, b in conversations:
         if positions.get(a) == place and agent_id not in (a, b):
             out.append(Percept(f"{names[a]} and {names[b]} are talking at {place_name}.", "observation", 2))
