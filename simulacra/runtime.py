@@ -158,7 +158,7 @@ class Runtime:
         return self.world.personas[agent]
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
-        """``[fn(x) for x in items]``, concurrently (at most ``llm.concurrency`` at once) when a language model
+        """``[fn(x) for x in items]``, concurrently (at most ``llm.in_flight`` at once) when a language model
         answers; results in the order of ``items`` whatever order the answers arrive in.
 
         When some fail, every item still runs to its end before the first failure (in the order of ``items``) is
@@ -167,10 +167,10 @@ class Runtime:
         if self._parent is not None:
             return self._parent.map(fn, items)
         items = list(items)
-        if self.llm is None or len(items) < 2 or self.config.llm.concurrency < 2:
+        if self.llm is None or len(items) < 2 or self.config.llm.in_flight < 2:
             return [fn(x) for x in items]
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.config.llm.concurrency, thread_name_prefix="mind")
+            self._pool = ThreadPoolExecutor(self.config.llm.in_flight, thread_name_prefix="mind")
         futures = [self._pool.submit(fn, x) for x in items]
         wait(futures)
         return [f.result() for f in futures]

@@ -14,6 +14,7 @@ from simulacra.cognition.scripted import GossipRule, ScriptedMind, keyed_uniform
 from simulacra.config import PREDATED, Config, load_config, recorded_config
 from simulacra.memory.records import MemoryRecord
 from simulacra.persona import load_persona
+from simulacra.text import at_place
 from tests.conftest import DATA, ROOT
 from tests.test_resume import SETTINGS, TICKS, cli, tick_lines
 
@@ -23,8 +24,8 @@ GRADED = GossipRule("graded", seed=0, base=0.8, importance_exponent=1.0, retell_
 
 # --------------------------------------------------------------------------- the rule, as a pure function
 def test_tell_all_always_tells_and_is_what_an_old_header_reads_as():
-    rule = GossipRule()
-    assert rule.rule == "tell-all"
+    assert GossipRule().rule == Config().simulation.gossip == "graded"  # the default
+    rule = GossipRule("tell-all")
     assert rule.chance(1, 50, False, 0) == 1.0
     assert PREDATED["simulation"]["gossip"] == "tell-all"
     old = Config().to_dict()
@@ -96,9 +97,39 @@ def speak(mind: ScriptedMind, news: list[NewsItem], now: int, conversations: int
     return mind.next_line(view, c).value.topic
 
 
+def test_with_nothing_to_tell_the_speaker_says_what_it_was_doing_to_the_listener_as_you():
+    persona = load_persona(DATA / "personas" / "ann.json")
+    names = {"ann": persona.name, "cal": "Cal Crane"}
+    view = AgentView("ann", persona, 480, "well", (), names, {"well": "The Old Well"})
+
+    def line(activity: str) -> str:
+        c = ConversationView("ann", "cal", "well", 1, 4, [("cal", Utterance("Hello, Ann!"))], [], set(), True,
+                             activity)
+        return ScriptedMind().next_line(view, c).value.text
+
+    assert line("having breakfast with Cal") == "I have been having breakfast with you."
+    assert line("mending Cal Crane's fence with Ben") == "I have been mending your fence with Ben."
+    assert line("drawing water with Calla") == "I have been drawing water with Calla."  # a whole word only
+
+
+def test_an_activity_that_names_its_place_is_not_placed_twice():
+    assert at_place("working at Hobbs Cafe", "Hobbs Cafe") == "working at Hobbs Cafe"
+    assert at_place("fishing at willow bend", "Willow Bend") == "fishing at willow bend"
+    assert at_place("drawing water", "The Old Well") == "drawing water at The Old Well"
+    from simulacra.world.model import load_world
+    from simulacra.world.perception import perceive
+
+    world = load_world(DATA / "tiny.yaml", DATA / "personas")
+    place = next(iter(world.places))
+    name = world.places[place].name
+    seen = perceive("ann", place, world, {"ann": place, "ben": place}, {"ben": f"sweeping {name}"}, {}, [], [],
+                    {"ann": "Ann", "ben": "Ben Baker"}, set(), 10)
+    assert f"Ben Baker is sweeping {name}." in [p.text for p in seen]
+
+
 def test_the_scripted_mind_tells_by_its_rule():
     news = [NewsItem(f"news {i}", 6, "seen", f"m{i}", exchanged=1) for i in range(3)]
-    assert speak(ScriptedMind(), news, 480) == "news 0"  # tell-all: the best, always
+    assert speak(ScriptedMind(gossip=GossipRule("tell-all")), news, 480) == "news 0"  # tell-all: the best, always
     never = ScriptedMind(gossip=GossipRule("graded", base=0.0))
     assert all(speak(never, news, m) is None for m in range(480, 600, 10))
     graded = ScriptedMind(gossip=GRADED)
@@ -134,7 +165,8 @@ COIN = ("simulation.gossip=graded", "simulation.gossip_base=1.0", "simulation.go
 @pytest.fixture(scope="module")
 def tiny_runs(tmp_path_factory, rater_url):
     db = tmp_path_factory.mktemp("gossip")
-    for name, settings in (("all", ()), ("first", FIRST_ONLY), ("coin", COIN), ("coin2", COIN)):
+    for name, settings in (("all", ("simulation.gossip=tell-all",)), ("first", FIRST_ONLY), ("coin", COIN),
+                           ("coin2", COIN)):
         r = cli(db, rater_url, *run_args(name, *settings))
         assert r.returncode == 0, r.stderr
     return db

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,11 @@ def test_a_town_thinks_and_talks_with_the_bundled_model(tmp_path, rater_url, emb
                for ln in spoken for sentence in re.split(r"(?<=[.!?])\s+", ln["text"]))
     counted = summary["mind"]["decisions"]
     assert counted.get("llm", 0) >= len(from_model)
+    # one request at a time (llm.in_flight; the server has one slot), though llm.concurrency is 4: none waited inside
+    # the server with its timeout running. A request starts (time, ms) after the one before has its answer.
+    spans = sorted((datetime.fromisoformat(c["time"]).timestamp(), c["latency_s"]) for c in calls)
+    assert len(spans) > 4 and config.llm.concurrency == 4
+    assert all(b[0] >= a[0] + a[1] - 0.002 for a, b in zip(spans, spans[1:])), spans
 
 
 @pytest.mark.skipif(bool(MISSING), reason=f"not installed: {', '.join(MISSING)} (pip install -e '.[local-llm]' "

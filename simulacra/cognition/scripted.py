@@ -9,6 +9,7 @@ retrieved for the question.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -88,8 +89,7 @@ _SIM = SimulationConfig.model_fields
 class GossipRule:
     """Whether the scripted mind tells a news item to a listener (``simulation.gossip`` and ``gossip_*``).
 
-    ``tell-all`` (every run recorded before the setting, :data:`simulacra.config.PREDATED`): every item is told,
-    the best first, to everyone met. ``graded``: the item is told with the chance :meth:`chance`
+    ``graded`` (the default): the item is told with the chance :meth:`chance`
 
     ``p = base * (rating / 10) ** importance_exponent * (stranger + (1 - stranger) * closeness)
     * retell_decay ** exchanged``
@@ -101,7 +101,9 @@ class GossipRule:
     about half the town in two days, its agents talking of other things too (arXiv 2304.03442, section 7.1); this
     rule makes the scripted mind's word of mouth slow with repetition instead of saturating. The draw is
     :func:`keyed_uniform` of (seed, speaker, listener, topic, game minute): the same in every process and after a
-    resume; in one conversation an item declined stays declined.
+    resume; in one conversation an item declined stays declined. ``tell-all`` (every run recorded before the
+    setting, :data:`simulacra.config.PREDATED`; ``--preset tell-all``): every item is told, the best first, to
+    everyone met.
     """
 
     # the defaults are the config's (simulation.gossip, simulation.gossip_*): written once, in simulacra.config
@@ -138,6 +140,21 @@ class GossipRule:
         return keyed_uniform(self.seed, "gossip", speaker, listener, item.topic, now) < p
 
 
+def addressed(text: str, listener: str) -> str:
+    """``text`` as said to the resident named ``listener``: its full name, else its first name, as a whole word
+    becomes "you" ("your" for a possessive): "having breakfast with Leila", said to Leila Haddad, is "having
+    breakfast with you"."""
+    for name in dict.fromkeys((listener, listener.split()[0] if listener.split() else listener)):
+        if not name:
+            continue
+        pattern = re.escape(name)
+        text, possessive = re.subn(rf"\b{pattern}'s\b", "your", text)
+        text, plain = re.subn(rf"\b{pattern}\b", "you", text)
+        if possessive or plain:
+            break
+    return text
+
+
 def tell(item: NewsItem, names: dict[str, str]) -> str:
     """The sentence that passes ``item`` on, naming who it came from."""
     if item.source == "own":
@@ -152,7 +169,7 @@ class ScriptedMind:
 
     Args:
         reflector: where insights come from (the run's rater, :class:`~simulacra.cognition.mind.Reflector`).
-        gossip: which news it tells whom (default: ``tell-all``).
+        gossip: which news it tells whom (default: the config's default, ``graded``).
     """
 
     name = "scripted"
@@ -197,7 +214,7 @@ class ScriptedMind:
         if item is not None:
             parts.append(tell(item, view.names))
         elif c.turn <= 1:
-            parts.append(f"I have been {c.activity}.")
+            parts.append(f"I have been {addressed(c.activity, other)}.")
         else:
             parts.append(f"I should get back to it. Goodbye, {other_first}.")
         end = item is None and c.turn >= 1

@@ -32,9 +32,10 @@ def start_local_model(config: LLMConfig) -> LocalModelServer | None:
     """
     if config.provider != "local":
         return None
+    from simulacra.config import LOCAL_SLOTS
     from simulacra.llm.local import LocalModelServer  # not at import: `python -m simulacra.llm.local` runs it
 
-    return LocalModelServer(threads=config.local_threads, context=config.local_context)
+    return LocalModelServer(threads=config.local_threads, context=config.local_context, parallel=LOCAL_SLOTS)
 
 
 def build_model(
