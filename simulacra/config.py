@@ -529,9 +529,10 @@ class LLMConfig(_Section):
     def in_flight(self) -> int:
         """Model calls of the run in flight at once (>= 1): ``concurrency``, but with ``provider: local`` at most
         :data:`LOCAL_SLOTS`, the bundled model's server's slots. More would not be answered sooner: the server decodes
-        one request at a time, and the others would wait inside it with their ``timeout_s`` running (measured on 10
-        residents' day plans at ``concurrency`` 4: 7 of the first 18 requests cut at 30 s while answers took 13 s
-        alone, then asked again). The one-process runtime's mind pool and the Ray run's gate both ask it."""
+        one request at a time, and the others would wait inside it with their ``timeout_s`` running (measured, one game
+        hour of Fernhollow's 10 residents: at ``concurrency`` 4, 15 of 93 requests were cut at 30 s and asked again;
+        one at a time, none of 80, in the same wall time; docs/cognition.md). The one-process runtime's mind pool
+        and the Ray run's gate both ask it."""
         return min(self.concurrency, LOCAL_SLOTS) if self.provider == "local" else self.concurrency
 
 

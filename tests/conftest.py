@@ -15,6 +15,10 @@ import pytest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
+#: the scripted mind tells every news item in every meeting (its gossip rule before graded became the default): for
+#: tests of what passing news on does (retelling, ratings of told news, diffusion, kills in the phases it reaches),
+#: which need it passed on for sure in a few ticks of a tiny town
+TELL_ALL = "simulation.gossip=tell-all"
 
 
 @pytest.fixture(scope="session")

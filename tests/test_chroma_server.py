@@ -16,14 +16,14 @@ from simulacra.memory.chroma import ChromaServer, collection_name
 from simulacra.memory.records import TIERS
 from simulacra.rescore import rescore_run
 from simulacra.simulation import Simulation
-from tests.conftest import DATA
+from tests.conftest import DATA, TELL_ALL
 from tests.processes import chroma_server, free_port
 
 TICKS = 10
 AGENTS = ("ann", "ben", "cal")
 #: the settings of tests/test_resume.py: within 10 ticks agents talk, consolidation promotes and forgets, they reflect;
 #: the stores reach the server every third tick (2, 5, 8), the store journal holds the ticks between
-SETTINGS = ["simulation.conversation_probability=1.0", "reflection.threshold=40",
+SETTINGS = [TELL_ALL, "simulation.conversation_probability=1.0", "reflection.threshold=40",
             "memory.consolidation_interval_minutes=30", "memory.consolidation_age_minutes=20",
             "memory.promote_threshold=0.3", "memory.store_flush_minutes=30", "simulation.seed=3"]
 

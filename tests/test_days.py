@@ -20,12 +20,12 @@ from simulacra.days import is_sleeping, plan_day_at, routine_entry_at
 from simulacra.killpoint import ENV, InjectedFault
 from simulacra.simulation import Simulation
 from simulacra.world import load_world
-from tests.conftest import DATA, ROOT
+from tests.conftest import DATA, ROOT, TELL_ALL
 from tests.test_resume import stores, tick_lines
 
 WORLD = DATA / "week" / "tinyweek.yaml"
 PERSONAS = DATA / "week" / "personas"
-SETTINGS = ["simulation.seed=5", "reflection.threshold=40", "simulation.conversation_probability=0.8"]
+SETTINGS = [TELL_ALL, "simulation.seed=5", "reflection.threshold=40", "simulation.conversation_probability=0.8"]
 TICKS = 76  # 07:00 day 1 .. 20:30 day 2, ticks of 30 minutes
 PERCEPTS = {"observation", "event"}
 TINKER = "A travelling tinker"

@@ -19,7 +19,7 @@ from simulacra.errors import SimulacraError
 from simulacra.frames import COLUMNS, TABLES, read_frames
 from simulacra.simulation import Simulation
 from simulacra.trace import TraceFormatError, read_trace
-from tests.conftest import DATA, ROOT
+from tests.conftest import DATA, ROOT, TELL_ALL
 from tests.openai_double import OpenAIDouble
 from tests.schema_answers import SchemaAnswers
 
@@ -38,7 +38,7 @@ def tiny_world(folder):
 
 
 def run_town(folder, name, settings, ticks, embedder):
-    config = load_config(None, ["simulation.conversation_probability=1.0", "simulation.news_min_rating=1",
+    config = load_config(None, [TELL_ALL, "simulation.conversation_probability=1.0", "simulation.news_min_rating=1",
                                 *settings])
     with Simulation.create(tiny_world(folder), config, personas_dir=DATA / "personas", db_dir=folder,
                            run_name=name, embedder=embedder) as sim:

@@ -224,8 +224,9 @@ def test_a_decision_changes_when_the_retrieved_memories_change(openai_double, em
         said.append(d.value.text)
         # the scripted mind decides from what it retrieved too: the news it tells is the retrieved one
     assert said[0] != said[1] and "candles" in said[0] and "roof" in said[1]
-    scripted = ScriptedMind()
-    from simulacra.cognition.scripted import news_candidates
+    from simulacra.cognition.scripted import GossipRule, news_candidates
+
+    scripted = ScriptedMind(gossip=GossipRule("tell-all"))  # tells what it retrieved, for sure
 
     told = []
     for mems in ([memory(1, "Ben sold the last candles.")], [memory(2, "Ben is saving for a new roof.")]):

@@ -20,13 +20,14 @@ ray = pytest.importorskip("ray")
 from simulacra.config import load_config  # noqa: E402
 from simulacra.errors import CheckpointError  # noqa: E402
 from simulacra.simulation import Simulation  # noqa: E402
+from tests.conftest import TELL_ALL  # noqa: E402
 from tests.schema_answers import SchemaAnswers  # noqa: E402
 
 pytest_plugins = ["tests.openai_double"]
 
 DATA = Path(__file__).resolve().parent / "data"
 ROOT = Path(__file__).resolve().parents[1]
-BUSY = ["simulation.conversation_probability=1.0", "reflection.threshold=40",
+BUSY = [TELL_ALL, "simulation.conversation_probability=1.0", "reflection.threshold=40",
         "memory.consolidation_interval_minutes=30", "memory.consolidation_age_minutes=20",
         "memory.promote_threshold=0.3", "rater.url=http://127.0.0.1:0/rate"]
 TICKS = 12
@@ -371,7 +372,7 @@ def test_evaluate_on_workers_is_evaluate_in_one_process(tmp_path, ray_local):
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     sc = load_scenario(path)
     variants = [variant("full"), variant("no-memory")]
-    sets = ["rater.url=http://127.0.0.1:0/rate", "simulation.conversation_probability=1.0"]
+    sets = ["rater.url=http://127.0.0.1:0/rate", "simulation.conversation_probability=1.0", TELL_ALL]
     one = evaluate(sc, variants, [0], tmp_path / "one", overrides=sets, interviews=False)
     two = evaluate(sc, variants, [0], tmp_path / "two", overrides=sets, interviews=False, workers=2)
     for v in ("full-seed0", "no-memory-seed0"):

@@ -17,7 +17,7 @@ from simulacra.evaluation.setup import run_scenario
 from simulacra.evaluation.variants import variant
 from simulacra.killpoint import ENV, InjectedFault
 from simulacra.simulation import Simulation
-from tests.conftest import DATA
+from tests.conftest import DATA, TELL_ALL
 from tests.test_resume import tick_lines
 
 SCENARIO = DATA / "week" / "recall-short.yaml"
@@ -34,7 +34,7 @@ def exact_embedder():
 
 
 def config(rater_url):
-    return load_config(None, [f"rater.url={rater_url}", "simulation.seed=5"])
+    return load_config(None, [f"rater.url={rater_url}", "simulation.seed=5", TELL_ALL])
 
 
 @pytest.fixture(scope="module")

@@ -19,13 +19,13 @@ from simulacra.config import load_config
 from simulacra.errors import CheckpointError
 from simulacra.simulation import Simulation
 from simulacra.trace import TraceWriter
-from tests.conftest import DATA, ROOT
+from tests.conftest import DATA, ROOT, TELL_ALL
 
 TICKS = 12
 SEED = 3
 #: a town where, within 12 ticks, agents talk, consolidation promotes and forgets, and reflections are made; its
 #: stores reach Chroma every third tick (memory.store_flush_minutes), the store journal holds the ticks between
-SETTINGS = ["simulation.conversation_probability=1.0", "reflection.threshold=40",
+SETTINGS = [TELL_ALL, "simulation.conversation_probability=1.0", "reflection.threshold=40",
             "memory.consolidation_interval_minutes=30", "memory.consolidation_age_minutes=20",
             "memory.promote_threshold=0.3", "memory.store_flush_minutes=30", f"simulation.seed={SEED}"]
 PERCEPT_KINDS = {"event", "observation"}

@@ -10,13 +10,13 @@ import pytest
 from simulacra.config import load_config
 from simulacra.simulation import Simulation
 from simulacra.trace import read_trace
-from tests.conftest import DATA, ROOT
+from tests.conftest import DATA, ROOT, TELL_ALL
 
 WELL_NEWS = "The old well's rope snaps"
 
 
 def tiny_sim(tmp_path, rater_url, embedder, name="run", seed=0, extra=()):
-    config = load_config(None, [f"rater.url={rater_url}", f"simulation.seed={seed}",
+    config = load_config(None, [f"rater.url={rater_url}", f"simulation.seed={seed}", TELL_ALL,
                                 "simulation.conversation_probability=1.0", "simulation.news_min_rating=1",
                                 *extra])
     return Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,

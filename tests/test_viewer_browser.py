@@ -28,7 +28,7 @@ from simulacra.viewer.layout import (  # noqa: E402
 )
 from simulacra.viewer.render import HELP_LINES, KNOW_COLOURS, Renderer  # noqa: E402
 from simulacra.viewer.state import ReplayState  # noqa: E402
-from tests.conftest import ROOT  # noqa: E402
+from tests.conftest import ROOT, TELL_ALL  # noqa: E402
 
 PARTY = ROOT / "scenarios" / "fernhollow-party-tiny.yaml"
 TOPIC = "Greta Lund is throwing a cider-tasting party"
@@ -44,7 +44,7 @@ def run_dir(tmp_path_factory, rater_url, embedder):
     from simulacra.evaluation.variants import variant
 
     db = tmp_path_factory.mktemp("viewer_browser")
-    config = load_config(None, [f"rater.url={rater_url}", "simulation.seed=0", "reflection.threshold=40"])
+    config = load_config(None, [f"rater.url={rater_url}", "simulation.seed=0", "reflection.threshold=40", TELL_ALL])
     run_scenario(load_scenario(PARTY), config, variant("full"), db, "party", embedder)
     return db / "party"
 
