@@ -69,6 +69,11 @@ class Persona(BaseModel):
         relationships: resident id -> how this resident sees that one (a static memory "<name> and <other>:
             ..."); the residents listed are acquaintances: perceived first, and likelier to talk
             (``simulation.acquaintance_bonus``).
+        known_places: place ids whose descriptions the resident holds in static memory besides its home and the
+            places of its routines (:meth:`places_known`); ``None`` (the default, every hand-made town): every
+            place of the world. A generated town lists each resident's quarter, so a resident's static memory does
+            not grow with the town (docs/scale.md); the Generative Agents paper's residents likewise know only part
+            of their town (their spatial memory).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -90,6 +95,8 @@ class Persona(BaseModel):
         description="the routine of the world's rest days (World.rest_days); null = the same routine every day",
     )
     relationships: dict[str, NonEmpty] = Field(default_factory=dict)
+    known_places: list[NonEmpty] | None = Field(
+        None, description="place ids known besides the home and the routines' places; null = every place")
 
     @field_validator("routine", "rest_day_routine")
     @classmethod
@@ -101,6 +108,14 @@ class Persona(BaseModel):
             if starts[i] <= starts[i - 1]:
                 raise ValueError(f"entry {i} starts at {v[i].start}, not after entry {i - 1} ({v[i - 1].start})")
         return v
+
+    def places_known(self) -> set[str] | None:
+        """The place ids whose descriptions are in this resident's static memory: its home, the places of its
+        routines and ``known_places``; ``None`` when ``known_places`` is ``None`` (every place of the world)."""
+        if self.known_places is None:
+            return None
+        entries = [*self.routine, *(self.rest_day_routine or ())]
+        return {self.home, *(e.place for e in entries), *self.known_places}
 
     @property
     def first_name(self) -> str:

@@ -32,12 +32,13 @@ R = TypeVar("R")
 
 
 def static_records(agent: str, persona: Persona, world: World) -> list[MemoryRecord]:
-    """Static memory of ``agent``: persona facts, relationships, world rules and place descriptions."""
+    """Static memory of ``agent``: persona facts, relationships, world rules and the descriptions of the places it
+    knows (:meth:`~simulacra.persona.Persona.places_known`: every place unless the persona lists ``known_places``)."""
     names = {pid: p.name for pid, p in world.personas.items()}
     texts = [(t, "persona") for t in persona.facts()]
     texts += [(f"{persona.name} and {names[o]}: {d}", "persona") for o, d in persona.relationships.items()]
     texts += [(f"{persona.name} lives at {world.places[persona.home].name}.", "persona")]
-    texts += [(t, "world") for t in world.facts()]
+    texts += [(t, "world") for t in world.facts(persona.places_known())]
     seen: set[str] = set()
     out = []
     for text, kind in texts:

@@ -10,6 +10,8 @@ import pytest
 from simulacra.cli import main
 from simulacra.cognition.plan import is_asleep
 from simulacra.config import load_config
+from simulacra.errors import WorldError
+from simulacra.runtime import static_records
 from simulacra.simulation import Simulation
 from simulacra.world.generate import PUPILS_PER_SCHOOL, WORKERS_PER_WORKPLACE, generate_town, write_town
 from simulacra.world.model import load_world
@@ -71,6 +73,47 @@ def test_places_grow_with_the_residents(tmp_path):
     assert len(streets) == 10  # about 60 residents a quarter
     xs = {tuple(p["position"]) for p in large["places"].values()}
     assert len(xs) == len(large["places"])  # every place its own spot on the map
+
+
+def test_a_residents_static_memory_holds_the_places_it_knows_and_does_not_grow_with_the_town(tmp_path):
+    sizes = {}
+    for residents in (60, 600):
+        write_town(tmp_path / str(residents) / "town.yaml", residents, seed=3)
+        world = load_world(tmp_path / str(residents) / "town.yaml")
+        place_texts: dict[str, set[str]] = {}  # description sentence -> the places it describes
+        for pid, p in world.places.items():
+            place_texts.setdefault(f"{p.name} ({world.name}): {p.description}", set()).add(pid)
+        counts = []
+        for rid, persona in world.personas.items():
+            known = persona.places_known()
+            routine = {e.place for e in [*persona.routine, *(persona.rest_day_routine or ())]}
+            assert known is not None and {persona.home, *routine} <= known <= set(world.places)
+            assert residents == 60 or len(known) < len(world.places) / 5  # 600: ten quarters, it knows one or two
+            texts = [r.text for r in static_records(rid, persona, world)]
+            held = [place_texts[t] for t in texts if t in place_texts]
+            assert all(pids & known for pids in held)  # no sentence about a place it does not know
+            assert set().union(*held) >= known  # and one about every place it knows
+            counts.append(len(texts))
+        sizes[residents] = (max(counts), len(world.places))
+    # ten times the town, ten times the places: a resident's static memory stays about the same
+    assert sizes[600][1] > 8 * sizes[60][1] and sizes[600][0] < 1.5 * sizes[60][0]
+
+
+def test_a_hand_made_town_knows_every_place_and_a_broken_known_place_is_named(tmp_path):
+    world = load_world("fernhollow")
+    rid, persona = next(iter(world.personas.items()))
+    assert persona.known_places is None and persona.places_known() is None
+    descriptions = [t for t in world.facts() if t.startswith(tuple(p.name for p in world.places.values()))]
+    assert len(descriptions) == len(world.places) and set(descriptions) <= {
+        r.text for r in static_records(rid, persona, world)}
+    write_town(tmp_path / "town.yaml", 5, seed=1)
+    pfile = next((tmp_path / "town_personas").glob("*.json"))
+    data = json.loads(pfile.read_text())
+    data["known_places"].append("the_moon")
+    pfile.write_text(json.dumps(data))
+    with pytest.raises(WorldError, match="the_moon") as err:
+        load_world(tmp_path / "town.yaml")
+    assert str(pfile) in str(err.value) and "known_places." in str(err.value)
 
 
 def test_the_command_writes_checks_and_refuses_to_overwrite(tmp_path, capsys):

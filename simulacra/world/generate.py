@@ -13,7 +13,9 @@ byte for byte):
   streets in larger towns), and layout coordinates (districts on a grid, places around their street);
 * **personas**: original names, ages, occupations, traits, a background, interests, relationships (household,
   colleagues, a neighbour), and a routine for working days and one for rest days (school for pupils, work for
-  adults of working age, the town's public places for the retired), with jittered times;
+  adults of working age, the town's public places for the retired), with jittered times, and the places each knows
+  (``known_places``: its quarter, the streets next to its own, the homes of the residents it names), so that a
+  resident's static memory stays about the same size in a town of any size;
 * **events** across the first three days (a broken machine at a workplace, a notice on a street, music at a
   tavern, ...), some of them public.
 
@@ -348,6 +350,14 @@ def generate_town(residents: int, seed: int = 0, name: str | None = None) -> tup
     near_leisure = {d: [lid for lid, _ in leisure if lid in members[d]] or [leisure[d % len(leisure)][0]]
                     for d in range(districts)}
     kind_of = dict(workplaces)
+    # what a resident knows of the town (static memory): its quarter (its street and every place on it), the streets
+    # next to its own, and the homes of the residents it names; so its static memory does not grow with the town
+    street_set = set(streets)
+    next_streets: dict[str, set[str]] = {s: set() for s in streets}
+    for a, b in paths:
+        if a in street_set and b in street_set:
+            next_streets[a].add(b)
+            next_streets[b].add(a)
     personas: dict[str, dict] = {}
     for p in people:
         home = home_of[p.id]
@@ -405,6 +415,8 @@ def generate_town(residents: int, seed: int = 0, name: str | None = None) -> tup
             "routine": [{"start": _time(t), "activity": a, "place": w} for t, a, w in routine],
             "rest_day_routine": [{"start": _time(t), "activity": a, "place": w} for t, a, w in rest],
             "relationships": {other: p.relationships[other] for other in p.relationships},
+            "known_places": sorted({street, *members[p.district], *next_streets[street],
+                                    *(home_of[other] for other in p.relationships)} - {home}),
         }
 
     # ----------------------------------------------------------- events

@@ -7,6 +7,7 @@ both files.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
@@ -223,11 +224,14 @@ class World(_Strict):
         except (KeyError, nx.NodeNotFound):
             raise ValueError(f"no path from {src} to {dst}") from None
 
-    def facts(self) -> list[str]:
-        """Static-memory sentences about the world: its rules and place descriptions."""
+    def facts(self, known: Collection[str] | None = None) -> list[str]:
+        """Static-memory sentences about the world: its description, its rules and the descriptions of its places
+        (in the world file's order), of the places in ``known`` only when it is given (a resident's
+        :meth:`~simulacra.persona.Persona.places_known`)."""
         out = [f"{self.name}: {self.description}"]
         out += [f"Rule of {self.name}: {rule}" for rule in self.rules]
-        out += [f"{p.name} ({self.name}): {p.description}" for p in self.places.values()]
+        out += [f"{p.name} ({self.name}): {p.description}" for pid, p in self.places.items()
+                if known is None or pid in known]
         return out
 
 
@@ -337,6 +341,9 @@ def load_world(path: str | Path, personas_dir: str | Path | None = None) -> Worl
                         raise WorldError(ppath, f"{key}.{j}.object_state.{oid}",
                                          f"object '{oid}' is at '{obj.place}', not at '{entry.place}'",
                                          other_file=path)
+        for j, pid in enumerate(persona.known_places or ()):
+            if pid not in places:
+                raise WorldError(ppath, f"known_places.{j}", unknown_name("place", pid, list(places)), other_file=path)
         for other in persona.relationships:
             if other not in personas:
                 raise WorldError(ppath, f"relationships.{other}", unknown_name("resident", other, world.residents),
