@@ -15,7 +15,7 @@ from simulacra.config import PREDATED, Config, load_config, recorded_config
 from simulacra.memory.records import MemoryRecord
 from simulacra.persona import load_persona
 from simulacra.text import at_place
-from tests.conftest import DATA, ROOT
+from tests.conftest import DATA, ROOT, TELL_ALL
 from tests.test_resume import SETTINGS, TICKS, cli, tick_lines
 
 GRADED = GossipRule("graded", seed=0, base=0.8, importance_exponent=1.0, retell_decay=0.6, stranger=0.3,
@@ -165,8 +165,7 @@ COIN = ("simulation.gossip=graded", "simulation.gossip_base=1.0", "simulation.go
 @pytest.fixture(scope="module")
 def tiny_runs(tmp_path_factory, rater_url):
     db = tmp_path_factory.mktemp("gossip")
-    for name, settings in (("all", ("simulation.gossip=tell-all",)), ("first", FIRST_ONLY), ("coin", COIN),
-                           ("coin2", COIN)):
+    for name, settings in (("all", (TELL_ALL,)), ("first", FIRST_ONLY), ("coin", COIN), ("coin2", COIN)):
         r = cli(db, rater_url, *run_args(name, *settings))
         assert r.returncode == 0, r.stderr
     return db

@@ -144,9 +144,7 @@ def addressed(text: str, listener: str) -> str:
     """``text`` as said to the resident named ``listener``: its full name, else its first name, as a whole word
     becomes "you" ("your" for a possessive): "having breakfast with Leila", said to Leila Haddad, is "having
     breakfast with you"."""
-    for name in dict.fromkeys((listener, listener.split()[0] if listener.split() else listener)):
-        if not name:
-            continue
+    for name in dict.fromkeys(n for n in (listener, *listener.split()[:1]) if n):
         pattern = re.escape(name)
         text, possessive = re.subn(rf"\b{pattern}'s\b", "your", text)
         text, plain = re.subn(rf"\b{pattern}\b", "you", text)

@@ -44,8 +44,8 @@ def perceive(
     others = sorted((a for a, p in positions.items() if p == place and a != agent_id),
                     key=lambda a: (a not in related, names[a]))
     for other in others:
-        out.append(Percept(f"{names[other]} is {at_place(activities[other], place_name)}.", "observation", 1,
-                               subject=other))
+        seen = f"{names[other]} is {at_place(activities[other], place_name)}."
+        out.append(Percept(seen, "observation", 1, subject=other))
     for a, b in conversations:
         if positions.get(a) == place and agent_id not in (a, b):
             out.append(Percept(f"{names[a]} and {names[b]} are talking at {place_name}.", "observation", 2))
