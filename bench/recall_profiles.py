@@ -27,20 +27,35 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 RESULTS = Path(__file__).parent / "results" / "recall_profiles.json"
 
 
-def candidates():
-    """Name -> :class:`simulacra.tune.Setting`: the shipped two and the settings around the recall profile."""
+def candidates(dated_grid: bool = False):
+    """Name -> :class:`simulacra.tune.Setting`: the shipped two, the recall profile without its dated switch, the
+    settings around the recall profile (each with the shipped dated switch) and, with ``dated_grid``, the shipped
+    recall profile with other dated settings (``a_rec`` / ``gamma`` / recency window)."""
     from simulacra import tune as t
+    from simulacra.config import MemoryConfig
 
     d = t.baseline_settings()["defaults"]
-    return {"situational (shipped)": d, "recall (shipped)": t.baseline_settings(profile="recall")["defaults"],
-            "a_rec 0, a_imp 0": replace(d, a_rec=0, a_imp=0), "a_rec 0, a_imp 0.25": replace(d, a_rec=0),
-            "a_rec 0.05, a_imp 0.25": replace(d, a_rec=0.05), "a_rec 0.1, a_imp 0.25": replace(d, a_rec=0.1),
-            "a_rec 0, a_imp 0, dense": replace(d, a_rec=0, a_imp=0, relevance="dense"),
-            "a_rec 0, a_imp 0, hybrid 0.5": replace(d, a_rec=0, a_imp=0, hybrid_weight=0.5),
-            "a_rec 0, a_imp 0.1, minmax": replace(d, a_rec=0, a_imp=0.1, normalize="minmax")}
+    recall = t.baseline_settings(profile="recall")["defaults"]
+    dated = recall.dated
+    out = {"situational (shipped)": d, "recall (shipped)": recall,
+           "recall, no time cue": replace(recall, dated=None)}
+    for name, s in {"a_rec 0, a_imp 0": replace(d, a_rec=0, a_imp=0), "a_rec 0, a_imp 0.25": replace(d, a_rec=0),
+                    "a_rec 0.05, a_imp 0.25": replace(d, a_rec=0.05), "a_rec 0.1, a_imp 0.25": replace(d, a_rec=0.1),
+                    "a_rec 0, a_imp 0, dense": replace(d, a_rec=0, a_imp=0, relevance="dense"),
+                    "a_rec 0, a_imp 0, hybrid 0.5": replace(d, a_rec=0, a_imp=0, hybrid_weight=0.5),
+                    "a_rec 0, a_imp 0.1, minmax": replace(d, a_rec=0, a_imp=0.1, normalize="minmax")}.items():
+        out[name + " + dated"] = replace(s, dated=dated)
+    if dated_grid:
+        window = MemoryConfig().recency_window_minutes
+        for a_rec in (0.25, 0.5, 1.0):
+            for gamma in (0.99, 0.9, 0.5, 0.25):
+                for w in (window, 30.0, 10.0):
+                    out[f"recall + dated {a_rec:g} / {gamma:g} / {w:g}"] = replace(
+                        recall, dated=replace(dated, a_rec=a_rec, gamma=gamma, recency_window_minutes=w))
+    return out
 
 
-def measure(qdir: Path, db: Path, embedder) -> dict:
+def measure(qdir: Path, db: Path, embedder, dated_grid: bool = False) -> dict:
     """Every candidate on the query files of ``qdir`` whose run is under ``db``."""
     import yaml
 
@@ -56,14 +71,20 @@ def measure(qdir: Path, db: Path, embedder) -> dict:
         prepared += t.prepare(db / run, t.load_queries(qfile, info.start_minute), embedder, qfile, run=info)
     scored = [p for p in prepared if p.relevant]
     held = [p for p in scored if p.query.split == "heldout"]
+    train = [p for p in scored if p.query.split != "heldout"]
     if not held:
         raise SystemExit(f"bench.recall_profiles: no held-out query with a findable memory in {qdir} over {db}")
-    out = {"queries": len(scored), "heldout": len(held), "settings": {}}
-    for name, s in candidates().items():
-        a, h = (t.evaluate(q, [s], run_memory)[0] for q in (scored, held))
+    named = [p for p in scored if p.named is not None]
+    out = {"queries": len(scored), "heldout": len(held), "named_time": len(named),
+           "named_time_heldout": sum(p.query.split == "heldout" for p in named), "settings": {}}
+    for name, s in candidates(dated_grid).items():
+        a, h, tr = (t.evaluate(q, [s], run_memory)[0] for q in (scored, held, train))
+        n = t.evaluate(named, [s], run_memory)[0] if named else None
         out["settings"][name] = {
             "all": [round(a.recall, 3), round(a.mrr, 3), round(a.ndcg, 3)],
             "heldout": [round(h.recall, 3), round(h.mrr, 3), round(h.ndcg, 3)],
+            "train": [round(tr.recall, 3), round(tr.mrr, 3), round(tr.ndcg, 3)],
+            "named_time": None if n is None else [round(n.recall, 3), round(n.mrr, 3), round(n.ndcg, 3)],
             "ndcg_by_category": {c: round(r.ndcg, 3) for c, r in t.by_category(scored, s, run_memory).items()}}
     return out
 
@@ -74,18 +95,23 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("pairs", nargs="+", metavar="QUERIES:DB")
     ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--dated-grid", action="store_true", help="also the shipped recall profile with other dated "
+                    "settings (a_rec 0.25 / 0.5 / 1, gamma 0.99 / 0.9 / 0.5 / 0.25, window 60 / 30 / 10)")
     args = ap.parse_args(argv)
     embedder = build_embedder()
     results = {}
     for pair in args.pairs:
         qdir, _, db = pair.partition(":")
-        r = results[pair] = measure(Path(qdir), Path(db or "database"), embedder)
-        print(f"\n== {pair}: {r['queries']} queries with a findable memory, {r['heldout']} held out")
-        print(f"{'setting':<32} {'all: recall / MRR / nDCG':>26} {'held-out':>22}   nDCG by category")
+        r = results[pair] = measure(Path(qdir), Path(db or "database"), embedder, args.dated_grid)
+        print(f"\n== {pair}: {r['queries']} queries with a findable memory, {r['heldout']} held out, "
+              f"{r['named_time']} name a time")
+        print(f"{'setting':<40} {'all: recall / MRR / nDCG':>26} {'held-out':>22} {'naming a time':>22}   "
+              f"nDCG by category")
         for name, x in r["settings"].items():
             cats = "  ".join(f"{c} {v:.3f}" for c, v in x["ndcg_by_category"].items())
-            print(f"{name:<32} {' / '.join(f'{v:.3f}' for v in x['all']):>26} "
-                  f"{' / '.join(f'{v:.3f}' for v in x['heldout']):>22}   {cats}")
+            timed = " / ".join(f"{v:.3f}" for v in x["named_time"]) if x["named_time"] else "-"
+            print(f"{name:<40} {' / '.join(f'{v:.3f}' for v in x['all']):>26} "
+                  f"{' / '.join(f'{v:.3f}' for v in x['heldout']):>22} {timed:>22}   {cats}")
     Path(args.out).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     return 0
 

@@ -662,6 +662,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise SimulacraError(f"--profile {args.profile}: the run defines no such retrieval profile (known: "
                              f"{', '.join(['situational', *known])})")
     settings = t.random_settings(args.random, args.seed) if args.random else t.grid_settings(args.grid)
+    settings, prepared = t.for_profile(settings, prepared, run.config.memory, args.profile)
     report = t.tune(prepared, settings, t.profiled(run.config.memory, args.profile), args.metric, args.profile)
     print(t.report_json(report, args.top) if args.json else t.format_report(report, args.top))
     if args.out:

@@ -14,12 +14,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from simulacra.errors import ConfigError, read_yaml, validate_as
+
+if TYPE_CHECKING:
+    from simulacra.memory.timecue import TimeCue
 
 
 class _Section(BaseModel):
@@ -60,6 +63,9 @@ class RetrievalProfile(_Section):
         retrieval: the retrieval rule (``memory.retrieval``: cascade or merged).
         static_top_k: the static budget (``memory.static_top_k``).
         static_threshold: the minimum score of a budgeted static fact (``memory.static_threshold``).
+        dated: the profile a retrieval of this profile switches to when its query names a time (a clock time, a
+            day, "yesterday", "last night", "last"; :mod:`simulacra.memory.timecue`), recency then measured from the
+            time named instead of from now (:func:`simulacra.memory.scoring.age_from`); ``null``: no switch.
     """
 
     a_rec: float | None = Field(None, ge=0, description="weight of recency")
@@ -77,15 +83,28 @@ class RetrievalProfile(_Section):
     retrieval: Literal["cascade", "merged"] | None = None
     static_top_k: int | None = Field(None, ge=0)
     static_threshold: float | None = None
+    dated: str | None = Field(None, description="profile to retrieve with when the query names a time")
 
     def overrides(self) -> dict[str, Any]:
-        """The fields this profile sets (not ``null``), by memory-section field name."""
-        return {k: v for k, v in self.model_dump().items() if v is not None}
+        """The memory-section fields this profile sets (not ``null``), by field name."""
+        return {k: v for k, v in self.model_dump().items() if v is not None and k not in PROFILE_LINKS}
+
+
+#: fields of a :class:`RetrievalProfile` that name another profile rather than replace a memory-section field
+PROFILE_LINKS = ("dated",)
+
+
+#: the shipped "dated" profile: recency from the time a recall question names, its weight, factor per game hour and
+#: window in game minutes (measured on the labelled queries of both horizons, docs/memory.md, "Long horizons")
+DATED_A_REC, DATED_GAMMA, DATED_WINDOW_MINUTES = 0.5, 0.25, 10.0
 
 
 def _default_profiles() -> dict[str, RetrievalProfile]:
-    # recall is led by relevance: no recency, a tenth of importance (docs/memory.md, "Long horizons")
-    return {"recall": RetrievalProfile(a_rec=0.0, a_imp=0.1)}
+    # recall is led by relevance: no recency, a tenth of importance; a recall question that names a time is
+    # retrieved as "dated", recency measured from that time (docs/memory.md, "Long horizons")
+    return {"recall": RetrievalProfile(a_rec=0.0, a_imp=0.1, dated="dated"),
+            "dated": RetrievalProfile(a_rec=DATED_A_REC, a_imp=0.1, gamma=DATED_GAMMA,
+                                      recency_window_minutes=DATED_WINDOW_MINUTES)}
 
 
 def _default_purposes() -> dict[str, str]:
@@ -276,6 +295,10 @@ class MemoryConfig(_Section):
             if name != SITUATIONAL and name not in self.profiles:
                 known = ", ".join([SITUATIONAL, *self.profiles])
                 raise ValueError(f"purposes.{purpose}: unknown profile {name!r} (known: {known})")
+        for name, p in self.profiles.items():
+            if p.dated is not None and p.dated != SITUATIONAL and p.dated not in self.profiles:
+                known = ", ".join([SITUATIONAL, *self.profiles])
+                raise ValueError(f"profiles.{name}.dated: unknown profile {p.dated!r} (known: {known})")
         for name in [SITUATIONAL, *self.profiles]:
             if all(v == 0 for v in self.weights(name)):
                 where = "" if name == SITUATIONAL else f"profiles.{name}: "
@@ -286,6 +309,24 @@ class MemoryConfig(_Section):
         """The profile name of a retrieval made for ``purpose`` (a :data:`PURPOSES` entry or a trace label such as
         ``"conversation with ruth_calloway"``); :data:`SITUATIONAL` when :attr:`purposes` maps it to none."""
         return self.purposes.get(purpose_kind(purpose), SITUATIONAL)
+
+    def dated(self, profile: str | None, query: str | None, now: float) -> tuple[str | None, TimeCue | None]:
+        """The profile a retrieval of ``profile`` for ``query`` at game minute ``now`` scores with, and the time the
+        query names: ``(profile's dated profile, the cue)`` when the profile has one and the query names a time
+        (:func:`simulacra.memory.timecue.time_cue`), else ``(profile, None)``. The one place the switch is decided
+        (the engine's retrieval, its trace record and ``simulacra tune`` call it)."""
+        from simulacra.memory.timecue import time_cue
+
+        p = self.profiles.get(profile) if profile is not None else None
+        if p is None or p.dated is None or not query:
+            return profile, None
+        cue = time_cue(query, now)
+        return (p.dated, cue) if cue is not None else (profile, None)
+
+    def dated_profiles(self) -> set[str]:
+        """The profiles some profile switches to when its query names a time (their ``dated`` links): they retrieve
+        only through that link, with recency from the time named."""
+        return {p.dated for p in self.profiles.values() if p.dated is not None}
 
     def overrides_of(self, profile: str | None) -> dict[str, Any]:
         """The fields profile ``profile`` replaces (``{}`` for :data:`SITUATIONAL` or ``None``).
@@ -611,7 +652,9 @@ def profile_overrides(memory: Any, profile: str | None) -> dict[str, Any]:
     if profile not in profiles:
         raise KeyError(f"unknown retrieval profile {profile!r} (known: {', '.join([SITUATIONAL, *profiles])})")
     p = profiles[profile]
-    return p.overrides() if isinstance(p, RetrievalProfile) else {k: v for k, v in p.items() if v is not None}
+    if isinstance(p, RetrievalProfile):
+        return p.overrides()
+    return {k: v for k, v in p.items() if v is not None and k not in PROFILE_LINKS}
 
 
 #: settings added after runs were recorded, with the value that reproduces how such a run behaved (a run recorded

@@ -116,6 +116,7 @@ def ask(memory, mind, embedder, config: Config, persona: Persona, question: str,
 
     profile = config.memory.profile_of("interview")
     found = recalled(memory, embedder.embed([question])[0], question, now, config, profile)
+    used_profile, named = config.memory.dated(profile, question, now)  # what recalled() retrieved with
     view = AgentView(persona.id, persona, now, place, tuple(found), names, place_names,
                      weekday=weekday_of(now, start_weekday))
     d = mind.interview(view, question)
@@ -123,7 +124,8 @@ def ask(memory, mind, embedder, config: Config, persona: Persona, question: str,
     return {
         "agent": persona.id, "name": names[persona.id], "question": question, "time": now,
         "clock": format_game_time(now, start_weekday, rest_days),
-        "answer": d.value.text, "source": d.source, "mind": mind.name, "profile": profile,
+        "answer": d.value.text, "source": d.source, "mind": mind.name, "profile": used_profile,
+        **({} if named is None else {"named_time": named.as_list()}),
         "used": [by_id[i].to_dict() for i in d.value.memory_ids if i in by_id],
         "retrieved": [m.to_dict() for m in found],
     }
@@ -169,6 +171,11 @@ def format_interview(r: dict[str, Any]) -> str:
     if r["used"]:
         out.append("memories the answer rests on:")
         out += [f"  {m['score']:.3f}  {m['tier']:<10} {m['text']}" for m in r["used"]]
-    out.append(f"memories retrieved for the question: {len(r['retrieved'])}")
+    named = ""
+    if r.get("named_time"):  # the question named a time: recency from it (memory.profiles.*.dated)
+        from simulacra.memory.timecue import describe_named
+
+        named = f" (profile {r['profile']}: recency from {describe_named(r['named_time'])})"
+    out.append(f"memories retrieved for the question: {len(r['retrieved'])}{named}")
     out += [f"  {m['score']:.3f}  {m['tier']:<10} {m['text']}" for m in r["retrieved"]]
     return "\n".join(out)

@@ -273,6 +273,7 @@ class RetrieveOp(TypedDict):
     rrf_k: NotRequired[float]  # ... with its k
     normalize: NotRequired[str]  # "minmax" ...
     ranges: NotRequired[dict[str, list[float | None]]]  # ... with per tier [rel min, max, imp min, max, age min, max]
+    named_time: NotRequired[list]  # [start, end, words]: the window a dated retrieval measured recency from
 
 
 #: an entry of a tick's ``memory`` list, tagged by ``op``
@@ -437,10 +438,14 @@ def retrieve_op(agent: str, query: str, purpose: str, profile: str, results: lis
                 top_k: int, threshold: float, static_top_k: int | None, static_threshold: float | None,
                 tiers: list[str], max_top_k: int, candidates: dict[str, list[CandidateRow] | None],
                 lexical: tuple[str, float] | None = None, rrf_k: float | None = None,
-                minmax_ranges: dict[str, list[float | None]] | None = None) -> RetrieveOp:
+                minmax_ranges: dict[str, list[float | None]] | None = None,
+                named_time: list | None = None) -> RetrieveOp:
     """A ``retrieve``.
 
     Args:
+        named_time: when the query named a time (``dated`` profiles), ``[start, end, words]``: the window in game
+            minutes that recency was measured from and the words that named it; the candidates' ages are then
+            distances to that window.
         lexical: under lexical or hybrid relevance, ``(relevance, hybrid_weight)``, written as those keys.
         rrf_k: under reciprocal-rank fusion its ``k``, written with ``fusion: "rrf"``.
         minmax_ranges: under ``normalize: minmax`` the tiers' extremes, written as ``ranges`` with ``normalize``.
@@ -457,6 +462,8 @@ def retrieve_op(agent: str, query: str, purpose: str, profile: str, results: lis
     if minmax_ranges is not None:
         op["normalize"] = "minmax"
         op["ranges"] = minmax_ranges
+    if named_time is not None:
+        op["named_time"] = named_time
     return op
 
 

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from simulacra import assets
 from simulacra.clock import MINUTES_PER_DAY, parse_hhmm
-from simulacra.config import RetrievalProfile
+from simulacra.config import MemoryConfig, RetrievalProfile
 from simulacra.errors import ScenarioError, read_yaml, unknown_name, validate_as
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
@@ -162,7 +162,8 @@ class Recall(_Strict):
     resident is asked, inside the run (:func:`simulacra.schedule.probe_stage`), every fact's ``question``, the text of
     every world event that has happened (``events``), and its own plan of each day of ``plan_days`` that has
     ended; each under every retrieval profile of the run's config (``memory.profiles`` and ``situational``) plus
-    ``profiles``, which are added to the run's config for the probes only (no purpose is mapped to them).
+    ``profiles``, which are added to the run's config for the probes only (no purpose is mapped to them); a
+    profile reached only through a ``dated`` link is asked through it, not on its own.
     ``answer``: the resident's mind also answers under its interview profile. :mod:`simulacra.evaluation.recall`
     scores the answers against the trace's labels."""
 
@@ -277,7 +278,7 @@ def load_scenario(path: str | Path) -> Scenario:
             if not start <= m.minute < end:
                 raise ScenarioError(path, f"recall.at.{i}", "outside the run (from the world's start to until)")
         for name in sc.recall.profiles:
-            if name in ("situational", "recall"):  # the memory section's own fields; the shipped recall profile
+            if name in ("situational", *MemoryConfig().profiles):  # the section's own fields; the shipped profiles
                 raise ScenarioError(path, f"recall.profiles.{name}", "the name is taken by the run's own profiles")
     for key in ("party", "candidacy"):
         block = getattr(sc, key)

@@ -72,7 +72,8 @@ def schedule(sc: Scenario, world, config: Config) -> dict[str, Any]:
         asks += [{"about": f"plan:{d}", "query": f"{{name}}'s plan for day {d}", "after": d * MINUTES_PER_DAY}
                  for d in r.plan_days]
         out["probes"] = {"minutes": [m.minute for m in r.at], "asks": asks, "answer": r.answer,
-                         "profiles": ["situational", *config.memory.profiles]}
+                         "profiles": ["situational", *(p for p in config.memory.profiles
+                                                       if p not in config.memory.dated_profiles())]}
     return out
 
 

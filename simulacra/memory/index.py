@@ -292,7 +292,8 @@ class MirrorIndex:
         order = part[rank(score[part], index[part])][:k]  # the one tie-break (selection.rank)
         picked = index[order]
         # the terms of the picked rows; relevance and score are the very numbers that were ranked
-        recency = recency_of(now - self._reference(recency_from)[picked], params.gamma, params.recency_window_minutes)
+        recency = recency_of(params.age(self._reference(recency_from)[picked], now), params.gamma,
+                             params.recency_window_minutes)
         importance = self.importance(now, params, picked)
         return picked, ScoreTerms(recency=recency, importance=importance, relevance=relevance[order],
                                   score=score[order])
@@ -323,7 +324,7 @@ class MirrorIndex:
         dense = None if params.relevance == "lexical" else self.dense_relevance(query)
         rel = fuse_relevance(dense, lexical, params)
         imp = self.importance(now, params)
-        age = np.maximum(now - self._reference(recency_from), 0.0)
+        age = np.maximum(params.age(self._reference(recency_from), now), 0.0)
         out: list[float | None] = []
         for x in (rel, imp, age):
             lo, hi = TermRanges.of(x, x, x).relevance
@@ -367,7 +368,8 @@ class MirrorIndex:
             dense_picked = relevance_from_distance(self.distances(query, picked))
         else:
             dense_picked = dense[order]
-        recency = recency_of(now - self._reference(recency_from)[picked], params.gamma, params.recency_window_minutes)
+        recency = recency_of(params.age(self._reference(recency_from)[picked], now), params.gamma,
+                             params.recency_window_minutes)
         importance = self.importance(now, params, picked)
         return picked, ScoreTerms(recency, importance, relevance[order], score[order], dense_picked, lex[picked])
 
@@ -398,7 +400,7 @@ class MirrorIndex:
         else:
             rel = self.dense_relevance(query)
         reference = self._reference(recency_from)
-        age = np.maximum(now - reference, 0.0)
+        age = np.maximum(params.age(reference, now), 0.0)
         imp = self.importance(now, params)
         recent = np.where(np.isnan(age), -np.inf, -age)  # no timestamp: recency 0 under every gamma
         important = np.nan_to_num(imp, nan=0.0)
@@ -445,9 +447,10 @@ class MirrorIndex:
         tick's retrievals compute it once."""
         key = (self._version, now, params.a_rec, params.a_imp, params.gamma, params.recency_window_minutes,
                params.long_term_decay_per_hour, params.decay_importance_exponent,
-               params.decay_importance_pivot, recency_from)
+               params.decay_importance_pivot, params.named, recency_from)
         def compute() -> tuple[np.ndarray, np.ndarray]:
-            rec = recency_of(now - self._reference(recency_from), params.gamma, params.recency_window_minutes)
+            rec = recency_of(params.age(self._reference(recency_from), now), params.gamma,
+                             params.recency_window_minutes)
             cheap = recency_importance(rec, self.importance(now, params), params)
             return cheap, cheap.astype(np.float32)
 

@@ -76,6 +76,9 @@ class ScoringParams:
     normalize: str = "none"
     decay_importance_exponent: float = 0.0
     decay_importance_pivot: float = 6.5
+    #: the window ``(start, end)`` in game minutes that the query names (:mod:`simulacra.memory.timecue`), recency
+    #: then measured from it (:func:`age_from`); ``None``: from now (seed 003). Set per retrieval, never by a config.
+    named: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         for name, known in (("relevance", RELEVANCE_MODES), ("fusion", FUSIONS), ("normalize", NORMALIZATIONS)):
@@ -89,6 +92,13 @@ class ScoringParams:
             raise ValueError(f"decay_importance_exponent must be >= 0, got {self.decay_importance_exponent}")
         if not 0 < self.decay_importance_pivot <= 10:
             raise ValueError(f"decay_importance_pivot must be in (0, 10], got {self.decay_importance_pivot}")
+        if self.named is not None and not self.named[0] <= self.named[1]:
+            raise ValueError(f"named must be a window (start, end) with start <= end, got {self.named}")
+
+    def age(self, reference_time: np.ndarray, now: float) -> np.ndarray:
+        """Recency's age of memories formed (or last accessed) at ``reference_time``: :func:`age_from` with this
+        retrieval's :attr:`named` window. Game minutes, ``(n,)``."""
+        return age_from(reference_time, now, self.named)
 
     def importance(self, rating: np.ndarray, long_term_since: np.ndarray, now: float) -> np.ndarray:
         """:func:`decayed_importance` under these params' decay, exponent and pivot."""
@@ -123,7 +133,8 @@ class ScoringParams:
         m = memory_config
         get = m.get if isinstance(m, Mapping) else lambda key, default: getattr(m, key, default)
         text = ("relevance", "fusion", "normalize")
-        values = {f.name: (str if f.name in text else float)(get(f.name, f.default)) for f in fields(cls)}
+        values = {f.name: (str if f.name in text else float)(get(f.name, f.default)) for f in fields(cls)
+                  if f.name in SCORING_FIELDS}
         unknown = set(overrides) - set(values)
         if unknown:
             raise TypeError(f"unknown scoring parameter {sorted(unknown)[0]!r}")
@@ -136,8 +147,9 @@ class ScoringParams:
         return self.a_rec + self.a_imp
 
 
-#: the fields of :class:`ScoringParams`, read from a memory config (and replaced by a retrieval profile)
-SCORING_FIELDS = tuple(f.name for f in fields(ScoringParams))
+#: the fields of :class:`ScoringParams` read from a memory config (and replaced by a retrieval profile); ``named``
+#: belongs to one retrieval, not to a config
+SCORING_FIELDS = tuple(f.name for f in fields(ScoringParams) if f.name != "named")
 
 
 @dataclass(frozen=True)
@@ -311,6 +323,20 @@ def recency_of(age_minutes: np.ndarray, gamma: float, window_minutes: float = 60
     return np.where(age < window_minutes, 1.0, np.exp(age * (math.log(gamma) / 60.0)))
 
 
+def age_from(reference_time: np.ndarray, now: float, named: tuple[float, float] | None = None) -> np.ndarray:
+    """Recency's age in game minutes of memories whose reference time (formed, or last accessed) is
+    ``reference_time`` (game minutes, ``(n,)``; NaN stays NaN): ``now - reference_time`` (seed 003), or, when the
+    query names a time (``named``: a window ``(start, end)``, :mod:`simulacra.memory.timecue`), the distance to that
+    window, 0 inside it, so that recency favours what formed then (after Berberich et al. 2010, time-sensitive
+    queries). The one place the age is measured: the engine's scoring, its bounds and skyband, and ``simulacra
+    tune`` call it (through :meth:`ScoringParams.age`)."""
+    ref = np.asarray(reference_time, dtype=np.float64)
+    if named is None:
+        return now - ref
+    start, end = named
+    return np.maximum(start - ref, 0.0) + np.maximum(ref - end, 0.0)
+
+
 def decayed_importance(
     rating: np.ndarray, long_term_since: np.ndarray, now: float, decay_per_hour: float,
     importance_exponent: float = 0.0, pivot_rating: float = 6.5,
@@ -381,8 +407,7 @@ def score_memories(
     """
     dense = relevance_from_distance(distance)
     relevance = fuse_relevance(dense, lexical, params)
-    recency = recency_of(now - np.asarray(reference_time, dtype=np.float64), params.gamma,
-                         params.recency_window_minutes)
+    recency = recency_of(params.age(reference_time, now), params.gamma, params.recency_window_minutes)
     importance = params.importance(rating, long_term_since, now)
     score, normalized, ranges = combine(recency, importance, relevance, params, ranges)
     lex = None if not params.lexical else np.asarray(lexical, dtype=np.float64)

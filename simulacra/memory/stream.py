@@ -33,6 +33,7 @@ from simulacra.memory.records import TIERS, MemoryRecord, RetrievedMemory, remar
 from simulacra.memory.scoring import SCORING_FIELDS, ScoringParams
 from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
 from simulacra.memory.store import MemoryTier, flush_tiers
+from simulacra.memory.timecue import TimeCue
 from simulacra.threads import scoring_threads
 from simulacra.trace import (
     LONG_TERM,
@@ -130,6 +131,16 @@ class AgentMemory:
         """The scoring parameters of :attr:`config` (:meth:`ScoringParams.from_config`), rebuilt only when one of
         their fields changed (a retrieval asks for them once per tier)."""
         return self.params_for(None)
+
+    def dated(self, profile: str | None, query_text: str | None, now: float
+              ) -> tuple[str | None, ScoringParams, TimeCue | None]:
+        """The profile, scoring parameters and named time a retrieval of ``profile`` for ``query_text`` at game
+        minute ``now`` uses: the profile's ``dated`` profile, with recency measured from the time the query names,
+        when it has one and the query names a time (:meth:`MemoryConfig.dated <simulacra.config.MemoryConfig.dated>`);
+        else ``profile`` as it is."""
+        profile, cue = self.config.dated(profile, query_text, now)
+        params = self.params_for(profile)
+        return profile, params if cue is None else replace(params, named=(cue.start, cue.end)), cue
 
     def params_for(self, profile: str | None) -> ScoringParams:
         """The scoring parameters of retrieval profile ``profile`` (``memory.profiles``; ``None`` or
@@ -514,9 +525,9 @@ class AgentMemory:
             KeyError: an unknown tier or profile.
             ValueError: an unknown mode; lexical or hybrid relevance without ``query_text``.
         """
+        profile, params, _ = self.dated(profile, query_text, now)
         rule = rule or self.rule(top_k, threshold, mode, profile)
         names = self.readable if tiers is None else tuple(tiers)
-        params = self.params_for(profile)
         fetched: dict[str, list[RetrievedMemory]] = {}
 
         def fetch(name: str, n: int) -> TierCandidates:
@@ -536,7 +547,7 @@ class AgentMemory:
         one (of ``profile``'s relevance mode), which re-ranking keeps."""
         k = self.max_top_k if top_k is None else top_k
         names = self.readable if tiers is None else tuple(tiers)
-        params = self.params_for(profile)
+        _, params, _ = self.dated(profile, query_text, now)
         return {name: self.tier(name).candidates(query_embedding, now, params, k, self.config.recency_from,
                                                  query_text=query_text)
                 for name in names}
@@ -566,19 +577,21 @@ class AgentMemory:
             minmax`` ``"normalize"`` and per tier ``"ranges"``: ``[relevance min, max, importance min, max, age min,
             max]`` (:meth:`MemoryTier.extremes`).
         """
+        asked = profile
+        profile, params, named = self.dated(profile, query, now)
         rule = rule or self.rule(profile=profile)
         names = list(self.readable if tiers is None else tiers)
         depth = max(self.max_top_k, rule.top_k, rule.static_top_k or 0)
-        params = self.params_for(profile)
         ranges = None
         if params.normalize == "minmax":  # the tiers' extremes, so that rescore can redo the scaling
             ranges = {name: self.tier(name).extremes(query_embedding, now, params, self.config.recency_from, query)
                       for name in names}
         return retrieve_op(self.agent, query, purpose, profile or SITUATIONAL, [r.to_dict() for r in results],
                            rule.mode, rule.top_k, rule.threshold, rule.static_top_k, rule.static_threshold, names,
-                           depth, self.candidates(query_embedding, now, depth, names, query, profile),
+                           depth, self.candidates(query_embedding, now, depth, names, query, asked),
                            lexical=(params.relevance, params.hybrid_weight) if params.lexical else None,
-                           rrf_k=params.rrf_k if params.rrf else None, minmax_ranges=ranges)
+                           rrf_k=params.rrf_k if params.rrf else None, minmax_ranges=ranges,
+                           named_time=None if named is None else named.as_list())
 
     def most_important(
         self, now: float, n: int, tiers: Sequence[str] = ("long_term",), since: float | None = None,

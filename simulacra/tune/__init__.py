@@ -37,7 +37,16 @@ from simulacra.tune.plots import plot_heatmap, plot_metrics
 from simulacra.tune.queries import SPLITS, Expected, LabelledQuery, load_queries
 from simulacra.tune.report import format_report, report_json, write_snippet
 from simulacra.tune.run import RunInfo, TuneError, read_run
-from simulacra.tune.search import Result, TuneReport, by_category, evaluate, retrieve_ids, tune
+from simulacra.tune.search import (
+    Result,
+    TuneReport,
+    by_category,
+    evaluate,
+    for_profile,
+    query_params,
+    retrieve_ids,
+    tune,
+)
 from simulacra.tune.settings import (
     A_REL,
     GRIDS,
@@ -45,8 +54,11 @@ from simulacra.tune.settings import (
     RANDOM_SPACE,
     RELEVANCE_GRID,
     Setting,
+    as_dated,
     baseline_settings,
+    dated_target,
     grid_settings,
+    profile_setting,
     profiled,
     random_settings,
 )
@@ -69,9 +81,12 @@ __all__ = [
     "TierInputs",
     "TuneError",
     "TuneReport",
+    "as_dated",
     "baseline_settings",
     "by_category",
+    "dated_target",
     "evaluate",
+    "for_profile",
     "format_report",
     "grid_settings",
     "load_queries",
@@ -79,7 +94,9 @@ __all__ = [
     "plot_heatmap",
     "plot_metrics",
     "prepare",
+    "profile_setting",
     "profiled",
+    "query_params",
     "random_settings",
     "recall_at_k",
     "read_run",

@@ -14,9 +14,11 @@ import numpy as np
 from simulacra.clock import format_game_time, format_hhmm
 from simulacra.errors import InputError
 from simulacra.memory.scoring import ScoringInputs
+from simulacra.memory.timecue import TimeCue, time_cue
 from simulacra.trace import AddOp, PostOp
 from simulacra.tune.queries import LabelledQuery
 from simulacra.tune.run import SHARED, RunInfo, TuneError, read_run
+from simulacra.tune.settings import Setting
 
 
 @dataclass
@@ -37,6 +39,15 @@ class PreparedQuery:
     tiers: list[TierInputs]
     relevant: set[str]
     missing: list[tuple[str, str]] = field(default_factory=list)  # (expected, reason)
+    #: the time the query names (:func:`simulacra.memory.timecue.time_cue` at :attr:`now`), for dated settings
+    named: TimeCue | None = None
+
+    def named_window(self, setting: Setting) -> tuple[float, float] | None:
+        """The window recency is measured from when ``setting`` retrieves this query: the named time when the
+        setting switches to a dated one for it (:meth:`Setting.for_query`), else ``None`` (from now)."""
+        if self.named is None or setting.dated is None:
+            return None
+        return self.named.start, self.named.end
 
 
 def _match_text(texts: Sequence[str], wanted: str) -> list[int]:
@@ -154,6 +165,6 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
             lexical.append(texts)
             inputs = replace(inputs, lexical=np.array(lexical.relevance(q.query)))
             tiers.append(TierInputs(name, [tier_records[i].id for i in rows], inputs))
-        out.append(PreparedQuery(q, now, tiers, relevant, missing))
+        out.append(PreparedQuery(q, now, tiers, relevant, missing, time_cue(q.query, now)))
     return out
 

@@ -6,7 +6,7 @@ on the train split, and the best and the baselines are also scored on the held-o
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from simulacra.memory.selection import TierCandidates, rank, select
 from simulacra.tune.inputs import PreparedQuery
 from simulacra.tune.metrics import METRICS, ndcg_at_k, recall_at_k, reciprocal_rank
 from simulacra.tune.run import TuneError
-from simulacra.tune.settings import Setting, baseline_settings
+from simulacra.tune.settings import Setting, as_dated, baseline_settings, dated_target
 
 
 def _scored(pq: PreparedQuery, params: ScoringParams) -> dict[str, TierCandidates]:
@@ -24,10 +24,20 @@ def _scored(pq: PreparedQuery, params: ScoringParams) -> dict[str, TierCandidate
     return {t.name: TierCandidates(t.name, t.ids, t.inputs.score(pq.now, params).score) for t in pq.tiers}
 
 
+def query_params(pq: PreparedQuery, s: Setting, run_memory: MemoryConfig) -> ScoringParams:
+    """The scoring parameters setting ``s`` retrieves query ``pq`` with, as the engine does
+    (:meth:`AgentMemory.dated <simulacra.memory.stream.AgentMemory.dated>`): its dated setting with recency from the
+    time the query names when it switches (:meth:`Setting.for_query`), else its own."""
+    params = s.for_query(pq.named).params(run_memory)
+    window = pq.named_window(s)
+    return params if window is None else replace(params, named=window)
+
+
 def retrieve_ids(pq: PreparedQuery, s: Setting, run_memory: MemoryConfig) -> list[str]:
     """Ids :meth:`AgentMemory.retrieve` returns for this query under setting ``s`` (from the prepared inputs;
     the run's ``run_memory`` gives the parameters that are not searched)."""
-    return [p.id for p in select([t.name for t in pq.tiers], _scored(pq, s.params(run_memory)), s.rule())]
+    rule = s.for_query(pq.named).rule()
+    return [p.id for p in select([t.name for t in pq.tiers], _scored(pq, query_params(pq, s, run_memory)), rule)]
 
 
 # --------------------------------------------------------------------------------------------- evaluation
@@ -61,15 +71,15 @@ def evaluate(prepared: Sequence[PreparedQuery], settings: Iterable[Setting], run
     cache_key, tables = None, []
     out = []
     for s in settings:
-        key = (s.a_rec, s.a_imp, s.gamma, s.relevance, s.hybrid_weight, s.fusion, s.rrf_k, s.normalize)
+        key = (s.a_rec, s.a_imp, s.gamma, s.relevance, s.hybrid_weight, s.fusion, s.rrf_k, s.normalize,
+               s.recency_window_minutes, s.dated)
         if key != cache_key:
-            params = s.params(run_memory)
-            tables = [_sorted(_scored(pq, params)) for pq in scored]
+            tables = [_sorted(_scored(pq, query_params(pq, s, run_memory))) for pq in scored]
             cache_key = key
-        rule = s.rule()
-        k = rule.max_results
         rec = rr = nd = 0.0
         for pq, table in zip(scored, tables):
+            rule = s.for_query(pq.named).rule()
+            k = rule.max_results
             got = [p.id for p in select([t.name for t in pq.tiers], table, rule)]
             rec += recall_at_k(got, pq.relevant, k)
             rr += reciprocal_rank(got, pq.relevant)
@@ -136,6 +146,22 @@ class TuneReport:
     @property
     def train(self) -> list[PreparedQuery]:
         return [pq for pq in self.prepared if pq.query.split == "train"]
+
+
+def for_profile(settings: Sequence[Setting], prepared: Sequence[PreparedQuery], memory: MemoryConfig,
+                profile: str | None) -> tuple[list[Setting], list[PreparedQuery]]:
+    """The settings and queries that tune retrieval profile ``profile`` of a run's ``memory`` section as the
+    engine retrieves with it: a profile that links a dated profile keeps it for the queries that name a time
+    (each setting gets the run's dated setting, so only the profile's own fields are searched); a profile that
+    is itself some profile's dated profile answers only the queries that name a time, recency from that time
+    (those queries, each setting :func:`~simulacra.tune.settings.as_dated`); any other profile: unchanged."""
+    if dated_target(memory, profile):
+        return [as_dated(s) for s in settings], [pq for pq in prepared if pq.named is not None]
+    link = memory.profiles[profile].dated if profile in memory.profiles else None
+    if link is None:
+        return list(settings), list(prepared)
+    dated = Setting.from_config(memory.for_profile(link))
+    return [replace(s, dated=dated) for s in settings], list(prepared)
 
 
 def tune(prepared: Sequence[PreparedQuery], settings: Sequence[Setting], run_memory: MemoryConfig,

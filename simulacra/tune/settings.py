@@ -6,7 +6,7 @@ retrieval profile retrieves (:func:`profiled`)."""
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -15,6 +15,7 @@ from simulacra.config import MemoryConfig, load_config
 from simulacra.memory.scoring import ScoringParams
 from simulacra.memory.selection import MODES, RetrievalRule
 
+_DEFAULT_WINDOW = MemoryConfig.model_fields["recency_window_minutes"].default
 #: ``a_rel`` during the search (the weights' scale; the threshold is searched on it)
 A_REL = 1.0
 #: searched parameters, in the order of :class:`Setting`
@@ -108,6 +109,12 @@ class Setting:
     fusion: str = "weighted"
     rrf_k: float | None = None
     normalize: str = "none"
+    #: recency's window in game minutes (``memory.recency_window_minutes``); ``None``: the run's (a config at the
+    #: default window gives ``None``, as the grids do)
+    recency_window_minutes: float | None = None
+    #: the setting a query that names a time is retrieved with, recency measured from that time (a profile's
+    #: ``dated`` link, :mod:`simulacra.memory.timecue`); ``None``: every query with this setting, from now
+    dated: Setting | None = None
 
     def __post_init__(self) -> None:
         if not self.static_top_k and self.static_threshold is not None:  # no budget, or an empty one
@@ -128,7 +135,13 @@ class Setting:
         s = A_REL / m.a_rel if m.a_rel > 0 else 1.0
         return cls(m.a_rec * s, m.a_imp * s, m.gamma, m.threshold * s, m.top_k, m.retrieval, m.static_top_k,
                    None if m.static_threshold is None else m.static_threshold * s, m.relevance, m.hybrid_weight,
-                   m.fusion, m.rrf_k, m.normalize)
+                   m.fusion, m.rrf_k, m.normalize,
+                   None if m.recency_window_minutes == _DEFAULT_WINDOW else m.recency_window_minutes)
+
+    def for_query(self, named: object | None) -> Setting:
+        """The setting a query is retrieved with: :attr:`dated` when the query names a time (``named`` not
+        ``None``) and this setting has one, else this setting."""
+        return self.dated if self.dated is not None and named is not None else self
 
     def memory_dict(self) -> dict[str, Any]:
         """The ``memory:`` section of a config that retrieves like this setting."""
@@ -140,6 +153,8 @@ class Setting:
                 **({} if self.hybrid_weight is None else {"hybrid_weight": float(self.hybrid_weight)}),
                 **({} if self.relevance != "hybrid" else {"fusion": self.fusion}),
                 **({} if self.rrf_k is None else {"rrf_k": float(self.rrf_k)}),
+                **({} if self.recency_window_minutes is None
+                   else {"recency_window_minutes": float(self.recency_window_minutes)}),
                 "normalize": self.normalize}
 
     def config(self, run_memory: MemoryConfig) -> MemoryConfig:
@@ -158,8 +173,16 @@ class Setting:
         static = "no static budget" if self.static_top_k is None else f"static_top_k {self.static_top_k}"
         if self.static_threshold is not None:
             static += f", static_threshold {self.static_threshold:g}"
-        return (f"a_rec {self.a_rec:g}, a_imp {self.a_imp:g}, gamma {self.gamma:g}, threshold {self.threshold:g}, "
-                f"top_k {self.top_k}, {self.retrieval}, {static}, {self.relevance_label()} relevance")
+        window = "" if self.recency_window_minutes in (None, 60.0) else f", window {self.recency_window_minutes:g}"
+        if self.dated is None:
+            dated = ""
+        elif self.dated == replace(self, dated=None):  # as_dated
+            dated = ", recency from the time named"
+        else:
+            dated = f"; dated: {self.dated.label()}"
+        return (f"a_rec {self.a_rec:g}, a_imp {self.a_imp:g}, gamma {self.gamma:g}{window}, "
+                f"threshold {self.threshold:g}, top_k {self.top_k}, {self.retrieval}, {static}, "
+                f"{self.relevance_label()} relevance{dated}")
 
     def relevance_label(self) -> str:
         """``dense``, ``lexical``, ``hybrid 0.5`` (with the weight) or ``rrf 0.5 k60``; ``+mm`` under minmax."""
@@ -218,16 +241,43 @@ def profiled(memory: MemoryConfig, profile: str | None) -> MemoryConfig:
     return memory.for_profile(profile) if profile in memory.profiles else memory
 
 
+def profile_setting(memory: MemoryConfig, profile: str | None) -> Setting:
+    """The setting of retrieval profile ``profile`` of ``memory`` (:func:`profiled`), with its ``dated`` profile's
+    setting attached when it links one (:attr:`Setting.dated`)."""
+    s = Setting.from_config(profiled(memory, profile))
+    link = memory.profiles[profile].dated if profile in memory.profiles else None
+    return s if link is None else replace(s, dated=Setting.from_config(profiled(memory, link)))
+
+
+def dated_target(memory: MemoryConfig, profile: str | None) -> bool:
+    """Whether ``profile`` is some profile's ``dated`` profile in ``memory`` (it then retrieves only queries that
+    name a time, recency measured from that time)."""
+    return profile is not None and profile in memory.dated_profiles()
+
+
+def as_dated(setting: Setting) -> Setting:
+    """``setting`` used as a dated profile: every query that names a time is retrieved with it, recency from that
+    time (what ``simulacra tune --profile <a dated profile>`` scores, on those queries)."""
+    return replace(setting, dated=replace(setting, dated=None))
+
+
 def baseline_settings(run_memory: MemoryConfig | None = None, profile: str | None = None) -> dict[str, Setting]:
     """The settings every report shows: ``defaults`` (the shipped :class:`MemoryConfig`), ``seed003``
     (``presets/seed003.yaml``) and, when it differs from both, ``run config`` (``run_memory`` as given), each as
-    retrieval profile ``profile`` retrieves (:func:`profiled`)."""
+    retrieval profile ``profile`` retrieves (:func:`profile_setting`: with its dated profile when it links one;
+    :func:`as_dated` when ``profile`` is itself a dated profile)."""
     from simulacra.presets import preset_path
 
     seed003 = load_config(preset_path("seed003")).memory
-    out = {"defaults": Setting.from_config(profiled(MemoryConfig(), profile)),
-           "seed003": Setting.from_config(seed003 if not seed003.purposes else profiled(seed003, profile))}
-    if run_memory is not None and Setting.from_config(run_memory) not in out.values():
-        out["run config"] = Setting.from_config(run_memory)
+    shipped = MemoryConfig()
+    out = {"defaults": profile_setting(shipped, profile),
+           "seed003": Setting.from_config(seed003) if not seed003.purposes else profile_setting(seed003, profile)}
+    if run_memory is not None and Setting.from_config(run_memory) not in [replace(s, dated=None) for s in out.values()]:
+        link = run_memory.profiles[profile].dated if profile in run_memory.profiles else None
+        run = Setting.from_config(run_memory)
+        dated = None if link is None else Setting.from_config(run_memory.for_profile(link))
+        out["run config"] = replace(run, dated=dated)
+    if dated_target(run_memory or shipped, profile):
+        out = {name: as_dated(s) for name, s in out.items()}
     return out
 

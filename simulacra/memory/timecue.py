@@ -1,0 +1,142 @@
+"""The time a question names (its *time cue*), for recall retrievals (issue 22 §1; ``docs/memory.md``).
+
+A question that names a time asks about what happened then, not about the latest memories and not about any:
+"What was Kofi doing at 15:30?", "What did I plan for day 4?", "Whom did I meet yesterday evening?", "When did
+I last talk with Greta?". Temporal information retrieval calls this a query's temporal intent: Li & Croft (2003,
+"Time-based language models") weight recency only for queries that ask for the latest, and Berberich et al. (2010,
+"A language modeling approach for time-sensitive queries") score a document by how close its time lies to the
+time the query names. A recall profile does both with one rule (``memory.profiles.<name>.dated``): a retrieval
+whose query names a time is scored under the profile's *dated* profile, with recency measured from the time
+named instead of from now (:func:`simulacra.memory.scoring.age_from`). "last", "latest" and "most recent"
+name the moment of asking, which is plain recency.
+
+What is read (English, case-insensitive), all in game time (``simulacra.clock``):
+
+* a clock time: "13:20", "at 9:05", "1 pm", "1:20 p.m.", "noon", "midnight" -- a moment;
+* a day: "day 4" (game days count from 1), "yesterday", "the day before yesterday" -- the whole day;
+* a part of a named day: "this morning" (06:00-12:00), "this afternoon" (12:00-18:00), "this evening" and
+  "tonight" (18:00-24:00), "last night" (18:00 yesterday to 06:00 today), "yesterday morning", "in the evening
+  on day 3";
+* the latest: "last" (as in "when did I last", "the last time"), "latest", "most recent(ly)" -- now.
+
+A clock time with a day is that moment of that day; without one, its latest occurrence up to now (09:00 asked at
+08:00 is yesterday's). A part of a day without a day word ("the afternoon ferry", "in the grey morning") and
+"today" name nothing: they are too common in statements about routines. Weekday names are not read (a memory
+layer does not know the world's calendar). A time after now names nothing (no memory was formed then).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from simulacra.clock import MINUTES_PER_DAY, MINUTES_PER_HOUR
+
+#: parts of a day, ``(start, end)`` in minutes after midnight (``end`` may pass midnight)
+PARTS_OF_DAY = {"morning": (6 * 60, 12 * 60), "afternoon": (12 * 60, 18 * 60), "evening": (18 * 60, 24 * 60),
+                "night": (18 * 60, 30 * 60)}
+
+_CLOCK = re.compile(r"\b(?P<h>[01]?\d|2[0-3]):(?P<m>[0-5]\d)(?:\s*(?P<ap>[ap])\.?\s?m\b\.?)?"
+                    r"|\b(?P<h12>1[0-2]|0?[1-9])\s*(?P<ap12>[ap])\.?\s?m\b\.?|\b(?P<word>noon|midday|midnight)\b", re.I)
+_DAY_N = re.compile(r"\bday\s+(?P<n>\d{1,4})\b", re.I)
+_BEFORE_YESTERDAY = re.compile(r"\bthe\s+day\s+before\s+yesterday\b", re.I)
+_YESTERDAY = re.compile(r"\byesterday\b", re.I)
+_THIS_PART = re.compile(r"\b(?:this\s+(?P<this>morning|afternoon|evening)|(?P<tonight>tonight)"
+                        r"|(?P<lastnight>last\s+night))\b", re.I)
+_PART = re.compile(r"\b(?P<part>morning|afternoon|evening|night)\b", re.I)
+_LATEST = re.compile(r"\b(?:latest|most\s+recent(?:ly)?|last(?!\s+(?:night|week|month|year|day|weekend|monday|"
+                     r"tuesday|wednesday|thursday|friday|saturday|sunday)\b))\b", re.I)
+
+
+@dataclass(frozen=True)
+class TimeCue:
+    """The time a query names: the window ``[start, end]`` in game minutes (``start == end`` for a moment) and
+    the words that named it (``words``, for the trace)."""
+
+    start: float
+    end: float
+    words: str
+
+    def as_list(self) -> list:
+        """``[start, end, words]``, the trace's form (``retrieve`` operations' ``named_time``)."""
+        return [self.start, self.end, self.words]
+
+
+def _clock_minute(m: re.Match) -> int:
+    """Minutes after midnight of a :data:`_CLOCK` match."""
+    if m.group("word"):
+        return 0 if m.group("word").lower() == "midnight" else 12 * MINUTES_PER_HOUR
+    h = int(m.group("h") or m.group("h12"))
+    minute = int(m.group("m") or 0)
+    ap = (m.group("ap") or m.group("ap12") or "").lower()
+    if ap == "p" and h < 12:
+        h += 12
+    elif ap == "a" and h == 12:
+        h = 0
+    return h * MINUTES_PER_HOUR + minute
+
+
+def time_cue(text: str, now: float) -> TimeCue | None:
+    """The time ``text`` names, asked at game minute ``now`` (module docstring), or ``None`` when it names none.
+
+    Args:
+        text: the query (any string; an empty one names nothing).
+        now: game minutes since day 0, 00:00.
+    Returns:
+        A :class:`TimeCue` whose window ends at or before ``now`` (clipped to ``now``), or ``None``.
+    """
+    if not text:
+        return None
+    today = (int(now) // MINUTES_PER_DAY) * MINUTES_PER_DAY
+    words: list[str] = []
+    day: float | None = None  # the first minute of the day named
+    if m := _DAY_N.search(text):
+        day, _ = (int(m.group("n")) - 1) * MINUTES_PER_DAY, words.append(m.group(0))
+    elif m := _BEFORE_YESTERDAY.search(text):
+        day, _ = today - 2 * MINUTES_PER_DAY, words.append(m.group(0))
+    elif m := _YESTERDAY.search(text):
+        day, _ = today - MINUTES_PER_DAY, words.append(m.group(0))
+    clock = _CLOCK.search(text)
+    part: tuple[float, float] | None = None
+    if p := _THIS_PART.search(text):
+        words.append(p.group(0))
+        if p.group("lastnight"):
+            base = today - MINUTES_PER_DAY if day is None else day
+            lo, hi = PARTS_OF_DAY["night"]
+        else:
+            base = today if day is None else day
+            lo, hi = PARTS_OF_DAY[(p.group("this") or "evening").lower()]
+        part = (base + lo, base + hi)
+    elif day is not None and (p := _PART.search(text)):
+        words.append(p.group(0))
+        lo, hi = PARTS_OF_DAY[p.group("part").lower()]
+        part = (day + lo, day + hi)
+    if clock:
+        words.append(clock.group(0))
+        minute = _clock_minute(clock)
+        if day is None and part is not None:  # "at 9 this morning": the part's day
+            day = part[0] // MINUTES_PER_DAY * MINUTES_PER_DAY
+        if day is None:  # its latest occurrence up to now
+            day = today if today + minute <= now else today - MINUTES_PER_DAY
+        start = end = day + minute
+    elif part is not None:
+        start, end = part
+    elif day is not None:
+        start, end = day, day + MINUTES_PER_DAY - 1
+    elif m := _LATEST.search(text):
+        return TimeCue(float(now), float(now), m.group(0))
+    else:
+        return None
+    if start > now or start < 0:
+        return None
+    return TimeCue(float(start), float(min(end, now)), " ".join(words))
+
+
+def describe_named(named: list | TimeCue) -> str:
+    """A named time as people read it: ``'day 3 15:30, named by "at 15:30"'`` or ``'day 2 18:00 to day 3 00:00,
+    named by "last night"'``, from a :class:`TimeCue` or its trace form ``[start, end, words]``."""
+    from simulacra.clock import format_game_time
+
+    start, end, words = named.as_list() if isinstance(named, TimeCue) else named
+    span = format_game_time(start) + ("" if end == start else f" to {format_game_time(end)}")
+    return f'{span}, named by "{words}"'

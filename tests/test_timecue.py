@@ -1,0 +1,155 @@
+"""A recall question that names a time (issue 22 §1): the time cue it names, the dated profile it switches to,
+recency measured from that time in the engine, its trace record, and ``simulacra tune``'s per-query switch."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from simulacra.clock import MINUTES_PER_DAY
+from simulacra.config import SITUATIONAL, MemoryConfig, load_config
+from simulacra.errors import ConfigError
+from simulacra.memory.records import MemoryRecord, memory_id
+from simulacra.memory.scoring import ScoringInputs, ScoringParams, age_from
+from simulacra.memory.stream import AgentMemory
+from simulacra.memory.timecue import describe_named, time_cue
+from simulacra.tune.inputs import PreparedQuery, TierInputs
+from simulacra.tune.queries import Expected, LabelledQuery
+from simulacra.tune.search import evaluate, retrieve_ids
+from simulacra.tune.settings import Setting, as_dated, baseline_settings, profile_setting
+from tests.conftest import unit
+
+DAY = MINUTES_PER_DAY
+NOW = 2 * DAY + 20 * 60 + 15  # day 3, 20:15
+
+
+def at(day: int, hhmm: str) -> float:
+    h, m = hhmm.split(":")
+    return (day - 1) * DAY + int(h) * 60 + int(m)
+
+
+@pytest.mark.parametrize("text, window, words", [
+    ("What was Kofi doing at 15:30?", ("3 15:30", "3 15:30"), "15:30"),
+    ("What did I plan for 16:20 on day 1?", ("1 16:20", "1 16:20"), "day 1 16:20"),
+    ("at 21:00", ("2 21:00", "2 21:00"), "21:00"),  # not yet today: yesterday's
+    ("What did we say at 1:20 p.m. yesterday?", ("2 13:20", "2 13:20"), "yesterday 1:20 p.m."),
+    ("Who came by at noon?", ("3 12:00", "3 12:00"), "noon"),
+    ("What did I plan for day 2?", ("2 00:00", "2 23:59"), "day 2"),
+    ("Whom did I meet yesterday evening?", ("2 18:00", "3 00:00"), "yesterday evening"),
+    ("What happened last night?", ("2 18:00", "3 06:00"), "last night"),
+    ("What did Greta say this morning?", ("3 06:00", "3 12:00"), "this morning"),
+    ("the day before yesterday", ("1 00:00", "1 23:59"), "the day before yesterday"),
+    ("When did I last talk with Greta?", ("3 20:15", "3 20:15"), "last"),
+    ("What is the latest news?", ("3 20:15", "3 20:15"), "latest"),
+])
+def test_a_question_names_a_time_in_game_time(text, window, words):
+    cue = time_cue(text, NOW)
+    assert cue is not None
+    assert (cue.start, cue.end) == tuple(at(int(w.split()[0]), w.split()[1]) for w in window)
+    assert cue.words == words
+
+
+@pytest.mark.parametrize("text", [
+    "Has anyone seen whales or orcas near the island lately?",  # vague: relevance decides
+    "the bus will no longer meet the afternoon ferry",  # a part of the day without a day
+    "Ezra Pike's plans for today",  # the wake-up plan query: today names nothing
+    "What did I plan for day 4?",  # after now: no memory was formed then
+    "Is the surgery getting another doctor?", "", "last week's market",
+])
+def test_a_question_without_a_time_names_none(text):
+    assert time_cue(text, NOW) is None
+
+
+def test_age_is_measured_from_the_named_window_zero_inside_it():
+    ref = np.array([100.0, 200.0, 250.0, 400.0, np.nan])
+    assert age_from(ref, 500.0).tolist()[:4] == [400, 300, 250, 100]
+    assert age_from(ref, 500.0, (200.0, 300.0)).tolist()[:4] == [100, 0, 0, 100]
+    assert np.isnan(age_from(ref, 500.0, (200.0, 300.0))[4])
+    assert describe_named([at(3, "15:30"), at(3, "15:30"), "at 15:30"]) == 'day 3 15:30, named by "at 15:30"'
+
+
+def test_recall_links_the_dated_profile_and_only_a_named_time_switches():
+    m = MemoryConfig()
+    assert m.profiles["recall"].dated == "dated" and "dated" not in m.overrides_of("recall")
+    assert m.dated("recall", "What was Kofi doing at 15:30?", NOW)[0] == "dated"
+    assert m.dated("recall", "What do I know about Kofi?", NOW) == ("recall", None)
+    assert m.dated(SITUATIONAL, "at 15:30", NOW) == (SITUATIONAL, None)  # acting now never switches
+    # seed 003's preset retrieves every purpose situationally: no switch anywhere
+    assert load_config(None, ["memory.purposes={}"]).memory.profile_of("interview") == SITUATIONAL
+
+
+def test_a_dated_link_to_an_unknown_profile_is_named():
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["memory.profiles={recall: {a_rec: 0, dated: then}}"])
+    assert "profiles.recall.dated: unknown profile 'then'" in str(e.value)
+
+
+def _rec(text, ts, rating=5):
+    return MemoryRecord(id=memory_id("ann", ts, text), text=text, kind="observation", rating=rating,
+                        timestamp=float(ts), tick=int(ts // 10))
+
+
+def _town_of_kofi(tmp_path):
+    """Ann saw Kofi twelve times over three days, each sighting about equally relevant to a question about him
+    (the one at 15:30 on day 2 a little less than the best): only the time tells them apart."""
+    mem = AgentMemory("ann", tmp_path / "ann", MemoryConfig(relevance="dense", forget_floor=None, top_k=3), 8)
+    times = [at(d, h) for d in (1, 2, 3) for h in ("09:00", "12:00", "15:30", "18:00")]
+    recs = [_rec(f"Kofi Mensah is busy {i}", t) for i, t in enumerate(times)]
+    vectors = np.stack([unit(1, 0.30 + 0.01 * ((i * 5) % 12)) for i in range(len(recs))])
+    mem.add(recs, vectors)
+    return mem, recs, times
+
+
+def test_a_recall_question_that_names_a_time_retrieves_what_formed_then(tmp_path):
+    mem, recs, times = _town_of_kofi(tmp_path)
+    question = "What was Kofi Mensah doing at 15:30 on day 2?"
+    wanted = recs[times.index(at(2, "15:30"))].id
+    plain = mem.retrieve(unit(1, 0.3), NOW, query_text="What was Kofi Mensah doing?", profile="recall")
+    assert wanted not in [m.id for m in plain]  # without a time, relevance alone decides: another sighting wins
+    dated = mem.retrieve(unit(1, 0.3), NOW, query_text=question, profile="recall")
+    assert dated[0].id == wanted and dated[0].recency == 1.0
+    # the trace says which profile retrieved and from which time; the candidates' ages are from that time
+    op = mem.retrieval_record(question, "interview", dated, unit(1, 0.3), NOW, profile="recall")
+    assert op["profile"] == "dated" and op["named_time"] == [at(2, "15:30"), at(2, "15:30"), "day 2 15:30"]
+    ages = {row[0]: row[3] for rows in op["candidates"].values() if rows for row in rows}
+    assert ages[wanted] == 0.0
+    # "last" is plain recency: the latest sighting first
+    last = mem.retrieve(unit(1, 0.3), NOW, query_text="When did I last see Kofi Mensah?", profile="recall")
+    assert last[0].id == recs[-1].id
+
+
+def _prepared(name, ask, times, relevance, want, now=NOW):
+    n = len(times)
+    inputs = ScoringInputs(distance=1 / np.asarray(relevance) - 1, rating=np.full(n, 5.0),
+                           reference_time=np.asarray(times, dtype=float), long_term_since=np.full(n, np.nan))
+    q = LabelledQuery(0, "ann", ask, now, (Expected(id=want),), split="train", category=name)
+    return PreparedQuery(q, now, [TierInputs("short_term", [f"m{i}" for i in range(n)], inputs)], {want},
+                         named=time_cue(ask, now))
+
+
+def test_tune_switches_each_query_as_the_engine_does():
+    times = [at(d, "15:30") for d in (1, 2, 3)]
+    dated_q = _prepared("when", "What was Kofi doing at 15:30 on day 1?", times, [0.50, 0.52, 0.51], "m0")
+    plain_q = _prepared("said", "What did Kofi say?", times, [0.50, 0.52, 0.51], "m1")
+    m = MemoryConfig(relevance="dense")
+    recall = profile_setting(m, "recall")
+    assert recall.dated is not None and recall.dated.a_rec > 0
+    assert retrieve_ids(dated_q, recall, m)[0] == "m0"  # the named day's memory
+    assert retrieve_ids(plain_q, recall, m)[0] == "m1"  # relevance alone
+    assert retrieve_ids(dated_q, replace(recall, dated=None), m)[0] == "m1"  # no switch, no time
+    r = evaluate([dated_q, plain_q], [recall, replace(recall, dated=None)], m)
+    assert r[0].mrr == 1.0 and r[1].mrr == pytest.approx((1 / 3 + 1) / 2)  # without: day 1 ranks third
+    # the baselines of --profile recall carry the link; those of --profile dated score only with the named time
+    shipped = MemoryConfig()
+    assert baseline_settings(profile="recall")["defaults"] == profile_setting(shipped, "recall")
+    assert baseline_settings(profile="dated")["defaults"] == as_dated(Setting.from_config(
+        shipped.for_profile("dated")))
+
+
+def test_scoring_params_carry_the_named_window_per_retrieval_not_from_a_config():
+    p = ScoringParams.from_config(MemoryConfig())
+    assert p.named is None
+    with pytest.raises(ValueError, match="start <= end"):
+        replace(p, named=(10.0, 5.0))
