@@ -153,3 +153,20 @@ def test_scoring_params_carry_the_named_window_per_retrieval_not_from_a_config()
     assert p.named is None
     with pytest.raises(ValueError, match="start <= end"):
         replace(p, named=(10.0, 5.0))
+
+
+def test_an_interview_and_an_inspected_tick_say_from_which_time_recency_was_measured():
+    from simulacra.explain import format_explanation
+    from simulacra.interview import format_interview
+
+    named = [at(2, "15:30"), at(2, "15:30"), "day 2 15:30"]
+    r = {"name": "Ann", "agent": "ann", "clock": "day 3 20:15", "question": "What was Kofi doing at 15:30 on day 2?",
+         "answer": "Mending nets.", "mind": "scripted", "source": "scripted", "used": [], "retrieved": [],
+         "profile": "dated", "named_time": named}
+    assert 'profile dated: recency from day 2 15:30, named by "day 2 15:30"' in format_interview(r)
+    assert "recency from" not in format_interview({**r, "profile": "recall", "named_time": None})
+    e = {"name": "Ann", "agent": "ann", "tick": 3, "clock": "20:15", "action": {"activity": "resting"},
+         "place": "home", "perceived": [], "said": [], "heard": [], "remembered": [], "reflections": [],
+         "moved": [], "reinforced": [], "forgotten": [], "posted": [],
+         "retrieved": [{"purpose": "interview", "query": r["question"], "results": [], "named_time": named}]}
+    assert '(recency measured from day 2 15:30, named by "day 2 15:30")' in format_explanation(e)

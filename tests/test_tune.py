@@ -342,6 +342,8 @@ def test_cli_tune_a_profile_writes_it_as_that_profile(tmp_path, monkeypatch, cap
     m = load_config(out).memory
     assert "recall" in m.profiles and (m.a_rec, m.a_imp) == (0.25, 0.25)  # the section's own fields untouched
     assert m.weights("recall")[1] > 0.3  # this store rewards importance, which the shipped recall profile ignores
+    # the run's other profiles and the recall profile's dated link are written beside it (profiles replace all)
+    assert m.profiles["recall"].dated == "dated" and m.profiles["dated"] == MemoryConfig().profiles["dated"]
     assert main(["tune", str(run), "--queries", str(qfile), "--profile", "remembering"]) == 2
     assert "no such retrieval profile" in capsys.readouterr().err
 

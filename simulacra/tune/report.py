@@ -63,7 +63,8 @@ def format_report(report: TuneReport, top: int = 10) -> str:
 
 def write_snippet(report: TuneReport, path: str | Path, source: str = "") -> Path:
     """Write the best setting as a config file (``memory:`` section; under a tuned profile its
-    ``memory.profiles.<name>``), loadable with ``--config``."""
+    ``memory.profiles.<name>``, beside the run's other profiles, since a config's ``profiles`` replaces them all),
+    loadable with ``--config``."""
     best = report.best
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -78,8 +79,11 @@ def write_snippet(report: TuneReport, path: str | Path, source: str = "") -> Pat
         comment += (f"# held-out: {figures(report.heldout['best'])} "
                     f"(seed003: {figures(report.heldout['seed003'])})\n")
     fields = best.setting.memory_dict()
-    if report.profile not in (None, SITUATIONAL):
-        fields = {"profiles": {report.profile: fields}}
+    if report.profile not in (None, SITUATIONAL):  # the run's profiles, the tuned one replaced (links kept)
+        profiles = {name: p.model_dump(exclude_none=True) for name, p in report.run_memory.profiles.items()}
+        own = report.run_memory.profiles.get(report.profile)
+        profiles[report.profile] = {**fields, **({"dated": own.dated} if own is not None and own.dated else {})}
+        fields = {"profiles": profiles}
     p.write_text(comment + yaml.safe_dump({"memory": fields}, sort_keys=False), encoding="utf-8")
     return p
 
