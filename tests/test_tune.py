@@ -352,3 +352,26 @@ def test_setting_from_config_rescales_to_a_rel_one():
     s = t.Setting.from_config(MemoryConfig(a_rec=0.5, a_imp=1.0, a_rel=2.0, threshold=0.7))
     assert (s.a_rec, s.a_imp, s.threshold) == (0.25, 0.5, 0.35)
     assert replace(s, top_k=3).memory_dict()["a_rel"] == 1.0
+
+
+def test_the_hand_labels_resolve_on_a_fresh_seed003_day(tmp_path, rater_url, embedder):
+    """``data/queries/fernhollow.yaml`` labels the day ``python run_sim.py --preset seed003`` makes (docs/tuning.md):
+    every memory it expects is in that run's stores, or in its trace when forgotten (reported, not scored), so the
+    documented ``simulacra tune`` command runs; a change to what residents perceive or say that breaks it fails
+    here, not in a user's hands."""
+    from simulacra.presets import preset_path
+    from simulacra.simulation import Simulation
+
+    root = Path(__file__).resolve().parents[1]
+    qfile = root / "data" / "queries" / "fernhollow.yaml"
+    config = load_config(preset_path("seed003"), [f"rater.url={rater_url}"])
+    with Simulation.create(root / "worlds" / "fernhollow.yaml", config, db_dir=tmp_path, run_name="fernhollow-seed0",
+                           embedder=embedder) as sim:
+        sim.run(round(sim.world.run_minutes(1) / sim.world.tick_minutes))  # one game day, as run_sim.py runs it
+    info = t.read_run(sim.run_dir)
+    queries = t.load_queries(qfile, info.start_minute)
+    prepared = t.prepare(sim.run_dir, queries, embedder, qfile, run=info)  # raises on a memory it cannot find
+    assert len(prepared) == len(queries) == 14
+    assert all(pq.relevant for pq in prepared)
+    defaults = t.evaluate(prepared, [t.baseline_settings()["defaults"]], info.config.memory)[0]
+    assert defaults.recall == 1.0
