@@ -29,7 +29,10 @@ def brute_force_scores(emb, rating, created, accessed, lt_since, q, now, p: Scor
     for i in range(len(e)):
         s = p.a_rel * rel[i]
         if not math.isnan(ref[i]):
-            age = max(now - ref[i], 0.0)
+            if p.named is None:
+                age = max(now - ref[i], 0.0)
+            else:  # a query that names a time: the distance to its window
+                age = max(p.named[0] - ref[i], 0.0) + max(ref[i] - p.named[1], 0.0)
             s += p.a_rec * (1.0 if age < p.recency_window_minutes else p.gamma ** (age / 60.0))
         if not math.isnan(rating[i]):
             hours = 0.0 if math.isnan(lt_since[i]) else max(now - lt_since[i], 0.0) / 60.0
@@ -88,6 +91,7 @@ def stores(draw):
         long_term_decay_per_hour=draw(st.sampled_from([0.9, 0.99, 1.0])),
         decay_importance_exponent=draw(st.sampled_from([0.0, 3.0, 8.0])),
         decay_importance_pivot=draw(st.sampled_from([4.0, 6.5])),
+        named=draw(st.sampled_from([None, (1000.0, 1000.0), (500.0, 1500.0)])),
     )
     q = rng.normal(size=dim) if not draw(st.booleans()) else emb[rng.integers(n)] + 0.01
     return dict(

@@ -15,6 +15,7 @@ from simulacra.memory.records import MemoryRecord, memory_id
 from simulacra.memory.scoring import ScoringInputs, ScoringParams, age_from
 from simulacra.memory.stream import AgentMemory
 from simulacra.memory.timecue import describe_named, time_cue
+from simulacra.rescore import rerank
 from simulacra.tune.inputs import PreparedQuery, TierInputs
 from simulacra.tune.queries import Expected, LabelledQuery
 from simulacra.tune.search import evaluate, retrieve_ids
@@ -115,6 +116,9 @@ def test_a_recall_question_that_names_a_time_retrieves_what_formed_then(tmp_path
     assert op["profile"] == "dated" and op["named_time"] == [at(2, "15:30"), at(2, "15:30"), "day 2 15:30"]
     ages = {row[0]: row[3] for rows in op["candidates"].values() if rows for row in rows}
     assert ages[wanted] == 0.0
+    # simulacra rescore re-ranks the recorded candidates under the dated profile to exactly this retrieval
+    again = rerank(op["candidates"], op["tiers"], mem.rule(profile="dated"), mem.params_for("dated"))
+    assert [i for i, _, _ in again] == [m.id for m in dated]
     # "last" is plain recency: the latest sighting first
     last = mem.retrieve(unit(1, 0.3), NOW, query_text="When did I last see Kofi Mensah?", profile="recall")
     assert last[0].id == recs[-1].id
