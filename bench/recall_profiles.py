@@ -1,12 +1,16 @@
 """Candidate recall profiles side by side on labelled queries of both horizons (issue 22 §1; ``docs/memory.md``,
-"Long horizons"): the shipped situational weights, the shipped recall profile, and the settings around it.
+"Long horizons"): the shipped situational weights, the shipped recall profile (with its ``dated`` switch: a query
+that names a time is scored by the dated profile, recency from that time), the recall profile without the switch,
+and the settings around it, each with the shipped switch; ``--dated-grid`` adds the recall profile with other
+dated settings.
 
 Give one or more ``QUERIES:DB`` pairs: a folder of query files and the folder holding their runs (``run:`` of each
 file). The one-/two-day labels are ``simulacra.labels`` files of the runs of ``docs/tuning.md``; the long-horizon
 ones come from a finished ``bench.recall`` run (``python -m simulacra.evaluation.recall RUN SCENARIO --out F``:
 the last probe's questions, expecting every stored memory that holds the item). Prints and writes, per pair and
-setting, recall@k / MRR / nDCG@k over all queries with a findable memory and over the held-out ones, and nDCG@k
-per category (``simulacra.tune``'s metrics and selection).
+setting, recall@k / MRR / nDCG@k over all queries with a findable memory, the held-out ones, the train ones and
+the ones that name a time, and nDCG@k per category (``simulacra.tune``'s metrics and selection, which switch per
+query as the engine does).
 
 Usage: ``python -m bench.recall_profiles data/queries:database /tmp/lh:database/recall [--out FILE]``
 """
