@@ -514,8 +514,9 @@ class AgentMemory:
                 dense relevance.
             profile: the retrieval profile to score and select with (``memory.profiles``; the config's
                 :meth:`~simulacra.config.MemoryConfig.profile_of` the retrieval's purpose); ``None``: the memory
-                section's own fields (``situational``). ``top_k``, ``threshold``, ``mode`` and ``rule`` still
-                replace the profile's.
+                section's own fields (``situational``). When ``query_text`` names a time and the profile links a
+                ``dated`` profile, that one scores, recency measured from the time named (:meth:`dated`).
+                ``top_k``, ``threshold``, ``mode`` and ``rule`` still replace the profile's.
         Returns:
             What :func:`simulacra.memory.selection.select` picks (the one retrieval rule; see there): cascade or
             merged over the tiers with ``top_k`` and ``threshold``, then, under a static budget, at most
