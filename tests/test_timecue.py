@@ -174,3 +174,19 @@ def test_an_interview_and_an_inspected_tick_say_from_which_time_recency_was_meas
          "moved": [], "reinforced": [], "forgotten": [], "posted": [],
          "retrieved": [{"purpose": "interview", "query": r["question"], "results": [], "named_time": named}]}
     assert '(recency measured from day 2 15:30, named by "day 2 15:30")' in format_explanation(e)
+
+
+def test_a_tuned_dated_profile_is_written_with_what_the_search_does_not_set(tmp_path):
+    """``simulacra tune --profile dated --out``: the dated profile's recency window (not searched) is kept, the recall
+    profile keeps its link, and the written file loads with both profiles."""
+    from simulacra.tune.report import write_snippet
+    from simulacra.tune.search import Result, TuneReport
+
+    m = MemoryConfig()
+    best = Result(as_dated(Setting(1.0, 0.0, 0.99, 0.35, 5, "merged", relevance="dense")), 1.0, 1.0, 1.0)
+    report = TuneReport("ndcg", [best], {"seed003": best}, {}, [], m.for_profile("dated"), 1, {}, "dated")
+    written = load_config(write_snippet(report, tmp_path / "dated.yaml")).memory
+    dated = written.for_profile("dated")
+    assert (dated.a_rec, dated.a_imp, dated.relevance) == (1.0, 0.0, "dense")
+    assert dated.recency_window_minutes == m.for_profile("dated").recency_window_minutes == 10.0
+    assert written.profiles["recall"] == m.profiles["recall"] and written.dated("recall", "at 15:30", NOW)[0] == "dated"
