@@ -41,6 +41,7 @@ def at(day: int, hhmm: str) -> float:
     ("Whom did I meet yesterday evening?", ("2 18:00", "3 00:00"), "yesterday evening"),
     ("What happened last night?", ("2 18:00", "3 06:00"), "last night"),
     ("What did Greta say this morning?", ("3 06:00", "3 12:00"), "this morning"),
+    ("Did Greta come back yesterday, or this morning?", ("3 06:00", "3 12:00"), "this morning"),
     ("the day before yesterday", ("1 00:00", "1 23:59"), "the day before yesterday"),
     ("When did I last talk with Greta?", ("3 20:15", "3 20:15"), "last"),
     ("What is the latest news?", ("3 20:15", "3 20:15"), "latest"),

@@ -103,8 +103,8 @@ def time_cue(text: str, now: float) -> TimeCue | None:
         if p.group("lastnight"):
             base = today - MINUTES_PER_DAY if day is None else day
             lo, hi = PARTS_OF_DAY["night"]
-        else:
-            base = today if day is None else day
+        else:  # "this morning", "tonight": today's, whatever other day the text names
+            base, day, words = today, None, [p.group(0)]
             lo, hi = PARTS_OF_DAY[(p.group("this") or "evening").lower()]
         part = (base + lo, base + hi)
     elif day is not None and (p := _PART.search(text)):
