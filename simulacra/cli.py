@@ -663,7 +663,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
                              f"{', '.join(['situational', *known])})")
     settings = t.random_settings(args.random, args.seed) if args.random else t.grid_settings(args.grid)
     settings, prepared = t.for_profile(settings, prepared, run.config.memory, args.profile)
-    report = t.tune(prepared, settings, t.profiled(run.config.memory, args.profile), args.metric, args.profile)
+    report = t.tune(prepared, settings, t.profiled(run.config.memory, args.profile), args.metric, args.profile,
+                    run.config.memory)
     print(t.report_json(report, args.top) if args.json else t.format_report(report, args.top))
     if args.out:
         print(f"simulacra tune: best setting -> {t.write_snippet(report, args.out, ' '.join(args.run))} "

@@ -296,9 +296,9 @@ class MemoryConfig(_Section):
                 known = ", ".join([SITUATIONAL, *self.profiles])
                 raise ValueError(f"purposes.{purpose}: unknown profile {name!r} (known: {known})")
         for name, p in self.profiles.items():
-            if p.dated is not None and p.dated != SITUATIONAL and p.dated not in self.profiles:
-                known = ", ".join([SITUATIONAL, *self.profiles])
-                raise ValueError(f"profiles.{name}.dated: unknown profile {p.dated!r} (known: {known})")
+            if p.dated is not None and p.dated not in self.profiles:  # situational acts now: never a dated profile
+                raise ValueError(f"profiles.{name}.dated: unknown profile {p.dated!r} (a profile of "
+                                 f"memory.profiles: {', '.join(self.profiles)})")
         for name in [SITUATIONAL, *self.profiles]:
             if all(v == 0 for v in self.weights(name)):
                 where = "" if name == SITUATIONAL else f"profiles.{name}: "

@@ -144,7 +144,8 @@ def recalled(memory, question_embedding, question: str, now: float, config: Conf
         question_embedding: the question's embedding, shape ``(dim,)``.
     """
     profile = config.memory.profile_of("interview") if profile is None else profile
-    k = max(config.memory.for_profile(profile).top_k, config.cognition.memories_in_prompt)
+    used, _ = config.memory.dated(profile, question, now)  # the profile that retrieves (a dated one if switched)
+    k = max(config.memory.for_profile(used).top_k, config.cognition.memories_in_prompt)
     got = memory.retrieve(question_embedding, now, top_k=4 * k, query_text=question, profile=profile)
     return distinct_texts(m for m in got if m.record is None or m.record.timestamp is None
                           or m.record.timestamp < now)[:k]

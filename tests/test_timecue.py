@@ -43,7 +43,11 @@ def at(day: int, hhmm: str) -> float:
     ("What did Greta say this morning?", ("3 06:00", "3 12:00"), "this morning"),
     ("Did Greta come back yesterday, or this morning?", ("3 06:00", "3 12:00"), "this morning"),
     ("the day before yesterday", ("1 00:00", "1 23:59"), "the day before yesterday"),
-    ("When did I last talk with Greta?", ("3 20:15", "3 20:15"), "last"),
+    ("When did I last talk with Greta?", ("3 20:15", "3 20:15"), "did I last"),
+    ("the last time we met", ("3 20:15", "3 20:15"), "last time"),
+    ("What did we eat last evening?", ("2 18:00", "3 00:00"), "last evening"),
+    ("Who did I see yesterday afternoon at 3:15?", ("2 15:15", "2 15:15"), "yesterday afternoon 3:15"),
+    ("What woke me last night at 1 am?", ("3 01:00", "3 01:00"), "last night 1 am"),
     ("What is the latest news?", ("3 20:15", "3 20:15"), "latest"),
 ])
 def test_a_question_names_a_time_in_game_time(text, window, words):
@@ -59,6 +63,7 @@ def test_a_question_names_a_time_in_game_time(text, window, words):
     "Ezra Pike's plans for today",  # the wake-up plan query: today names nothing
     "What did I plan for day 4?",  # after now: no memory was formed then
     "Is the surgery getting another doctor?", "", "last week's market",
+    "Did the ferry come at last?", "When does the last ferry leave?", "What is her last name?",
 ])
 def test_a_question_without_a_time_names_none(text):
     assert time_cue(text, NOW) is None
@@ -82,10 +87,11 @@ def test_recall_links_the_dated_profile_and_only_a_named_time_switches():
     assert load_config(None, ["memory.purposes={}"]).memory.profile_of("interview") == SITUATIONAL
 
 
-def test_a_dated_link_to_an_unknown_profile_is_named():
+@pytest.mark.parametrize("link", ["then", "situational"])  # situational acts now: it cannot be a dated profile
+def test_a_dated_link_to_an_unknown_profile_is_named(link):
     with pytest.raises(ConfigError) as e:
-        load_config(None, ["memory.profiles={recall: {a_rec: 0, dated: then}}"])
-    assert "profiles.recall.dated: unknown profile 'then'" in str(e.value)
+        load_config(None, [f"memory.profiles={{recall: {{a_rec: 0, dated: {link}}}}}"])
+    assert f"profiles.recall.dated: unknown profile '{link}'" in str(e.value)
 
 
 def _rec(text, ts, rating=5):
@@ -191,3 +197,18 @@ def test_a_tuned_dated_profile_is_written_with_what_the_search_does_not_set(tmp_
     assert (dated.a_rec, dated.a_imp, dated.relevance) == (1.0, 0.0, "dense")
     assert dated.recency_window_minutes == m.for_profile("dated").recency_window_minutes == 10.0
     assert written.profiles["recall"] == m.profiles["recall"] and written.dated("recall", "at 15:30", NOW)[0] == "dated"
+
+
+def test_tune_builds_the_dated_setting_from_the_runs_section_with_its_own_window():
+    """A recall profile that sets fields its dated profile does not (top_k, relevance, window) must not leak into
+    the dated setting tune scores with: the engine scores a dated query with the section plus the dated profile."""
+    from simulacra.tune.settings import dated_setting
+
+    m = MemoryConfig(recency_window_minutes=30, profiles={
+        "recall": {"a_rec": 0, "top_k": 8, "relevance": "lexical", "recency_window_minutes": 45, "dated": "dated"},
+        "dated": {"a_rec": 0.5, "recency_window_minutes": 60}})
+    engine = m.for_profile("dated")
+    d = dated_setting(m, "dated")
+    assert (d.top_k, d.relevance, d.recency_window_minutes) == (engine.top_k, engine.relevance, 60.0)
+    run = baseline_settings(m.for_profile("recall"), "recall", section=m)["run config"]
+    assert run.top_k == 8 and run.dated == d

@@ -15,9 +15,10 @@ What is read (English, case-insensitive), all in game time (``simulacra.clock``)
 * a clock time: "13:20", "at 9:05", "1 pm", "1:20 p.m.", "noon", "midnight" -- a moment;
 * a day: "day 4" (game days count from 1), "yesterday", "the day before yesterday" -- the whole day;
 * a part of a named day: "this morning" (06:00-12:00), "this afternoon" (12:00-18:00), "this evening" and
-  "tonight" (18:00-24:00), "last night" (18:00 yesterday to 06:00 today), "yesterday morning", "in the evening
-  on day 3";
-* the latest: "last" (as in "when did I last", "the last time"), "latest", "most recent(ly)" -- now.
+  "tonight" (18:00-24:00), "last night" (18:00 yesterday to 06:00 today), "last evening", "yesterday morning",
+  "in the evening on day 3"; a clock time in it is read inside it ("yesterday afternoon at 3:15" is 15:15);
+* the latest: "latest", "most recent(ly)", "the last time", "did I last ...", "last" before a verb in the past
+  ("when I last saw her") -- now. "At last", "the last ferry" and "last week" name nothing.
 
 A clock time with a day is that moment of that day; without one, its latest occurrence up to now (09:00 asked at
 08:00 is yesterday's). A part of a day without a day word ("the afternoon ferry", "in the grey morning") and
@@ -42,10 +43,13 @@ _DAY_N = re.compile(r"\bday\s+(?P<n>\d{1,4})\b", re.I)
 _BEFORE_YESTERDAY = re.compile(r"\bthe\s+day\s+before\s+yesterday\b", re.I)
 _YESTERDAY = re.compile(r"\byesterday\b", re.I)
 _THIS_PART = re.compile(r"\b(?:this\s+(?P<this>morning|afternoon|evening)|(?P<tonight>tonight)"
-                        r"|(?P<lastnight>last\s+night))\b", re.I)
+                        r"|last\s+(?P<last>night|morning|afternoon|evening))\b", re.I)
 _PART = re.compile(r"\b(?P<part>morning|afternoon|evening|night)\b", re.I)
-_LATEST = re.compile(r"\b(?:latest|most\s+recent(?:ly)?|last(?!\s+(?:night|week|month|year|day|weekend|monday|"
-                     r"tuesday|wednesday|thursday|friday|saturday|sunday)\b))\b", re.I)
+#: asking for the latest: "latest", "most recent(ly)", "the last time", "did I last ...", "last" before a verb in the
+#: past ("when I last saw her") -- not "at last", "the last ferry" or "last week"
+_LATEST = re.compile(r"\b(?:latest|most\s+recent(?:ly)?|last\s+time)\b|\bdid\s+(?:\w+\s+){1,3}?last\b"
+                     r"|\blast\s+(?:\w+ed|saw|spoke|met|heard|went|came|ate|told|said|had|did|was|were|got|gave|took"
+                     r"|made|left|sent|found|wrote|bought|paid|brought|thought|knew|ran|sat|stood|slept)\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,19 @@ def _clock_minute(m: re.Match) -> int:
     return h * MINUTES_PER_HOUR + minute
 
 
+def _inside(part: tuple[float, float], minute: int, am_pm: bool) -> float:
+    """The game minute of a clock time (``minute`` after midnight) inside the part of a day ``part`` (which may run
+    past midnight): the hour read as the afternoon's when it has no am/pm and only that falls inside ("3:15" in
+    the afternoon is 15:15); the part's start when it falls outside either way."""
+    base = part[0] // MINUTES_PER_DAY * MINUTES_PER_DAY
+    readings = [minute] if am_pm or minute >= 12 * MINUTES_PER_HOUR else [minute, minute + 12 * MINUTES_PER_HOUR]
+    for m in readings:
+        for day in (base, base + MINUTES_PER_DAY):
+            if part[0] <= day + m <= part[1]:
+                return float(day + m)
+    return float(part[0])
+
+
 def time_cue(text: str, now: float) -> TimeCue | None:
     """The time ``text`` names, asked at game minute ``now`` (module docstring), or ``None`` when it names none.
 
@@ -100,9 +117,9 @@ def time_cue(text: str, now: float) -> TimeCue | None:
     part: tuple[float, float] | None = None
     if p := _THIS_PART.search(text):
         words.append(p.group(0))
-        if p.group("lastnight"):
+        if p.group("last"):  # "last night", "last evening": yesterday's (or the named day's)
             base = today - MINUTES_PER_DAY if day is None else day
-            lo, hi = PARTS_OF_DAY["night"]
+            lo, hi = PARTS_OF_DAY[p.group("last").lower()]
         else:  # "this morning", "tonight": today's, whatever other day the text names
             base, day, words = today, None, [p.group(0)]
             lo, hi = PARTS_OF_DAY[(p.group("this") or "evening").lower()]
@@ -114,11 +131,12 @@ def time_cue(text: str, now: float) -> TimeCue | None:
     if clock:
         words.append(clock.group(0))
         minute = _clock_minute(clock)
-        if day is None and part is not None:  # "at 9 this morning": the part's day
-            day = part[0] // MINUTES_PER_DAY * MINUTES_PER_DAY
-        if day is None:  # its latest occurrence up to now
-            day = today if today + minute <= now else today - MINUTES_PER_DAY
-        start = end = day + minute
+        if part is not None:  # "yesterday afternoon at 3:15", "last night at 1 am": the moment inside the part
+            start = end = _inside(part, minute, am_pm=bool(clock.group("ap") or clock.group("ap12")))
+        else:
+            if day is None:  # its latest occurrence up to now
+                day = today if today + minute <= now else today - MINUTES_PER_DAY
+            start = end = day + minute
     elif part is not None:
         start, end = part
     elif day is not None:

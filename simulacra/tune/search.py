@@ -16,7 +16,7 @@ from simulacra.memory.selection import TierCandidates, rank, select
 from simulacra.tune.inputs import PreparedQuery
 from simulacra.tune.metrics import METRICS, ndcg_at_k, recall_at_k, reciprocal_rank
 from simulacra.tune.run import TuneError
-from simulacra.tune.settings import Setting, as_dated, baseline_settings, dated_target
+from simulacra.tune.settings import Setting, as_dated, baseline_settings, dated_setting, dated_target
 
 
 def _scored(pq: PreparedQuery, params: ScoringParams) -> dict[str, TierCandidates]:
@@ -160,16 +160,17 @@ def for_profile(settings: Sequence[Setting], prepared: Sequence[PreparedQuery], 
     link = memory.profiles[profile].dated if profile in memory.profiles else None
     if link is None:
         return list(settings), list(prepared)
-    dated = Setting.from_config(memory.for_profile(link))
+    dated = dated_setting(memory, link)
     return [replace(s, dated=dated) for s in settings], list(prepared)
 
 
 def tune(prepared: Sequence[PreparedQuery], settings: Sequence[Setting], run_memory: MemoryConfig,
-         metric: str = "ndcg", profile: str | None = None) -> TuneReport:
+         metric: str = "ndcg", profile: str | None = None, section: MemoryConfig | None = None) -> TuneReport:
     """Evaluate ``settings`` and the baselines on the train queries and sort by ``metric`` (ties: the other two
     metrics, smaller ``top_k``, search order); score the best and the baselines on the held-out queries.
     ``profile``: the retrieval profile tuned; the baselines are taken as it retrieves (:func:`baseline_settings`;
-    ``run_memory`` should be :func:`profiled` already).
+    ``run_memory`` should be :func:`profiled` already; ``section``: the run's memory section before that, for its
+    dated profile).
 
     Raises:
         ValueError: an unknown metric.
@@ -181,7 +182,7 @@ def tune(prepared: Sequence[PreparedQuery], settings: Sequence[Setting], run_mem
     heldout = [pq for pq in prepared if pq.query.split == "heldout" and pq.relevant]
     results = evaluate(train, settings, run_memory)
     order = sorted(enumerate(results), key=_rank_key(metric))
-    baselines = baseline_settings(run_memory, profile)
+    baselines = baseline_settings(run_memory, profile, section)
     base_results = dict(zip(baselines, evaluate(train, baselines.values(), run_memory)))
     best = order[0][1]
     held: dict[str, Result] = {}

@@ -241,12 +241,19 @@ def profiled(memory: MemoryConfig, profile: str | None) -> MemoryConfig:
     return memory.for_profile(profile) if profile in memory.profiles else memory
 
 
+def dated_setting(memory: MemoryConfig, link: str) -> Setting:
+    """The setting of ``memory``'s dated profile ``link`` (``memory`` the section itself, not a profiled copy), its
+    recency window given explicitly: a dated query is scored with it whatever the linking profile's window."""
+    m = profiled(memory, link)
+    return replace(Setting.from_config(m), recency_window_minutes=m.recency_window_minutes)
+
+
 def profile_setting(memory: MemoryConfig, profile: str | None) -> Setting:
     """The setting of retrieval profile ``profile`` of ``memory`` (:func:`profiled`), with its ``dated`` profile's
-    setting attached when it links one (:attr:`Setting.dated`)."""
+    setting attached when it links one (:attr:`Setting.dated`, :func:`dated_setting`)."""
     s = Setting.from_config(profiled(memory, profile))
     link = memory.profiles[profile].dated if profile in memory.profiles else None
-    return s if link is None else replace(s, dated=Setting.from_config(profiled(memory, link)))
+    return s if link is None else replace(s, dated=dated_setting(memory, link))
 
 
 def dated_target(memory: MemoryConfig, profile: str | None) -> bool:
@@ -261,11 +268,13 @@ def as_dated(setting: Setting) -> Setting:
     return replace(setting, dated=replace(setting, dated=None))
 
 
-def baseline_settings(run_memory: MemoryConfig | None = None, profile: str | None = None) -> dict[str, Setting]:
+def baseline_settings(run_memory: MemoryConfig | None = None, profile: str | None = None,
+                      section: MemoryConfig | None = None) -> dict[str, Setting]:
     """The settings every report shows: ``defaults`` (the shipped :class:`MemoryConfig`), ``seed003``
     (``presets/seed003.yaml``) and, when it differs from both, ``run config`` (``run_memory`` as given), each as
     retrieval profile ``profile`` retrieves (:func:`profile_setting`: with its dated profile when it links one;
-    :func:`as_dated` when ``profile`` is itself a dated profile)."""
+    :func:`as_dated` when ``profile`` is itself a dated profile). ``section``: the run's memory section before
+    profiling (``run_memory`` is the profiled copy), from which the run's dated profile is read."""
     from simulacra.presets import preset_path
 
     seed003 = load_config(preset_path("seed003")).memory
@@ -274,9 +283,8 @@ def baseline_settings(run_memory: MemoryConfig | None = None, profile: str | Non
            "seed003": Setting.from_config(seed003) if not seed003.purposes else profile_setting(seed003, profile)}
     if run_memory is not None and Setting.from_config(run_memory) not in [replace(s, dated=None) for s in out.values()]:
         link = run_memory.profiles[profile].dated if profile in run_memory.profiles else None
-        run = Setting.from_config(run_memory)
-        dated = None if link is None else Setting.from_config(run_memory.for_profile(link))
-        out["run config"] = replace(run, dated=dated)
+        dated = None if link is None else dated_setting(section or run_memory, link)
+        out["run config"] = replace(Setting.from_config(run_memory), dated=dated)
     if dated_target(run_memory or shipped, profile):
         out = {name: as_dated(s) for name, s in out.items()}
     return out
