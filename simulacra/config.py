@@ -317,11 +317,17 @@ class MemoryConfig(_Section):
         (the engine's retrieval, its trace record and ``simulacra tune`` call it)."""
         from simulacra.memory.timecue import time_cue
 
-        p = self.profiles.get(profile) if profile is not None else None
-        if p is None or p.dated is None or not query:
+        link = self.dated_link(profile)
+        if link is None or not query:
             return profile, None
         cue = time_cue(query, now)
-        return (p.dated, cue) if cue is not None else (profile, None)
+        return (link, cue) if cue is not None else (profile, None)
+
+    def dated_link(self, profile: str | None) -> str | None:
+        """The ``dated`` profile that profile ``profile`` links, or ``None`` (situational, an unknown or an unlinked
+        profile)."""
+        p = self.profiles.get(profile) if profile is not None else None
+        return None if p is None else p.dated
 
     def dated_profiles(self) -> set[str]:
         """The profiles some profile switches to when its query names a time (their ``dated`` links): they retrieve

@@ -157,7 +157,7 @@ def for_profile(settings: Sequence[Setting], prepared: Sequence[PreparedQuery], 
     (those queries, each setting :func:`~simulacra.tune.settings.as_dated`); any other profile: unchanged."""
     if dated_target(memory, profile):
         return [as_dated(s) for s in settings], [pq for pq in prepared if pq.named is not None]
-    link = memory.profiles[profile].dated if profile in memory.profiles else None
+    link = memory.dated_link(profile)
     if link is None:
         return list(settings), list(prepared)
     dated = dated_setting(memory, link)

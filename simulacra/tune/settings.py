@@ -173,7 +173,8 @@ class Setting:
         static = "no static budget" if self.static_top_k is None else f"static_top_k {self.static_top_k}"
         if self.static_threshold is not None:
             static += f", static_threshold {self.static_threshold:g}"
-        window = "" if self.recency_window_minutes in (None, 60.0) else f", window {self.recency_window_minutes:g}"
+        w = self.recency_window_minutes
+        window = "" if w in (None, _DEFAULT_WINDOW) else f", window {w:g}"
         if self.dated is None:
             dated = ""
         elif self.dated == replace(self, dated=None):  # as_dated
@@ -252,7 +253,7 @@ def profile_setting(memory: MemoryConfig, profile: str | None) -> Setting:
     """The setting of retrieval profile ``profile`` of ``memory`` (:func:`profiled`), with its ``dated`` profile's
     setting attached when it links one (:attr:`Setting.dated`, :func:`dated_setting`)."""
     s = Setting.from_config(profiled(memory, profile))
-    link = memory.profiles[profile].dated if profile in memory.profiles else None
+    link = memory.dated_link(profile)
     return s if link is None else replace(s, dated=dated_setting(memory, link))
 
 
@@ -282,7 +283,7 @@ def baseline_settings(run_memory: MemoryConfig | None = None, profile: str | Non
     out = {"defaults": profile_setting(shipped, profile),
            "seed003": Setting.from_config(seed003) if not seed003.purposes else profile_setting(seed003, profile)}
     if run_memory is not None and Setting.from_config(run_memory) not in [replace(s, dated=None) for s in out.values()]:
-        link = run_memory.profiles[profile].dated if profile in run_memory.profiles else None
+        link = run_memory.dated_link(profile)
         dated = None if link is None else dated_setting(section or run_memory, link)
         out["run config"] = replace(Setting.from_config(run_memory), dated=dated)
     if dated_target(run_memory or shipped, profile):
