@@ -8,7 +8,8 @@ agent could ask later in the run, with the memories of that agent that answer th
 * ``said``: "What did Bram say to me about the bracket?" (the listener) or "What did I tell Yusuf about the
   bracket?" (the speaker): the asker's memory of that line (and any identical line it heard or said);
 * ``who``: "Who told me about the bracket?" / "Whom did I tell about the bracket?": every line the asker heard
-  (said) containing that word, up to the query time;
+  (said) containing that word, up to the query time, and the asker's memory of each such line's conversation
+  when that summary names the word too (``<asker> talked with <them> at <place> about: ...`` answers "who");
 * ``when``: "When did I last talk with Yusuf?" (the asker's memory of the last conversation with him before the
   query time), "What was Ezra doing at 09:40?" (the asker's observation of Ezra at 09:40), "When did this
   happen: <event>?" (the asker's memory of the event);
@@ -74,7 +75,8 @@ class RunFacts:
     end: float  # game minute of the last tick
     adds: dict[str, list[AddOp]] = field(default_factory=dict)  # agent -> its add operations, in order
     forgotten: dict[str, set[str]] = field(default_factory=dict)  # agent -> ids forgotten by the end
-    lines: list[dict] = field(default_factory=list)  # {time, speaker, listener, text, memory_ids, place}
+    #: {time, speaker, listener, text, memory_ids, place, conversation (its index in ``conversations``)}
+    lines: list[dict] = field(default_factory=list)
     conversations: list[dict] = field(default_factory=list)  # {time, participants, summary}
 
     def alive(self, agent: str, memory_id: str) -> bool:
@@ -115,7 +117,8 @@ def read_facts(run_dir: str | Path) -> RunFacts:
             facts.conversations.append({"time": float(rec["time"]), "participants": conv["participants"],
                                         "summary": conv.get("summary")})
             for line in conv["lines"]:
-                facts.lines.append({**line, "time": float(rec["time"]), "place": conv["place"]})
+                facts.lines.append({**line, "time": float(rec["time"]), "place": conv["place"],
+                                    "conversation": len(facts.conversations) - 1})
     if not facts.adds:
         raise SimulacraError(f"{path}: no memories in the trace")
     return facts
@@ -183,6 +186,12 @@ class _Generator:
         text = f'{self.f.names[line["speaker"]]} said to {self.f.names[line["listener"]]}: "{line["text"]}"'
         return [op["id"] for op in self.f.memories(agent, "dialogue") if op["text"] == text]
 
+    def talk_memories(self, agent: str, conv: dict) -> list[str]:
+        """The agent's live memories of a conversation: the summary each participant remembers (``<a> talked
+        with <b> at <place> about: <topic>``), written at the conversation's tick."""
+        return [op["id"] for op in self.f.memories(agent, "conversation")
+                if op["text"] == conv["summary"] and op["timestamp"] == conv["time"]]
+
     def pick(self, items: Sequence, n: int, rating: Callable[[object], float | None]) -> list:
         """At most ``n`` of ``items`` stratified by importance: each stratum of :data:`STRATA` (``rating(item)``;
         unrated items form a stratum of their own) shuffled, then taken in turn, high first, until ``n`` are
@@ -243,7 +252,9 @@ class _Generator:
             expected, who = [], set()
             for j, other in enumerate(self.f.lines):
                 if other[role] == asker and other["time"] <= now and word in self.line_words[j]:
-                    ids = self.own_copy(asker, other)
+                    conv = self.f.conversations[other["conversation"]]
+                    ids = self.own_copy(asker, other) + (
+                        self.talk_memories(asker, conv) if word in self.tokenize([conv["summary"] or ""])[0] else [])
                     expected += ids
                     if ids:
                         who.add(other["speaker" if heard else "listener"])
@@ -272,8 +283,7 @@ class _Generator:
             talks = [x for x in self.f.conversations if asker in x["participants"] and other in x["participants"]
                      and x["time"] <= now]
             last = talks[-1]
-            expected = [op["id"] for op in self.f.memories(asker, "conversation")
-                        if op["text"] == last["summary"] and op["timestamp"] == last["time"]]
+            expected = self.talk_memories(asker, last)
             if not expected:
                 continue
             query = ["When did I last talk with {o}?", "When did I last speak to {o}?"][int(self.rng.integers(2))]
