@@ -75,6 +75,15 @@ def test_places_grow_with_the_residents(tmp_path):
     assert len(xs) == len(large["places"])  # every place its own spot on the map
 
 
+def test_every_place_has_its_own_name_in_a_town_of_thousands():
+    """Two schools called "Hawthorn School" would make a resident's memory of one of them, and a mind that names
+    where it goes, ambiguous; 3,000 residents need more schools than there are street words."""
+    world, personas = generate_town(3000, seed=0)
+    names = Counter(p["name"] for p in world["places"].values())
+    assert max(names.values()) == 1, names.most_common(3)
+    assert any(n.endswith(" School 2") for n in names)  # numbered once the words are used up
+
+
 def test_a_residents_static_memory_holds_the_places_it_knows_and_does_not_grow_with_the_town(tmp_path):
     sizes = {}
     for residents in (60, 600):

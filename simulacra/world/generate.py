@@ -187,6 +187,21 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in text.lower()).strip("_")
 
 
+def _free_name(places: dict[str, dict[str, Any]], first: int, pattern: str) -> str:
+    """A place name no place of ``places`` has: ``pattern`` (one ``{}``) filled with the street word drawn
+    (``STREET_WORDS[first]``), else with the next free word after it, else the same names numbered 2, 3, ...
+    (a town of thousands has more schools than there are words). No random draw, so a town whose drawn names
+    were all free is unchanged."""
+    taken = {p["name"] for p in places.values()}
+    n = len(STREET_WORDS)
+    for k in range(1, len(places) + 2):
+        for j in range(n):
+            name = pattern.format(STREET_WORDS[(first + j) % n]) + ("" if k == 1 else f" {k}")
+            if name not in taken:
+                return name
+    raise AssertionError("unreachable: fewer names taken than tried")  # pragma: no cover
+
+
 def generate_town(residents: int, seed: int = 0, name: str | None = None) -> tuple[dict[str, Any], dict[str, dict]]:
     """A generated town of ``residents`` residents: ``(world, personas)``, the world file's mapping and
     ``{resident id: persona file mapping}``, both in file order (see the module docstring).
@@ -265,9 +280,8 @@ def generate_town(residents: int, seed: int = 0, name: str | None = None) -> tup
     for i, kind in enumerate([SCHOOL] * n_schools + kinds):
         d = int(rng.integers(districts)) if i >= n_schools else i * districts // max(1, n_schools)
         wid = f"{kind.key}_{i + 1}"
-        word = STREET_WORDS[int(rng.integers(len(STREET_WORDS)))]
-        places[wid] = {"name": f"{word} {kind.name}", "kind": kind.kind, "description": kind.description,
-                       "position": [0.0, 0.0]}
+        places[wid] = {"name": _free_name(places, int(rng.integers(len(STREET_WORDS))), "{} " + kind.name),
+                       "kind": kind.kind, "description": kind.description, "position": [0.0, 0.0]}
         members[d].append(wid)
         workplaces.append((wid, kind))
         for suffix, oname, state in kind.objects:
@@ -277,9 +291,8 @@ def generate_town(residents: int, seed: int = 0, name: str | None = None) -> tup
         spec = LEISURE[i % len(LEISURE)]
         d = i % districts
         lid = f"{spec[0]}_{i + 1}"
-        word = STREET_WORDS[int(rng.integers(len(STREET_WORDS)))]
-        places[lid] = {"name": f"The {word} {spec[2]}", "kind": spec[1], "description": spec[3],
-                       "position": [0.0, 0.0]}
+        places[lid] = {"name": _free_name(places, int(rng.integers(len(STREET_WORDS))), "The {} " + spec[2]),
+                       "kind": spec[1], "description": spec[3], "position": [0.0, 0.0]}
         members[d].append(lid)
         leisure.append((lid, spec))
     for d in range(districts):  # layout: around the street, homes on the inner ring, the rest outside
