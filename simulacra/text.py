@@ -1,8 +1,10 @@
 """English text helpers shared by the modules that write or read sentences: the function words that text
 heuristics (the extractive summariser, the offline reflector) start from, each adding the words of its own domain,
-the one way a list of names is written in a sentence, and the one way an activity is placed."""
+the one way a list of names is written in a sentence, and the one way an activity is placed (and freed of the
+place ids a language model copies from its prompt)."""
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 
 STOP_WORDS = frozenset("""
 a about above after again against all almost also am an and any are aren't around as at away be because been
@@ -33,3 +35,18 @@ def at_place(activity: str, place_name: str) -> str:
     if not place_name or place_name.casefold() in activity.casefold():
         return activity
     return f"{activity} at {place_name}"
+
+
+#: a word with an underscore: an identifier, not English (place ids such as ``hobbs_cafe``)
+_IDENTIFIER = re.compile(r"\b\w*_\w*\b")
+
+
+def name_place_ids(activity: str, place_names: Mapping[str, str]) -> str:
+    """``activity`` with each place id it contains (a word with an underscore that is a key of ``place_names``,
+    ignoring case) replaced by the place's name: a model shown "hobbs_cafe: Hobbs Cafe" among its places writes
+    "working at hobbs_cafe", which residents would otherwise perceive and remember word for word. Other words are
+    left alone (a place id without an underscore, such as ``park``, is also an English word)."""
+    if "_" not in activity:
+        return activity
+    folded = {k.casefold(): v for k, v in place_names.items() if "_" in k}
+    return _IDENTIFIER.sub(lambda m: folded.get(m.group(0).casefold(), m.group(0)), activity)

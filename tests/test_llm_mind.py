@@ -59,6 +59,25 @@ def test_plans_come_from_the_model_with_places_that_exist_and_are_remembered(tmp
     assert {"day_plan", "actions"} <= set(answers.titles)
 
 
+def test_a_place_id_the_model_writes_into_an_activity_becomes_the_place_name(tmp_path, openai_double, rater_url,
+                                                                               embedder):
+    """The prompt lists places as ``id: name``; a small model copies the id into what it says it will do. What
+    residents perceive, remember and plan must read "Ann's Cottage", not "cottage_a"."""
+    openai_double.script([], then=SchemaAnswers(hooks={
+        "day_plan": lambda b, d: {"items": [{"start": "08:00", "activity": "tidying cottage_a", "place": "cottage_a"}]},
+        "actions": lambda b, d: {"actions": [{"minutes": 240, "activity": "sweeping Cottage_A's floor",
+                                              "place": "cottage_a"}]},
+        "reaction": lambda b, d: {**d, "decision": "continue"}}))
+    with llm_sim(tmp_path, openai_double, rater_url, embedder, "ids") as sim:
+        sim.run(3)
+        _, ticks = read_trace(sim.run_dir)
+    texts = [a["activity"] for t in ticks for a in t["actions"].values()] + [
+        op["text"] for t in ticks for op in t["memory"] if op["op"] == "add"]
+    assert not [x for x in texts if "cottage_a" in x.casefold()]
+    assert any("sweeping Ash Cottage's floor" in x for x in texts)
+    assert any("tidying Ash Cottage" in x for x in texts)
+
+
 def go_to(place):
     return lambda body, default: {**default, "decision": "go", "place": place, "activity": "helping at the " + place}
 

@@ -49,6 +49,7 @@ from simulacra.config import Config
 from simulacra.llm.structured import BadAnswer, ask_json
 from simulacra.llm.wrappers import CachingModel
 from simulacra.memory.records import RetrievedMemory
+from simulacra.text import name_place_ids
 
 log = logging.getLogger(__name__)
 
@@ -333,7 +334,7 @@ class LLMMind:
             for i, (start, e) in enumerate(zip(starts, entries)):
                 end = starts[i + 1] if i + 1 < len(starts) else day_end
                 if end > start:
-                    items.append(PlanItem(start, end, e.activity.strip(), e.place))
+                    items.append(PlanItem(start, end, name_place_ids(e.activity.strip(), view.place_names), e.place))
             if not items:
                 raise BadAnswer("the plan has no item")
             return items
@@ -381,7 +382,8 @@ class LLMMind:
                 if t >= end:
                     break
                 minutes = max(tick, round(s.minutes / tick) * tick)
-                out.append(PlanItem(t, min(end, t + minutes), s.activity.strip(), s.place))
+                out.append(PlanItem(t, min(end, t + minutes), name_place_ids(s.activity.strip(), view.place_names),
+                                      s.place))
                 t += minutes
             if t < end:  # the model stopped short: the plan's own items cover the rest of the window
                 out += [PlanItem(max(p.start, t), min(p.end, end), p.activity, p.place, p.routine_index)
@@ -421,7 +423,8 @@ class LLMMind:
                     raise BadAnswer(f"'go' needs a place id, got {r.place!r}")
                 if r.place == view.place:
                     return Reaction("continue", reason=r.reason)
-                return Reaction("go", place=r.place, activity=r.activity.strip() or None, reason=r.reason)
+                activity = name_place_ids(r.activity.strip(), view.place_names)
+                return Reaction("go", place=r.place, activity=activity or None, reason=r.reason)
             if r.decision == "talk":
                 if r.person not in people:
                     raise BadAnswer(f"'talk' needs the name of someone here, got {r.person!r}")
