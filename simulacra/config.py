@@ -64,7 +64,7 @@ class RetrievalProfile(_Section):
         static_top_k: the static budget (``memory.static_top_k``).
         static_threshold: the minimum score of a budgeted static fact (``memory.static_threshold``).
         dated: the profile a retrieval of this profile switches to when its query names a time (a clock time, a
-            day, "yesterday", "last night", "last"; :mod:`simulacra.memory.timecue`), recency then measured from the
+            day, "yesterday", "last night"; :mod:`simulacra.memory.timecue`), recency then measured from the
             time named instead of from now (:func:`simulacra.memory.scoring.age_from`); ``null``: no switch.
     """
 

@@ -6,13 +6,15 @@ every memory written and forgotten. From these facts, not from a retriever, the 
 agent could ask later in the run, with the memories of that agent that answer them:
 
 * ``said``: "What did Bram say to me about the bracket?" (the listener) or "What did I tell Yusuf about the
-  bracket?" (the speaker): the asker's memory of that line (and any identical line it heard or said);
+  bracket?" (the speaker): the asker's memory of that line (and any identical line it heard or said); asked as
+  "... the last time we talked about the bracket?", the last such line between the two up to the query time;
 * ``who``: "Who told me about the bracket?" / "Whom did I tell about the bracket?": every line the asker heard
   (said) containing that word, up to the query time, and the asker's memory of each such line's conversation
   when that summary names the word too (``<asker> talked with <them> at <place> about: ...`` answers "who");
-* ``when``: "When did I last talk with Yusuf?" (the asker's memory of the last conversation with him before the
-  query time), "What was Ezra doing at 09:40?" (the asker's observation of Ezra at 09:40), "When did this
-  happen: <event>?" (the asker's memory of the event);
+* ``when``: "When did I last talk with Yusuf?" (the asker's memories of the last conversation with him before the
+  query time: its summary, its lines, and the sight of him talking with the asker then), "What was Ezra doing
+  at 09:40?" (the asker's observation of Ezra at 09:40), "When did this happen: <event>?" (the asker's memory of
+  the event);
 * ``plan``: "What was I planning to do at 13:20?": the plan memories covering that minute.
 
 Topic words of ``said`` and ``who`` are the line's rarest content words in the run (BM25's tokeniser; people's
@@ -47,6 +49,10 @@ from simulacra.clock import MINUTES_PER_DAY, format_hhmm
 from simulacra.errors import SimulacraError
 from simulacra.trace import ADD, FORGET, REINFORCE, AddOp, reinforced_as_add
 
+#: the "latest" forms of a ``said`` question: the answer is the last line between the two about the words
+_LAST_HEARD = "What did {s} tell me the last time we talked about {a}?"
+_LAST_SAID = "What did I tell {l} the last time we talked about {a}?"
+
 #: query categories and how many of each to draw per run (at most)
 CATEGORIES = {"said": 24, "who": 12, "when": 24, "plan": 8}
 #: words too common in this town's talk to name a topic (beyond English stop words)
@@ -78,6 +84,7 @@ class RunFacts:
     #: {time, speaker, listener, text, memory_ids, place, conversation (its index in ``conversations``)}
     lines: list[dict] = field(default_factory=list)
     conversations: list[dict] = field(default_factory=list)  # {time, participants, summary}
+    ticks: list[float] = field(default_factory=list)  # game minute of each tick, in order
 
     def alive(self, agent: str, memory_id: str) -> bool:
         return memory_id not in self.forgotten.get(agent, set())
@@ -105,6 +112,7 @@ def read_facts(run_dir: str | Path) -> RunFacts:
     facts = RunFacts(Path(run_dir).name, int(header.get("seed", 0)), names, float(header.get("start_minute", 0)))
     for rec in ticks:
         facts.end = float(rec["time"])
+        facts.ticks.append(facts.end)
         for op in rec["memory"]:
             if op["op"] == ADD:
                 facts.adds.setdefault(op["agent"], []).append(op)
@@ -192,6 +200,14 @@ class _Generator:
         return [op["id"] for op in self.f.memories(agent, "conversation")
                 if op["text"] == conv["summary"] and op["timestamp"] == conv["time"]]
 
+    def talk_sightings(self, agent: str, other: str, conv: dict, now: float) -> list[str]:
+        """The agent's live observations of ``other`` talking with it during a conversation: at its tick or the
+        next (the talk is perceived at the tick after it starts), up to ``now``."""
+        after = next((t for t in self.f.ticks if t > conv["time"]), conv["time"])
+        head = f"{self.f.names[other]} is talking with {self.f.names[agent]} "
+        return [op["id"] for op in self.f.memories(agent, "observation") if op["text"].startswith(head)
+                and conv["time"] <= op["timestamp"] <= min(after, now)]
+
     def pick(self, items: Sequence, n: int, rating: Callable[[object], float | None]) -> list:
         """At most ``n`` of ``items`` stratified by importance: each stratum of :data:`STRATA` (``rating(item)``;
         unrated items form a stratum of their own) shuffled, then taken in turn, high first, until ``n`` are
@@ -221,17 +237,22 @@ class _Generator:
             about = " and ".join(words)
             listener_asks = self.rng.random() < 0.6
             asker = line["listener"] if listener_asks else line["speaker"]
-            expected = self.own_copy(asker, line)
-            if not expected:
+            if not self.own_copy(asker, line):
                 continue
             if listener_asks:
-                form = ["What did {s} say to me about {a}?", "What did {s} tell me about {a}?",
-                        "What was {s} saying about {a} when we talked?"][int(self.rng.integers(3))]
-                query = form.format(s=self.f.names[line["speaker"]], a=about)
+                forms = ["What did {s} say to me about {a}?", "What did {s} tell me about {a}?",
+                         "What was {s} saying about {a} when we talked?", _LAST_HEARD]
             else:
-                form = ["What did I say to {l} about {a}?", "What did I tell {l} about {a}?"][int(self.rng.integers(2))]
-                query = form.format(l=self.f.names[line["listener"]], a=about)
-            out.append(self.query("said", asker, self.later(line["time"]), query, expected,
+                forms = ["What did I say to {l} about {a}?", "What did I tell {l} about {a}?", _LAST_SAID]
+            form = forms[int(self.rng.integers(len(forms)))]
+            query = form.format(s=self.f.names[line["speaker"]], l=self.f.names[line["listener"]], a=about)
+            now = self.later(line["time"])
+            if form in (_LAST_HEARD, _LAST_SAID):  # the latest line between them about the words, up to now
+                line = max((x for j, x in enumerate(self.f.lines) if x["speaker"] == line["speaker"]
+                            and x["listener"] == line["listener"] and x["time"] <= now
+                            and set(words) <= set(self.line_words[j]) and self.own_copy(asker, x)),
+                           key=lambda x: x["time"])
+            out.append(self.query("said", asker, now, query, self.own_copy(asker, line),
                                   f"{line['speaker']} to {line['listener']} at {_when(line['time'], self.start)}"))
             if len(out) == n:
                 break
@@ -283,7 +304,9 @@ class _Generator:
             talks = [x for x in self.f.conversations if asker in x["participants"] and other in x["participants"]
                      and x["time"] <= now]
             last = talks[-1]
-            expected = self.talk_memories(asker, last)
+            expected = self.talk_memories(asker, last) + self.talk_sightings(asker, other, last, now) + [
+                i for line in self.f.lines if self.f.conversations[line["conversation"]] is last
+                for i in self.own_copy(asker, line)]
             if not expected:
                 continue
             query = ["When did I last talk with {o}?", "When did I last speak to {o}?"][int(self.rng.integers(2))]
@@ -347,7 +370,7 @@ class _Generator:
 
     def query(self, category: str, agent: str, time: float, text: str, expected: list[str], note: str) -> dict:
         return {"agent": agent, "time": time, "query": text, "category": category,
-                "expected": [{"id": i} for i in expected], "note": note,
+                "expected": [{"id": i} for i in dict.fromkeys(expected)], "note": note,
                 "split": split_of(self.f.run, agent, time, text)}
 
 

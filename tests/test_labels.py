@@ -22,11 +22,11 @@ def run(tmp_path_factory, rater_url, embedder):
 
 def test_queries_are_grounded_in_the_trace(run):
     facts = read_facts(run)
-    queries = generate(run, seed=0)
+    queries = [q for seed in range(6) for q in generate(run, seed=seed)]  # six draws: every form appears
     assert {"said", "who", "when"} <= {q["category"] for q in queries}
     by_id = {op["id"]: (agent, op) for agent, ops in facts.adds.items() for op in ops}
     name_of = facts.names
-    talks = 0
+    talks = lasts = 0
     for q in queries:
         assert q["expected"] and q["split"] in ("train", "heldout")
         for e in q["expected"]:
@@ -45,6 +45,14 @@ def test_queries_are_grounded_in_the_trace(run):
                 assert all(w in tokenize([line])[0] for w in words)  # the line is about the topic words
                 speaker = me if m.group(1) == "I" else m.group(1)
                 assert text.startswith(f"{speaker} said to ")
+            if "the last time" in q["query"]:  # no later line between the two, up to the question, has the words
+                lasts += 1
+                first = by_id[q["expected"][0]["id"]][1]
+                pair = first["text"].split(": ", 1)[0]
+                later = [op for op in facts.adds[q["agent"]] if op["kind"] == "dialogue" and op["text"].startswith(
+                    pair + ":") and first["timestamp"] < op["timestamp"] <= q["time"]
+                    and all(w in tokenize([op["text"].split(": ", 1)[1]])[0] for w in words)]
+                assert not later, (q["query"], later)
         elif q["category"] == "who":
             word = q["query"].rsplit(" ", 1)[1].rstrip("?")
             heard = q["query"].startswith("Who told") or "to me" in q["query"]
@@ -62,6 +70,11 @@ def test_queries_are_grounded_in_the_trace(run):
                 speaker, rest = text.split(" said to ", 1)
                 listener = rest.split(":", 1)[0]
                 assert (listener if heard else speaker) == me and word in tokenize([rest.split(":", 1)[1]])[0]
+        elif q["category"] == "when" and " last " in q["query"]:  # one conversation: its summary, lines, sight
+            other = q["query"].rsplit(" ", 2)[-2:]
+            times = {by_id[e["id"]][1]["timestamp"] for e in q["expected"]}
+            assert max(times) - min(times) <= 10 and " ".join(other).rstrip("?") in " ".join(texts)
+            assert any(by_id[e["id"]][1]["kind"] == "conversation" for e in q["expected"])
         elif q["category"] == "when" and " at " in q["query"] and "doing" in q["query"] or "Where was" in q["query"]:
             clock = re.search(r"(\d\d:\d\d)", q["query"]).group(1)
             person = re.search(r"(?:was|see) (.+?) (?:doing|at)", q["query"]).group(1)
@@ -69,6 +82,7 @@ def test_queries_are_grounded_in_the_trace(run):
                 op = by_id[e["id"]][1]
                 assert format_hhmm(op["timestamp"]) == clock and op["text"].startswith(person + " ")
     assert talks  # some "who" answer is the conversation memory, not only the line
+    assert lasts  # some "said" question asks for the last time
 
 
 def test_generation_is_deterministic_and_tune_reads_it(run, tmp_path, embedder):

@@ -43,12 +43,9 @@ def at(day: int, hhmm: str) -> float:
     ("What did Greta say this morning?", ("3 06:00", "3 12:00"), "this morning"),
     ("Did Greta come back yesterday, or this morning?", ("3 06:00", "3 12:00"), "this morning"),
     ("the day before yesterday", ("1 00:00", "1 23:59"), "the day before yesterday"),
-    ("When did I last talk with Greta?", ("3 20:15", "3 20:15"), "did I last"),
-    ("the last time we met", ("3 20:15", "3 20:15"), "last time"),
     ("What did we eat last evening?", ("2 18:00", "3 00:00"), "last evening"),
     ("Who did I see yesterday afternoon at 3:15?", ("2 15:15", "2 15:15"), "yesterday afternoon 3:15"),
     ("What woke me last night at 1 am?", ("3 01:00", "3 01:00"), "last night 1 am"),
-    ("What is the latest news?", ("3 20:15", "3 20:15"), "latest"),
 ])
 def test_a_question_names_a_time_in_game_time(text, window, words):
     cue = time_cue(text, NOW)
@@ -64,6 +61,9 @@ def test_a_question_names_a_time_in_game_time(text, window, words):
     "What did I plan for day 4?",  # after now: no memory was formed then
     "Is the surgery getting another doctor?", "", "last week's market",
     "Did the ferry come at last?", "When does the last ferry leave?", "What is her last name?",
+    # the latest is the newest memory about the question, not a time: relevance decides (docs/memory.md)
+    "When did I last talk with Greta?", "What did Bram tell me the last time we talked about the mill?",
+    "What is the latest news?", "the most recent storm", "when I last saw her",
 ])
 def test_a_question_without_a_time_names_none(text):
     assert time_cue(text, NOW) is None
@@ -126,9 +126,9 @@ def test_a_recall_question_that_names_a_time_retrieves_what_formed_then(tmp_path
     # simulacra rescore re-ranks the recorded candidates under the dated profile to exactly this retrieval
     again = rerank(op["candidates"], op["tiers"], mem.rule(profile="dated"), mem.params_for("dated"))
     assert [i for i, _, _ in again] == [m.id for m in dated]
-    # "last" is plain recency: the latest sighting first
+    # "last" names no time: the recall profile retrieves it, as the question without it
     last = mem.retrieve(unit(1, 0.3), NOW, query_text="When did I last see Kofi Mensah?", profile="recall")
-    assert last[0].id == recs[-1].id
+    assert [m.id for m in last] == [m.id for m in plain]
 
 
 def _prepared(name, ask, times, relevance, want, now=NOW):
