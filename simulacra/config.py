@@ -66,6 +66,9 @@ class RetrievalProfile(_Section):
         dated: the profile a retrieval of this profile switches to when its query names a time (a clock time, a
             day, "yesterday", "last night"; :mod:`simulacra.memory.timecue`), recency then measured from the
             time named instead of from now (:func:`simulacra.memory.scoring.age_from`); ``null``: no switch.
+        latest: the profile a retrieval of this profile switches to when its query asks for the latest and names no
+            time ("When did I last ...", "the last time we talked about ...";
+            :func:`~simulacra.memory.timecue.asks_latest`), recency from now; ``null``: no switch.
     """
 
     a_rec: float | None = Field(None, ge=0, description="weight of recency")
@@ -84,6 +87,7 @@ class RetrievalProfile(_Section):
     static_top_k: int | None = Field(None, ge=0)
     static_threshold: float | None = None
     dated: str | None = Field(None, description="profile to retrieve with when the query names a time")
+    latest: str | None = Field(None, description="profile to retrieve with when the query asks for the latest")
 
     def overrides(self) -> dict[str, Any]:
         """The memory-section fields this profile sets (not ``null``), by field name."""
@@ -91,20 +95,25 @@ class RetrievalProfile(_Section):
 
 
 #: fields of a :class:`RetrievalProfile` that name another profile rather than replace a memory-section field
-PROFILE_LINKS = ("dated",)
+PROFILE_LINKS = ("dated", "latest")
 
 
 #: the shipped "dated" profile: recency from the time a recall question names, its weight, factor per game hour and
 #: window in game minutes (measured on the labelled queries of both horizons, docs/memory.md, "Long horizons")
 DATED_A_REC, DATED_GAMMA, DATED_WINDOW_MINUTES = 0.5, 0.25, 10.0
+#: the shipped "latest" profile: recency from now as a tie-break among the memories about a question that asks for
+#: the latest, its weight and factor per game hour (measured on the labelled queries, docs/memory.md, "Long horizons")
+LATEST_A_REC, LATEST_GAMMA = 0.1, 0.9
 
 
 def _default_profiles() -> dict[str, RetrievalProfile]:
     # recall is led by relevance: no recency, a tenth of importance; a recall question that names a time is
-    # retrieved as "dated", recency measured from that time (docs/memory.md, "Long horizons")
-    return {"recall": RetrievalProfile(a_rec=0.0, a_imp=0.1, dated="dated"),
+    # retrieved as "dated", recency measured from that time, and one that asks for the latest as "latest", a little
+    # recency from now (docs/memory.md, "Long horizons")
+    return {"recall": RetrievalProfile(a_rec=0.0, a_imp=0.1, dated="dated", latest="latest"),
             "dated": RetrievalProfile(a_rec=DATED_A_REC, a_imp=0.1, gamma=DATED_GAMMA,
-                                      recency_window_minutes=DATED_WINDOW_MINUTES)}
+                                      recency_window_minutes=DATED_WINDOW_MINUTES),
+            "latest": RetrievalProfile(a_rec=LATEST_A_REC, a_imp=0.1, gamma=LATEST_GAMMA)}
 
 
 def _default_purposes() -> dict[str, str]:
@@ -296,9 +305,11 @@ class MemoryConfig(_Section):
                 known = ", ".join([SITUATIONAL, *self.profiles])
                 raise ValueError(f"purposes.{purpose}: unknown profile {name!r} (known: {known})")
         for name, p in self.profiles.items():
-            if p.dated is not None and p.dated not in self.profiles:  # situational acts now: never a dated profile
-                raise ValueError(f"profiles.{name}.dated: unknown profile {p.dated!r} (a profile of "
-                                 f"memory.profiles: {', '.join(self.profiles)})")
+            for kind in PROFILE_LINKS:  # situational acts now: never a profile switched to
+                link = getattr(p, kind)
+                if link is not None and link not in self.profiles:
+                    raise ValueError(f"profiles.{name}.{kind}: unknown profile {link!r} (a profile of "
+                                     f"memory.profiles: {', '.join(self.profiles)})")
         for name in [SITUATIONAL, *self.profiles]:
             if all(v == 0 for v in self.weights(name)):
                 where = "" if name == SITUATIONAL else f"profiles.{name}: "
@@ -313,15 +324,19 @@ class MemoryConfig(_Section):
     def dated(self, profile: str | None, query: str | None, now: float) -> tuple[str | None, TimeCue | None]:
         """The profile a retrieval of ``profile`` for ``query`` at game minute ``now`` scores with, and the time the
         query names: ``(profile's dated profile, the cue)`` when the profile has one and the query names a time
-        (:func:`simulacra.memory.timecue.time_cue`), else ``(profile, None)``. The one place the switch is decided
-        (the engine's retrieval, its trace record and ``simulacra tune`` call it)."""
-        from simulacra.memory.timecue import time_cue
+        (:func:`simulacra.memory.timecue.time_cue`); ``(profile's latest profile, None)`` when it has one and the
+        query asks for the latest without naming a time (:func:`~simulacra.memory.timecue.asks_latest`); else
+        ``(profile, None)``. The one place the switch is decided (the engine's retrieval, its trace record and
+        ``simulacra tune`` call it)."""
+        from simulacra.memory.timecue import asks_latest, time_cue
 
-        link = self.dated_link(profile)
-        if link is None or not query:
+        dated, latest = self.dated_link(profile), self.latest_link(profile)
+        if (dated is None and latest is None) or not query:
             return profile, None
         cue = time_cue(query, now)
-        return (link, cue) if cue is not None else (profile, None)
+        if cue is not None:
+            return (dated, cue) if dated is not None else (profile, None)
+        return (latest, None) if latest is not None and asks_latest(query) else (profile, None)
 
     def dated_link(self, profile: str | None) -> str | None:
         """The ``dated`` profile that profile ``profile`` links, or ``None`` (situational, an unknown or an unlinked
@@ -329,10 +344,20 @@ class MemoryConfig(_Section):
         p = self.profiles.get(profile) if profile is not None else None
         return None if p is None else p.dated
 
+    def latest_link(self, profile: str | None) -> str | None:
+        """The ``latest`` profile that profile ``profile`` links, or ``None`` (as :meth:`dated_link`)."""
+        p = self.profiles.get(profile) if profile is not None else None
+        return None if p is None else p.latest
+
     def dated_profiles(self) -> set[str]:
         """The profiles some profile switches to when its query names a time (their ``dated`` links): they retrieve
         only through that link, with recency from the time named."""
         return {p.dated for p in self.profiles.values() if p.dated is not None}
+
+    def latest_profiles(self) -> set[str]:
+        """The profiles some profile switches to when its query asks for the latest (their ``latest`` links): they
+        retrieve only through that link."""
+        return {p.latest for p in self.profiles.values() if p.latest is not None}
 
     def overrides_of(self, profile: str | None) -> dict[str, Any]:
         """The fields profile ``profile`` replaces (``{}`` for :data:`SITUATIONAL` or ``None``).

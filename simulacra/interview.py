@@ -117,6 +117,11 @@ def ask(memory, mind, embedder, config: Config, persona: Persona, question: str,
     profile = config.memory.profile_of("interview")
     found = recalled(memory, embedder.embed([question])[0], question, now, config, profile)
     used_profile, named = config.memory.dated(profile, question, now)  # what recalled() retrieved with
+    latest = None
+    if named is None and used_profile != profile:  # switched to the profile's latest profile
+        from simulacra.memory.timecue import asks_latest
+
+        latest = asks_latest(question)
     view = AgentView(persona.id, persona, now, place, tuple(found), names, place_names,
                      weekday=weekday_of(now, start_weekday))
     d = mind.interview(view, question)
@@ -126,6 +131,7 @@ def ask(memory, mind, embedder, config: Config, persona: Persona, question: str,
         "clock": format_game_time(now, start_weekday, rest_days),
         "answer": d.value.text, "source": d.source, "mind": mind.name, "profile": used_profile,
         **({} if named is None else {"named_time": named.as_list()}),
+        **({} if latest is None else {"asked_latest": latest}),
         "used": [by_id[i].to_dict() for i in d.value.memory_ids if i in by_id],
         "retrieved": [m.to_dict() for m in found],
     }
@@ -177,6 +183,8 @@ def format_interview(r: dict[str, Any]) -> str:
         from simulacra.memory.timecue import describe_named
 
         named = f" (profile {r['profile']}: recency from {describe_named(r['named_time'])})"
+    elif r.get("asked_latest"):  # the question asked for the latest (memory.profiles.*.latest)
+        named = f" (profile {r['profile']}: asked for the latest, \"{r['asked_latest']}\")"
     out.append(f"memories retrieved for the question: {len(r['retrieved'])}{named}")
     out += [f"  {m['score']:.3f}  {m['tier']:<10} {m['text']}" for m in r["retrieved"]]
     return "\n".join(out)

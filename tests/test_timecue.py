@@ -14,12 +14,12 @@ from simulacra.errors import ConfigError
 from simulacra.memory.records import MemoryRecord, memory_id
 from simulacra.memory.scoring import ScoringInputs, ScoringParams, age_from
 from simulacra.memory.stream import AgentMemory
-from simulacra.memory.timecue import describe_named, time_cue
+from simulacra.memory.timecue import asks_latest, describe_named, time_cue
 from simulacra.rescore import rerank
 from simulacra.tune.inputs import PreparedQuery, TierInputs
 from simulacra.tune.queries import Expected, LabelledQuery
-from simulacra.tune.search import evaluate, retrieve_ids
-from simulacra.tune.settings import Setting, as_dated, baseline_settings, profile_setting
+from simulacra.tune.search import evaluate, for_profile, retrieve_ids
+from simulacra.tune.settings import Setting, as_dated, as_latest, baseline_settings, profile_setting
 from tests.conftest import unit
 
 DAY = MINUTES_PER_DAY
@@ -61,12 +61,24 @@ def test_a_question_names_a_time_in_game_time(text, window, words):
     "What did I plan for day 4?",  # after now: no memory was formed then
     "Is the surgery getting another doctor?", "", "last week's market",
     "Did the ferry come at last?", "When does the last ferry leave?", "What is her last name?",
-    # the latest is the newest memory about the question, not a time: relevance decides (docs/memory.md)
+    # the latest is the newest memory about the question, not a time (asks_latest, below)
     "When did I last talk with Greta?", "What did Bram tell me the last time we talked about the mill?",
     "What is the latest news?", "the most recent storm", "when I last saw her",
 ])
 def test_a_question_without_a_time_names_none(text):
     assert time_cue(text, NOW) is None
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("When did I last talk with Greta?", "did I last"), ("When did you last see him?", "did you last"),
+    ("What did Bram tell me the last time we talked about the mill?", "last time"),
+    ("What is the latest news?", "latest"), ("the most recent storm", "most recent"),
+    ("when I last saw her", "last saw"),
+    ("Did the ferry come at last?", None), ("When does the last ferry leave?", None), ("last week's market", None),
+    ("What is her last name?", None), ("", None), (None, None),
+])
+def test_a_question_that_asks_for_the_latest(text, words):
+    assert asks_latest(text) == words
 
 
 def test_age_is_measured_from_the_named_window_zero_inside_it():
@@ -87,11 +99,12 @@ def test_recall_links_the_dated_profile_and_only_a_named_time_switches():
     assert load_config(None, ["memory.purposes={}"]).memory.profile_of("interview") == SITUATIONAL
 
 
-@pytest.mark.parametrize("link", ["then", "situational"])  # situational acts now: it cannot be a dated profile
-def test_a_dated_link_to_an_unknown_profile_is_named(link):
+@pytest.mark.parametrize("kind", ["dated", "latest"])
+@pytest.mark.parametrize("link", ["then", "situational"])  # situational acts now: it cannot be switched to
+def test_a_link_to_an_unknown_profile_is_named(link, kind):
     with pytest.raises(ConfigError) as e:
-        load_config(None, [f"memory.profiles={{recall: {{a_rec: 0, dated: {link}}}}}"])
-    assert f"profiles.recall.dated: unknown profile '{link}'" in str(e.value)
+        load_config(None, [f"memory.profiles={{recall: {{a_rec: 0, {kind}: {link}}}}}"])
+    assert f"profiles.recall.{kind}: unknown profile '{link}'" in str(e.value)
 
 
 def _rec(text, ts, rating=5):
@@ -126,9 +139,29 @@ def test_a_recall_question_that_names_a_time_retrieves_what_formed_then(tmp_path
     # simulacra rescore re-ranks the recorded candidates under the dated profile to exactly this retrieval
     again = rerank(op["candidates"], op["tiers"], mem.rule(profile="dated"), mem.params_for("dated"))
     assert [i for i, _, _ in again] == [m.id for m in dated]
-    # "last" names no time: the recall profile retrieves it, as the question without it
-    last = mem.retrieve(unit(1, 0.3), NOW, query_text="When did I last see Kofi Mensah?", profile="recall")
-    assert [m.id for m in last] == [m.id for m in plain]
+
+
+def test_a_question_that_asks_for_the_latest_breaks_ties_by_time_and_keeps_relevance_first(tmp_path):
+    """"When did I last ...": among equally relevant memories the newest first (the shipped ``latest`` profile,
+    recency from now with a small weight); a more relevant old memory still beats an unrelated recent one, which
+    the dated profile's recency from now did not (stop 37)."""
+    mem = AgentMemory("ann", tmp_path / "ann", MemoryConfig(relevance="dense", forget_floor=None, top_k=3), 8)
+    times = [at(1, "09:00"), at(2, "09:00"), at(2, "15:00"), at(3, "19:50"), at(3, "20:00")]
+    recs = [_rec("Ann talked with Kofi Mensah", t) for t in times[:3]] + [
+        _rec("Ann is watering the garden", t) for t in times[3:]]
+    mem.add(recs, np.stack([unit(1, 0.3)] * 3 + [unit(1, 1.5)] * 2))  # the garden: relevance 0.69
+    question = "When did I last talk with Kofi Mensah?"
+    plain = mem.retrieve(unit(1, 0.3), NOW, query_text="Did I talk with Kofi Mensah?", profile="recall")
+    last = mem.retrieve(unit(1, 0.3), NOW, query_text=question, profile="recall")
+    assert [m.id for m in last] == [recs[2].id, recs[1].id, recs[0].id]  # newest of the relevant first
+    assert {m.id for m in plain} == {r.id for r in recs[:3]}  # without it: the same three, in no time order
+    op = mem.retrieval_record(question, "interview", last, unit(1, 0.3), NOW, profile="recall")
+    assert op["profile"] == "latest" and "named_time" not in op
+    again = rerank(op["candidates"], op["tiers"], mem.rule(profile="latest"), mem.params_for("latest"))
+    assert [i for i, _, _ in again] == [m.id for m in last]  # rescore re-ranks it exactly
+    # under the dated profile (recency from now, weight 0.5) the garden of ten minutes ago would come first
+    dated = mem.retrieve(unit(1, 0.3), NOW, query_text=question, profile="dated")
+    assert dated[0].id == recs[4].id
 
 
 def _prepared(name, ask, times, relevance, want, now=NOW):
@@ -137,7 +170,7 @@ def _prepared(name, ask, times, relevance, want, now=NOW):
                            reference_time=np.asarray(times, dtype=float), long_term_since=np.full(n, np.nan))
     q = LabelledQuery(0, "ann", ask, now, (Expected(id=want),), split="train", category=name)
     return PreparedQuery(q, now, [TierInputs("short_term", [f"m{i}" for i in range(n)], inputs)], {want},
-                         named=time_cue(ask, now))
+                         named=time_cue(ask, now), latest=time_cue(ask, now) is None and asks_latest(ask) is not None)
 
 
 def test_tune_switches_each_query_as_the_engine_does():
@@ -152,11 +185,18 @@ def test_tune_switches_each_query_as_the_engine_does():
     assert retrieve_ids(dated_q, replace(recall, dated=None), m)[0] == "m1"  # no switch, no time
     r = evaluate([dated_q, plain_q], [recall, replace(recall, dated=None)], m)
     assert r[0].mrr == 1.0 and r[1].mrr == pytest.approx((1 / 3 + 1) / 2)  # without: day 1 ranks third
+    latest_q = _prepared("when", "When did I last see Kofi?", times, [0.50, 0.50, 0.50], "m2")
+    assert retrieve_ids(latest_q, recall, m)[0] == "m2"  # the latest profile: the newest of equals
+    assert retrieve_ids(latest_q, replace(recall, latest=None), m)[0] != "m2"
     # the baselines of --profile recall carry the link; those of --profile dated score only with the named time
     shipped = MemoryConfig()
     assert baseline_settings(profile="recall")["defaults"] == profile_setting(shipped, "recall")
     assert baseline_settings(profile="dated")["defaults"] == as_dated(Setting.from_config(
         shipped.for_profile("dated")))
+    assert baseline_settings(profile="latest")["defaults"] == as_latest(Setting.from_config(
+        shipped.for_profile("latest")))
+    settings, queries = for_profile([recall], [dated_q, plain_q, latest_q], shipped, "latest")
+    assert queries == [latest_q] and settings[0].for_query(None, True) == settings[0].latest
 
 
 def test_scoring_params_carry_the_named_window_per_retrieval_not_from_a_config():
@@ -176,6 +216,8 @@ def test_an_interview_and_an_inspected_tick_say_from_which_time_recency_was_meas
          "profile": "dated", "named_time": named}
     assert 'profile dated: recency from day 2 15:30, named by "day 2 15:30"' in format_interview(r)
     assert "recency from" not in format_interview({**r, "profile": "recall", "named_time": None})
+    asked = format_interview({**r, "profile": "latest", "named_time": None, "asked_latest": "did I last"})
+    assert '(profile latest: asked for the latest, "did I last")' in asked
     e = {"name": "Ann", "agent": "ann", "tick": 3, "clock": "20:15", "action": {"activity": "resting"},
          "place": "home", "perceived": [], "said": [], "heard": [], "remembered": [], "reflections": [],
          "moved": [], "reinforced": [], "forgotten": [], "posted": [],
@@ -197,6 +239,7 @@ def test_a_tuned_dated_profile_is_written_with_what_the_search_does_not_set(tmp_
     assert (dated.a_rec, dated.a_imp, dated.relevance) == (1.0, 0.0, "dense")
     assert dated.recency_window_minutes == m.for_profile("dated").recency_window_minutes == 10.0
     assert written.profiles["recall"] == m.profiles["recall"] and written.dated("recall", "at 15:30", NOW)[0] == "dated"
+    assert written.dated("recall", "When did I last see Kofi?", NOW) == ("latest", None)
 
 
 def test_tune_builds_the_dated_setting_from_the_runs_section_with_its_own_window():

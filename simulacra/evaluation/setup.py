@@ -73,7 +73,8 @@ def schedule(sc: Scenario, world, config: Config) -> dict[str, Any]:
                  for d in r.plan_days]
         out["probes"] = {"minutes": [m.minute for m in r.at], "asks": asks, "answer": r.answer,
                          "profiles": ["situational", *(p for p in config.memory.profiles
-                                                       if p not in config.memory.dated_profiles())]}
+                                                       if p not in config.memory.dated_profiles()
+                                                       | config.memory.latest_profiles())]}
     return out
 
 

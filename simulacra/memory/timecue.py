@@ -16,12 +16,13 @@ What is read (English, case-insensitive), all in game time (``simulacra.clock``)
   "tonight" (18:00-24:00), "last night" (18:00 yesterday to 06:00 today), "last evening", "yesterday morning",
   "in the evening on day 3"; a clock time in it is read inside it ("yesterday afternoon at 3:15" is 15:15).
 
-What names nothing: "latest", "most recent", "the last time", "did I last ..." -- the latest is not a time but
-the newest of the memories about the question ("What did Bram tell me the last time we talked about the mill?"
-may be answered days ago), and measuring recency from now with the dated profile's weight let the last hours'
-unrelated memories crowd that answer out (the generated labels' 80 such questions: nDCG@k 0.34 on train against
-0.51 with the recall profile alone; ``docs/memory.md``). "At last", "the last ferry" and "last week" name
-nothing either.
+Asking for the latest ("latest", "most recent(ly)", "the last time", "did I last ...", "last" before a verb in the
+past: "when I last saw her") names no time: the latest is the newest of the memories about the question, which may
+be days old ("What did Bram tell me the last time we talked about the mill?"). :func:`asks_latest` reads it, and
+a recall profile may link a ``latest`` profile for it (``memory.profiles.<name>.latest``): recency from now with a
+small weight and a slow decay, a tie-break among the relevant memories. Scored under the dated profile instead
+(recency from now with its weight, as stop 37 did), the last hours' unrelated memories crowded the answer out
+(``docs/memory.md``). "At last", "the last ferry" and "last week" name nothing and ask for nothing.
 
 A clock time with a day is that moment of that day; without one, its latest occurrence up to now (09:00 asked at
 08:00 is yesterday's). A part of a day without a day word ("the afternoon ferry", "in the grey morning") and
@@ -48,6 +49,11 @@ _YESTERDAY = re.compile(r"\byesterday\b", re.I)
 _THIS_PART = re.compile(r"\b(?:this\s+(?P<this>morning|afternoon|evening)|(?P<tonight>tonight)"
                         r"|last\s+(?P<last>night|morning|afternoon|evening))\b", re.I)
 _PART = re.compile(r"\b(?P<part>morning|afternoon|evening|night)\b", re.I)
+#: asking for the latest: "latest", "most recent(ly)", "the last time", "did I last ...", "last" before a verb in the
+#: past ("when I last saw her") -- not "at last", "the last ferry" or "last week"
+_LATEST = re.compile(r"\b(?:latest|most\s+recent(?:ly)?|last\s+time)\b|\bdid\s+(?:\w+\s+){1,3}?last\b"
+                     r"|\blast\s+(?:\w+ed|saw|spoke|met|heard|went|came|ate|told|said|had|did|was|were|got|gave|took"
+                     r"|made|left|sent|found|wrote|bought|paid|brought|thought|knew|ran|sat|stood|slept)\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,14 @@ def time_cue(text: str, now: float) -> TimeCue | None:
     if start > now or start < 0:
         return None
     return TimeCue(float(start), float(min(end, now)), " ".join(words))
+
+
+def asks_latest(text: str | None) -> str | None:
+    """The words with which ``text`` asks for the latest ("did I last", "the last time", "latest"; module
+    docstring), or ``None``. A question that also names a time (:func:`time_cue`) is about that time instead:
+    callers ask :func:`time_cue` first."""
+    m = _LATEST.search(text) if text else None
+    return None if m is None else m.group(0)
 
 
 def describe_named(named: list | TimeCue) -> str:

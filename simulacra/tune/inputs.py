@@ -14,7 +14,7 @@ import numpy as np
 from simulacra.clock import format_game_time, format_hhmm
 from simulacra.errors import InputError
 from simulacra.memory.scoring import ScoringInputs
-from simulacra.memory.timecue import TimeCue, time_cue
+from simulacra.memory.timecue import TimeCue, asks_latest, time_cue
 from simulacra.trace import AddOp, PostOp
 from simulacra.tune.queries import LabelledQuery
 from simulacra.tune.run import SHARED, RunInfo, TuneError, read_run
@@ -41,6 +41,9 @@ class PreparedQuery:
     missing: list[tuple[str, str]] = field(default_factory=list)  # (expected, reason)
     #: the time the query names (:func:`simulacra.memory.timecue.time_cue` at :attr:`now`), for dated settings
     named: TimeCue | None = None
+    #: whether the query asks for the latest and names no time (:func:`simulacra.memory.timecue.asks_latest`), for
+    #: settings with a latest setting
+    latest: bool = False
 
     def named_window(self, setting: Setting) -> tuple[float, float] | None:
         """The window recency is measured from when ``setting`` retrieves this query: the named time when the
@@ -165,6 +168,8 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
             lexical.append(texts)
             inputs = replace(inputs, lexical=np.array(lexical.relevance(q.query)))
             tiers.append(TierInputs(name, [tier_records[i].id for i in rows], inputs))
-        out.append(PreparedQuery(q, now, tiers, relevant, missing, time_cue(q.query, now)))
+        named = time_cue(q.query, now)
+        out.append(PreparedQuery(q, now, tiers, relevant, missing, named,
+                                 named is None and asks_latest(q.query) is not None))
     return out
 

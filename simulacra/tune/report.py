@@ -83,8 +83,9 @@ def write_snippet(report: TuneReport, path: str | Path, source: str = "") -> Pat
         profiles = {name: p.model_dump(exclude_none=True) for name, p in report.run_memory.profiles.items()}
         own = report.run_memory.profiles.get(report.profile)
         kept = {} if own is None else own.overrides()  # what the search does not set (recency_window_minutes)
-        link = report.run_memory.dated_link(report.profile)
-        profiles[report.profile] = {**kept, **fields, **({} if link is None else {"dated": link})}
+        links = {"dated": report.run_memory.dated_link(report.profile),
+                 "latest": report.run_memory.latest_link(report.profile)}
+        profiles[report.profile] = {**kept, **fields, **{k: v for k, v in links.items() if v is not None}}
         fields = {"profiles": profiles}
     p.write_text(comment + yaml.safe_dump({"memory": fields}, sort_keys=False), encoding="utf-8")
     return p

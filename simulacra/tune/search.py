@@ -16,7 +16,15 @@ from simulacra.memory.selection import TierCandidates, rank, select
 from simulacra.tune.inputs import PreparedQuery
 from simulacra.tune.metrics import METRICS, ndcg_at_k, recall_at_k, reciprocal_rank
 from simulacra.tune.run import TuneError
-from simulacra.tune.settings import Setting, as_dated, baseline_settings, dated_setting, dated_target
+from simulacra.tune.settings import (
+    Setting,
+    as_dated,
+    as_latest,
+    baseline_settings,
+    dated_target,
+    latest_target,
+    linked,
+)
 
 
 def _scored(pq: PreparedQuery, params: ScoringParams) -> dict[str, TierCandidates]:
@@ -28,7 +36,7 @@ def query_params(pq: PreparedQuery, s: Setting, run_memory: MemoryConfig) -> Sco
     """The scoring parameters setting ``s`` retrieves query ``pq`` with, as the engine does
     (:meth:`AgentMemory.dated <simulacra.memory.stream.AgentMemory.dated>`): its dated setting with recency from the
     time the query names when it switches (:meth:`Setting.for_query`), else its own."""
-    params = s.for_query(pq.named).params(run_memory)
+    params = s.for_query(pq.named, pq.latest).params(run_memory)
     window = pq.named_window(s)
     return params if window is None else replace(params, named=window)
 
@@ -36,7 +44,7 @@ def query_params(pq: PreparedQuery, s: Setting, run_memory: MemoryConfig) -> Sco
 def retrieve_ids(pq: PreparedQuery, s: Setting, run_memory: MemoryConfig) -> list[str]:
     """Ids :meth:`AgentMemory.retrieve` returns for this query under setting ``s`` (from the prepared inputs;
     the run's ``run_memory`` gives the parameters that are not searched)."""
-    rule = s.for_query(pq.named).rule()
+    rule = s.for_query(pq.named, pq.latest).rule()
     return [p.id for p in select([t.name for t in pq.tiers], _scored(pq, query_params(pq, s, run_memory)), rule)]
 
 
@@ -78,7 +86,7 @@ def evaluate(prepared: Sequence[PreparedQuery], settings: Iterable[Setting], run
             cache_key = key
         rec = rr = nd = 0.0
         for pq, table in zip(scored, tables):
-            rule = s.for_query(pq.named).rule()
+            rule = s.for_query(pq.named, pq.latest).rule()
             k = rule.max_results
             got = [p.id for p in select([t.name for t in pq.tiers], table, rule)]
             rec += recall_at_k(got, pq.relevant, k)
@@ -151,17 +159,16 @@ class TuneReport:
 def for_profile(settings: Sequence[Setting], prepared: Sequence[PreparedQuery], memory: MemoryConfig,
                 profile: str | None) -> tuple[list[Setting], list[PreparedQuery]]:
     """The settings and queries that tune retrieval profile ``profile`` of a run's ``memory`` section as the
-    engine retrieves with it: a profile that links a dated profile keeps it for the queries that name a time
-    (each setting gets the run's dated setting, so only the profile's own fields are searched); a profile that
-    is itself some profile's dated profile answers only the queries that name a time, recency from that time
-    (those queries, each setting :func:`~simulacra.tune.settings.as_dated`); any other profile: unchanged."""
+    engine retrieves with it: a profile that links a dated or a latest profile keeps them for the queries that
+    name a time or ask for the latest (each setting gets the run's linked settings, so only the profile's own
+    fields are searched); a profile that is itself some profile's dated profile answers only the queries that
+    name a time, recency from that time (those queries, each setting :func:`~simulacra.tune.settings.as_dated`),
+    and a latest profile only those that ask for the latest (:func:`~simulacra.tune.settings.as_latest`)."""
     if dated_target(memory, profile):
         return [as_dated(s) for s in settings], [pq for pq in prepared if pq.named is not None]
-    link = memory.dated_link(profile)
-    if link is None:
-        return list(settings), list(prepared)
-    dated = dated_setting(memory, link)
-    return [replace(s, dated=dated) for s in settings], list(prepared)
+    if latest_target(memory, profile):
+        return [as_latest(s) for s in settings], [pq for pq in prepared if pq.latest]
+    return [linked(s, memory, profile) for s in settings], list(prepared)
 
 
 def tune(prepared: Sequence[PreparedQuery], settings: Sequence[Setting], run_memory: MemoryConfig,

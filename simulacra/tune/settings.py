@@ -115,6 +115,9 @@ class Setting:
     #: the setting a query that names a time is retrieved with, recency measured from that time (a profile's
     #: ``dated`` link, :mod:`simulacra.memory.timecue`); ``None``: every query with this setting, from now
     dated: Setting | None = None
+    #: the setting a query that asks for the latest (and names no time) is retrieved with (a profile's ``latest``
+    #: link, :func:`simulacra.memory.timecue.asks_latest`); ``None``: such a query with this setting
+    latest: Setting | None = None
 
     def __post_init__(self) -> None:
         if not self.static_top_k and self.static_threshold is not None:  # no budget, or an empty one
@@ -138,10 +141,14 @@ class Setting:
                    m.fusion, m.rrf_k, m.normalize,
                    None if m.recency_window_minutes == _DEFAULT_WINDOW else m.recency_window_minutes)
 
-    def for_query(self, named: object | None) -> Setting:
-        """The setting a query is retrieved with: :attr:`dated` when the query names a time (``named`` not
-        ``None``) and this setting has one, else this setting."""
-        return self.dated if self.dated is not None and named is not None else self
+    def for_query(self, named: object | None, latest: bool = False) -> Setting:
+        """The setting a query is retrieved with, as :meth:`MemoryConfig.dated
+        <simulacra.config.MemoryConfig.dated>` switches: :attr:`dated` when the query names a time (``named`` not
+        ``None``) and this setting has one; :attr:`latest` when it asks for the latest (``latest``) and this
+        setting has one; else this setting."""
+        if named is not None:
+            return self.dated if self.dated is not None else self
+        return self.latest if latest and self.latest is not None else self
 
     def memory_dict(self) -> dict[str, Any]:
         """The ``memory:`` section of a config that retrieves like this setting."""
@@ -181,6 +188,8 @@ class Setting:
             dated = ", recency from the time named"
         else:
             dated = f"; dated: {self.dated.label()}"
+        if self.latest is not None and self.latest != replace(self, latest=None):  # not as_latest
+            dated += f"; latest: {self.latest.label()}"
         return (f"a_rec {self.a_rec:g}, a_imp {self.a_imp:g}, gamma {self.gamma:g}{window}, "
                 f"threshold {self.threshold:g}, top_k {self.top_k}, {self.retrieval}, {static}, "
                 f"{self.relevance_label()} relevance{dated}")
@@ -249,12 +258,24 @@ def dated_setting(memory: MemoryConfig, link: str) -> Setting:
     return replace(Setting.from_config(m), recency_window_minutes=m.recency_window_minutes)
 
 
+def latest_setting(memory: MemoryConfig, link: str) -> Setting:
+    """The setting of ``memory``'s latest profile ``link`` (``memory`` the section itself, not a profiled copy)."""
+    return Setting.from_config(profiled(memory, link))
+
+
+def linked(setting: Setting, memory: MemoryConfig, profile: str | None) -> Setting:
+    """``setting`` with the settings of the ``dated`` and ``latest`` profiles that ``profile`` of ``memory`` links
+    (``None`` where it links none): what the engine switches to for the queries that name a time or ask for the
+    latest."""
+    dated, latest = memory.dated_link(profile), memory.latest_link(profile)
+    return replace(setting, dated=None if dated is None else dated_setting(memory, dated),
+                   latest=None if latest is None else latest_setting(memory, latest))
+
+
 def profile_setting(memory: MemoryConfig, profile: str | None) -> Setting:
-    """The setting of retrieval profile ``profile`` of ``memory`` (:func:`profiled`), with its ``dated`` profile's
-    setting attached when it links one (:attr:`Setting.dated`, :func:`dated_setting`)."""
-    s = Setting.from_config(profiled(memory, profile))
-    link = memory.dated_link(profile)
-    return s if link is None else replace(s, dated=dated_setting(memory, link))
+    """The setting of retrieval profile ``profile`` of ``memory`` (:func:`profiled`), with its ``dated`` and
+    ``latest`` profiles' settings attached when it links them (:func:`linked`)."""
+    return linked(Setting.from_config(profiled(memory, profile)), memory, profile)
 
 
 def dated_target(memory: MemoryConfig, profile: str | None) -> bool:
@@ -263,10 +284,22 @@ def dated_target(memory: MemoryConfig, profile: str | None) -> bool:
     return profile is not None and profile in memory.dated_profiles()
 
 
+def latest_target(memory: MemoryConfig, profile: str | None) -> bool:
+    """Whether ``profile`` is some profile's ``latest`` profile in ``memory`` (it then retrieves only queries that
+    ask for the latest)."""
+    return profile is not None and profile in memory.latest_profiles()
+
+
 def as_dated(setting: Setting) -> Setting:
     """``setting`` used as a dated profile: every query that names a time is retrieved with it, recency from that
     time (what ``simulacra tune --profile <a dated profile>`` scores, on those queries)."""
     return replace(setting, dated=replace(setting, dated=None))
+
+
+def as_latest(setting: Setting) -> Setting:
+    """``setting`` used as a latest profile: every query that asks for the latest is retrieved with it (what
+    ``simulacra tune --profile <a latest profile>`` scores, on those queries)."""
+    return replace(setting, latest=replace(setting, latest=None))
 
 
 def baseline_settings(run_memory: MemoryConfig | None = None, profile: str | None = None,
@@ -282,11 +315,12 @@ def baseline_settings(run_memory: MemoryConfig | None = None, profile: str | Non
     shipped = MemoryConfig()
     out = {"defaults": profile_setting(shipped, profile),
            "seed003": Setting.from_config(seed003) if not seed003.purposes else profile_setting(seed003, profile)}
-    if run_memory is not None and Setting.from_config(run_memory) not in [replace(s, dated=None) for s in out.values()]:
-        link = run_memory.dated_link(profile)
-        dated = None if link is None else dated_setting(section or run_memory, link)
-        out["run config"] = replace(Setting.from_config(run_memory), dated=dated)
+    if run_memory is not None and Setting.from_config(run_memory) not in [replace(s, dated=None, latest=None)
+                                                                          for s in out.values()]:
+        out["run config"] = linked(Setting.from_config(run_memory), section or run_memory, profile)
     if dated_target(run_memory or shipped, profile):
         out = {name: as_dated(s) for name, s in out.items()}
+    elif latest_target(run_memory or shipped, profile):
+        out = {name: as_latest(s) for name, s in out.items()}
     return out
 
