@@ -18,7 +18,7 @@ from simulacra.memory.timecue import asks_latest, describe_named, time_cue
 from simulacra.rescore import rerank
 from simulacra.tune.inputs import PreparedQuery, TierInputs
 from simulacra.tune.queries import Expected, LabelledQuery
-from simulacra.tune.search import evaluate, for_profile, retrieve_ids
+from simulacra.tune.search import evaluate, for_profile, query_params, retrieve_ids
 from simulacra.tune.settings import Setting, as_dated, as_latest, baseline_settings, profile_setting
 from tests.conftest import unit
 
@@ -245,13 +245,20 @@ def test_a_tuned_dated_profile_is_written_with_what_the_search_does_not_set(tmp_
 def test_tune_builds_the_dated_setting_from_the_runs_section_with_its_own_window():
     """A recall profile that sets fields its dated profile does not (top_k, relevance, window) must not leak into
     the dated setting tune scores with: the engine scores a dated query with the section plus the dated profile."""
-    from simulacra.tune.settings import dated_setting
+    from simulacra.tune.settings import switched_setting
 
     m = MemoryConfig(recency_window_minutes=30, profiles={
-        "recall": {"a_rec": 0, "top_k": 8, "relevance": "lexical", "recency_window_minutes": 45, "dated": "dated"},
-        "dated": {"a_rec": 0.5, "recency_window_minutes": 60}})
+        "recall": {"a_rec": 0, "top_k": 8, "relevance": "lexical", "recency_window_minutes": 45, "dated": "dated",
+                   "latest": "latest"},
+        "dated": {"a_rec": 0.5, "recency_window_minutes": 60}, "latest": {"a_rec": 0.1}})
     engine = m.for_profile("dated")
-    d = dated_setting(m, "dated")
+    d = switched_setting(m, "dated")
     assert (d.top_k, d.relevance, d.recency_window_minutes) == (engine.top_k, engine.relevance, 60.0)
     run = baseline_settings(m.for_profile("recall"), "recall", section=m)["run config"]
     assert run.top_k == 8 and run.dated == d
+    # the latest profile likewise: the section's window (here the default), not the recall profile's (45)
+    m = m.model_copy(update={"recency_window_minutes": MemoryConfig().recency_window_minutes})
+    run = baseline_settings(m.for_profile("recall"), "recall", section=m)["run config"]
+    latest_q = _prepared("when", "When did I last see Kofi?", [at(3, "19:50")], [0.5], "m0")
+    window = query_params(latest_q, run, m.for_profile("recall")).recency_window_minutes
+    assert window == m.for_profile("latest").recency_window_minutes == MemoryConfig().recency_window_minutes

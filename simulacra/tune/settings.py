@@ -251,16 +251,12 @@ def profiled(memory: MemoryConfig, profile: str | None) -> MemoryConfig:
     return memory.for_profile(profile) if profile in memory.profiles else memory
 
 
-def dated_setting(memory: MemoryConfig, link: str) -> Setting:
-    """The setting of ``memory``'s dated profile ``link`` (``memory`` the section itself, not a profiled copy), its
-    recency window given explicitly: a dated query is scored with it whatever the linking profile's window."""
+def switched_setting(memory: MemoryConfig, link: str) -> Setting:
+    """The setting of ``memory``'s profile ``link``, one that a profile switches to (its ``dated`` or ``latest``
+    profile; ``memory`` the section itself, not a profiled copy), its recency window given explicitly: a switched
+    query is scored with the section plus that profile, whatever the linking profile's window."""
     m = profiled(memory, link)
     return replace(Setting.from_config(m), recency_window_minutes=m.recency_window_minutes)
-
-
-def latest_setting(memory: MemoryConfig, link: str) -> Setting:
-    """The setting of ``memory``'s latest profile ``link`` (``memory`` the section itself, not a profiled copy)."""
-    return Setting.from_config(profiled(memory, link))
 
 
 def linked(setting: Setting, memory: MemoryConfig, profile: str | None) -> Setting:
@@ -268,8 +264,8 @@ def linked(setting: Setting, memory: MemoryConfig, profile: str | None) -> Setti
     (``None`` where it links none): what the engine switches to for the queries that name a time or ask for the
     latest."""
     dated, latest = memory.dated_link(profile), memory.latest_link(profile)
-    return replace(setting, dated=None if dated is None else dated_setting(memory, dated),
-                   latest=None if latest is None else latest_setting(memory, latest))
+    return replace(setting, dated=None if dated is None else switched_setting(memory, dated),
+                   latest=None if latest is None else switched_setting(memory, latest))
 
 
 def profile_setting(memory: MemoryConfig, profile: str | None) -> Setting:
