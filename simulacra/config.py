@@ -304,9 +304,9 @@ class MemoryConfig(_Section):
             if name != SITUATIONAL and name not in self.profiles:
                 known = ", ".join([SITUATIONAL, *self.profiles])
                 raise ValueError(f"purposes.{purpose}: unknown profile {name!r} (known: {known})")
-        for name, p in self.profiles.items():
+        for name in self.profiles:
             for kind in PROFILE_LINKS:  # situational acts now: never a profile switched to
-                link = getattr(p, kind)
+                link = self._link(name, kind)
                 if link is not None and link not in self.profiles:
                     raise ValueError(f"profiles.{name}.{kind}: unknown profile {link!r} (a profile of "
                                      f"memory.profiles: {', '.join(self.profiles)})")
@@ -338,26 +338,31 @@ class MemoryConfig(_Section):
             return (dated, cue) if dated is not None else (profile, None)
         return (latest, None) if latest is not None and asks_latest(query) else (profile, None)
 
+    def _link(self, profile: str | None, kind: str) -> str | None:
+        p = self.profiles.get(profile) if profile is not None else None
+        return None if p is None else getattr(p, kind)
+
+    def _linked_to(self, kind: str) -> set[str]:
+        return {link for p in self.profiles.values() if (link := getattr(p, kind)) is not None}
+
     def dated_link(self, profile: str | None) -> str | None:
         """The ``dated`` profile that profile ``profile`` links, or ``None`` (situational, an unknown or an unlinked
         profile)."""
-        p = self.profiles.get(profile) if profile is not None else None
-        return None if p is None else p.dated
+        return self._link(profile, "dated")
 
     def latest_link(self, profile: str | None) -> str | None:
         """The ``latest`` profile that profile ``profile`` links, or ``None`` (as :meth:`dated_link`)."""
-        p = self.profiles.get(profile) if profile is not None else None
-        return None if p is None else p.latest
+        return self._link(profile, "latest")
 
     def dated_profiles(self) -> set[str]:
         """The profiles some profile switches to when its query names a time (their ``dated`` links): they retrieve
         only through that link, with recency from the time named."""
-        return {p.dated for p in self.profiles.values() if p.dated is not None}
+        return self._linked_to("dated")
 
     def latest_profiles(self) -> set[str]:
         """The profiles some profile switches to when its query asks for the latest (their ``latest`` links): they
         retrieve only through that link."""
-        return {p.latest for p in self.profiles.values() if p.latest is not None}
+        return self._linked_to("latest")
 
     def overrides_of(self, profile: str | None) -> dict[str, Any]:
         """The fields profile ``profile`` replaces (``{}`` for :data:`SITUATIONAL` or ``None``).

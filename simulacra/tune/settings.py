@@ -183,16 +183,16 @@ class Setting:
         w = self.recency_window_minutes
         window = "" if w in (None, _DEFAULT_WINDOW) else f", window {w:g}"
         if self.dated is None:
-            dated = ""
+            links = ""
         elif self.dated == replace(self, dated=None):  # as_dated
-            dated = ", recency from the time named"
+            links = ", recency from the time named"
         else:
-            dated = f"; dated: {self.dated.label()}"
+            links = f"; dated: {self.dated.label()}"
         if self.latest is not None and self.latest != replace(self, latest=None):  # not as_latest
-            dated += f"; latest: {self.latest.label()}"
+            links += f"; latest: {self.latest.label()}"
         return (f"a_rec {self.a_rec:g}, a_imp {self.a_imp:g}, gamma {self.gamma:g}{window}, "
                 f"threshold {self.threshold:g}, top_k {self.top_k}, {self.retrieval}, {static}, "
-                f"{self.relevance_label()} relevance{dated}")
+                f"{self.relevance_label()} relevance{links}")
 
     def relevance_label(self) -> str:
         """``dense``, ``lexical``, ``hybrid 0.5`` (with the weight) or ``rrf 0.5 k60``; ``+mm`` under minmax."""

@@ -187,17 +187,17 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in text.lower()).strip("_")
 
 
-def _free_name(places: dict[str, dict[str, Any]], first: int, pattern: str) -> str:
-    """A place name no place of ``places`` has: ``pattern`` (one ``{}``) filled with the street word drawn
-    (``STREET_WORDS[first]``), else with the next free word after it, else the same names numbered 2, 3, ...
-    (a town of thousands has more schools than there are words). No random draw, so a town whose drawn names
-    were all free is unchanged."""
-    taken = {p["name"] for p in places.values()}
+def _free_name(taken: set[str], first: int, pattern: str) -> str:
+    """A place name not in ``taken`` (the names given so far; the new one is added to it): ``pattern`` (one ``{}``)
+    filled with the street word drawn (``STREET_WORDS[first]``), else with the next free word after it, else the
+    same names numbered 2, 3, ... (a town of thousands has more schools than there are words). No random draw, so
+    a town whose drawn names were all free is unchanged."""
     n = len(STREET_WORDS)
-    for k in range(1, len(places) + 2):
+    for k in range(1, len(taken) + 2):
         for j in range(n):
             name = pattern.format(STREET_WORDS[(first + j) % n]) + ("" if k == 1 else f" {k}")
             if name not in taken:
+                taken.add(name)
                 return name
     raise AssertionError("unreachable: fewer names taken than tried")  # pragma: no cover
 
@@ -276,11 +276,12 @@ def generate_town(residents: int, seed: int = 0, name: str | None = None) -> tup
     n_schools = math.ceil(len(pupils) / PUPILS_PER_SCHOOL) if pupils else 0
     n_work = max(1, math.ceil(len(workers) / WORKERS_PER_WORKPLACE)) if workers else 0
     kinds = [WORK_KINDS[i % len(WORK_KINDS)] for i in rng.permutation(max(n_work, len(WORK_KINDS)))][:n_work]
+    names = {p["name"] for p in places.values()}  # streets and homes: the names given so far (_free_name)
     workplaces: list[tuple[str, WorkKind]] = []
     for i, kind in enumerate([SCHOOL] * n_schools + kinds):
         d = int(rng.integers(districts)) if i >= n_schools else i * districts // max(1, n_schools)
         wid = f"{kind.key}_{i + 1}"
-        places[wid] = {"name": _free_name(places, int(rng.integers(len(STREET_WORDS))), "{} " + kind.name),
+        places[wid] = {"name": _free_name(names, int(rng.integers(len(STREET_WORDS))), "{} " + kind.name),
                        "kind": kind.kind, "description": kind.description, "position": [0.0, 0.0]}
         members[d].append(wid)
         workplaces.append((wid, kind))
@@ -291,7 +292,7 @@ def generate_town(residents: int, seed: int = 0, name: str | None = None) -> tup
         spec = LEISURE[i % len(LEISURE)]
         d = i % districts
         lid = f"{spec[0]}_{i + 1}"
-        places[lid] = {"name": _free_name(places, int(rng.integers(len(STREET_WORDS))), "The {} " + spec[2]),
+        places[lid] = {"name": _free_name(names, int(rng.integers(len(STREET_WORDS))), "The {} " + spec[2]),
                        "kind": spec[1], "description": spec[3], "position": [0.0, 0.0]}
         members[d].append(lid)
         leisure.append((lid, spec))
