@@ -46,6 +46,11 @@ def at(day: int, hhmm: str) -> float:
     ("What did we eat last evening?", ("2 18:00", "3 00:00"), "last evening"),
     ("Who did I see yesterday afternoon at 3:15?", ("2 15:15", "2 15:15"), "yesterday afternoon 3:15"),
     ("What woke me last night at 1 am?", ("3 01:00", "3 01:00"), "last night 1 am"),
+    # a clock time after a capitalised word that may stand before one, or at the start of a sentence
+    ("At 15:30, who came by?", ("3 15:30", "3 15:30"), "15:30"),
+    ("Noon: who came by?", ("3 12:00", "3 12:00"), "Noon"),
+    ('Ruth said: "Midnight, and the lamps still lit."', ("3 00:00", "3 00:00"), "Midnight"),
+    ("Did Pastor Reid read John 3:16 at noon?", ("3 12:00", "3 12:00"), "noon"),  # the verse is passed over
 ])
 def test_a_question_names_a_time_in_game_time(text, window, words):
     cue = time_cue(text, NOW)
@@ -64,6 +69,9 @@ def test_a_question_names_a_time_in_game_time(text, window, words):
     # the latest is the newest memory about the question, not a time (asks_latest, below)
     "When did I last talk with Greta?", "What did Bram tell me the last time we talked about the mill?",
     "What is the latest news?", "the most recent storm", "when I last saw her",
+    # a chapter and verse, and a name, are not clock times
+    "What does John 3:16 say?", "Did Pastor Reid read Psalm 23:14 or John 3:16-18?", "Did Noon Baptiste come by?",
+    "Who is Midnight, the ferryman's horse?",
 ])
 def test_a_question_without_a_time_names_none(text):
     assert time_cue(text, NOW) is None

@@ -10,7 +10,8 @@ named instead of from now (:func:`simulacra.memory.scoring.age_from`).
 
 What is read (English, case-insensitive), all in game time (``simulacra.clock``):
 
-* a clock time: "13:20", "at 9:05", "1 pm", "1:20 p.m.", "noon", "midnight" -- a moment;
+* a clock time: "13:20", "at 9:05", "1 pm", "1:20 p.m.", "noon", "midnight" -- a moment (not "John 3:16", a
+  chapter and verse after a capitalised word, nor "Noon" capitalised inside a sentence, a name);
 * a day: "day 4" (game days count from 1), "yesterday", "the day before yesterday" -- the whole day;
 * a part of a named day: "this morning" (06:00-12:00), "this afternoon" (12:00-18:00), "this evening" and
   "tonight" (18:00-24:00), "last night" (18:00 yesterday to 06:00 today), "last evening", "yesterday morning",
@@ -43,6 +44,14 @@ PARTS_OF_DAY = {"morning": (6 * 60, 12 * 60), "afternoon": (12 * 60, 18 * 60), "
 
 _CLOCK = re.compile(r"\b(?P<h>[01]?\d|2[0-3]):(?P<m>[0-5]\d)(?:\s*(?P<ap>[ap])\.?\s?m\b\.?)?"
                     r"|\b(?P<h12>1[0-2]|0?[1-9])\s*(?P<ap12>[ap])\.?\s?m\b\.?|\b(?P<word>noon|midday|midnight)\b", re.I)
+#: capitalised words that may stand right before a clock time ("At 15:30", "Monday 9:15"); any other capitalised
+#: word there makes the number a reference ("John 3:16", "Psalm 23:14"), not a time
+_BEFORE_A_TIME = frozenset(
+    "at by around about until till from since before after past and or on in yesterday today tonight this last "
+    "morning afternoon evening night monday tuesday wednesday thursday friday saturday sunday january february "
+    "march april may june july august september october november december".split())
+_WORD_BEFORE = re.compile(r"([A-Za-z][\w'’-]*)\s*$")
+_SENTENCE_START = re.compile(r"(?:^|[.!?;:\"“(\[]\s*|\n\s*)$")
 _DAY_N = re.compile(r"\bday\s+(?P<n>\d{1,4})\b", re.I)
 _BEFORE_YESTERDAY = re.compile(r"\bthe\s+day\s+before\s+yesterday\b", re.I)
 _YESTERDAY = re.compile(r"\byesterday\b", re.I)
@@ -68,6 +77,26 @@ class TimeCue:
     def as_list(self) -> list:
         """``[start, end, words]``, the trace's form (``retrieve`` operations' ``named_time``)."""
         return [self.start, self.end, self.words]
+
+
+def _clock(text: str) -> re.Match | None:
+    """The first :data:`_CLOCK` match in ``text`` that reads as a time of day. Not read: a number right after a
+    capitalised word other than those of :data:`_BEFORE_A_TIME` ("John 3:16", "Psalm 23:14": a chapter and verse)
+    or right before another ":" or "-" and a digit ("3:16-18"); "Noon", "Midday", "Midnight" capitalised inside a
+    sentence (a name: "Did Noon come by?")."""
+    for m in _CLOCK.finditer(text):
+        before = text[:m.start()]
+        if m.group("word"):
+            if m.group("word")[0].isupper() and not _SENTENCE_START.search(before):
+                continue
+            return m
+        if m.group("h") and not (m.group("ap")) and re.match(r"[:\-–]\d", text[m.end():]):
+            continue
+        w = _WORD_BEFORE.search(before)
+        if w and w.group(1)[0].isupper() and w.group(1).lower() not in _BEFORE_A_TIME:
+            continue
+        return m
+    return None
 
 
 def _clock_minute(m: re.Match) -> int:
@@ -112,12 +141,14 @@ def time_cue(text: str, now: float) -> TimeCue | None:
     words: list[str] = []
     day: float | None = None  # the first minute of the day named
     if m := _DAY_N.search(text):
-        day, _ = (int(m.group("n")) - 1) * MINUTES_PER_DAY, words.append(m.group(0))
+        day = (int(m.group("n")) - 1) * MINUTES_PER_DAY
     elif m := _BEFORE_YESTERDAY.search(text):
-        day, _ = today - 2 * MINUTES_PER_DAY, words.append(m.group(0))
+        day = today - 2 * MINUTES_PER_DAY
     elif m := _YESTERDAY.search(text):
-        day, _ = today - MINUTES_PER_DAY, words.append(m.group(0))
-    clock = _CLOCK.search(text)
+        day = today - MINUTES_PER_DAY
+    if m:
+        words.append(m.group(0))
+    clock = _clock(text)
     part: tuple[float, float] | None = None
     if p := _THIS_PART.search(text):
         words.append(p.group(0))
