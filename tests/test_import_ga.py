@@ -121,6 +121,34 @@ def test_with_the_map_paths_and_positions_come_from_the_tiles(tmp_path):
     assert any(n["kind"] == "map" and "2 street places" in n["message"] for n in report["notes"])
 
 
+@pytest.mark.parametrize("assets", [None, ASSETS])
+def test_a_resident_knows_the_places_of_its_spatial_memory(tmp_path, assets):
+    """As Generative Agents' residents know only the sectors of their spatial_memory.json, the imported persona lists
+    them (and the streets joined to them) in ``known_places``; its static memory describes those places, its home
+    and its routine's, not the rest of the town."""
+    from simulacra.runtime import static_records
+
+    _, world, _ = import_generative_agents(STORAGE, tmp_path / "town", assets=assets)
+    streets = {pid for pid in world.places if pid not in SECTORS}
+
+    def street_of(sectors):
+        return {a for a, b in world.paths if a in streets and b in sectors}
+
+    lena, mara = world.personas["lena_pike"], world.personas["mara_quill"]
+    lena_knows = {"copper_kettle_cafe", "millpond_park"}  # her spatial memory, besides her home
+    assert set(lena.known_places) == lena_knows | street_of(lena_knows | {"pike_familys_house"})
+    assert "lantern_hill_school" in mara.known_places and "lantern_hill_school" not in lena.known_places
+    assert lena.places_known() == lena_knows | {"pike_familys_house"} | street_of(lena_knows | {"pike_familys_house"})
+
+    def described(pid):
+        return {world.places[p].name for p in world.places
+                if any(r.text.startswith(world.places[p].name + " (") for r in static_records(pid, world.personas[pid],
+                                                                                              world))}
+
+    assert "Lantern Hill School" in described("mara_quill") and "Lantern Hill School" not in described("lena_pike")
+    assert "Mara Quill's cottage" not in described("lena_pike")
+    assert {"Copper Kettle Cafe", "Millpond Park", "Pike family's house"} <= described("lena_pike")
+
 # ----------------------------------------------------------------------------------------------------- routines
 def test_routines_are_read_from_lifestyle_and_daily_plan_req():
     _, personas, report = convert(STORAGE)

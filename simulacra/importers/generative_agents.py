@@ -41,7 +41,8 @@ How the town is converted (docs/import.md has the same with examples):
 * **Personas.** name, age, traits (``innate``), occupation (read from ``learned``: "X is a <occupation> who ..."),
   background (``learned`` and ``currently``), lifestyle (as written), home (the ``living_area``'s sector),
   relationships (the sentences of a resident's texts and seed history that name another resident, and housemates;
-  the history's other statements join the background), and a routine:
+  the history's other statements join the background), the places it knows (``known_places``: the sectors of its
+  spatial memory and the streets joined to them, as Generative Agents' residents know no others), and a routine:
   a saved simulation's ``f_daily_schedule`` when present (each step at the place its words name, else at home for
   sleep, waking, dinner, television and the like, else where the step before was); otherwise wake-up, bedtime and
   dinner read from ``lifestyle``, the workplace and work hours from ``learned`` and ``daily_plan_req``, lunch and
@@ -1265,9 +1266,16 @@ def convert(storage: str | Path, assets: str | Path | None = None,
     homes = {r.id: sectors[r.living_area[1]].id for r in residents}
     personas: dict[str, dict] = {}
     summary = []
+    street_of: dict[str, set[str]] = {}  # sector id -> the street places a path joins it to
+    for a, b in paths:
+        if a in streets and b not in streets:
+            street_of.setdefault(b, set()).add(a)
+        elif b in streets and a not in streets:
+            street_of.setdefault(a, set()).add(b)
     for res in residents:
         home = homes[res.id]
         known = sorted({sectors[s].id for s in res.spatial if s in sectors} | {home}, key=lambda p: places[p]["name"])
+        known_streets = sorted({st for sid in known for st in street_of.get(sid, ())}, key=lambda p: places[p]["name"])
         occupation = _occupation(res, world_name, notes)
         plan = _read_plan(res, sectors, matcher, home, notes)
         if res.schedule:
@@ -1281,6 +1289,7 @@ def convert(storage: str | Path, assets: str | Path | None = None,
             "name": res.name, "age": res.age, "occupation": occupation,
             "traits": [t.strip() for t in res.innate.split(",") if t.strip()],
             "background": background, "home": home, "lifestyle": res.lifestyle,
+            "known_places": [p for p in known + known_streets if p != home],
             "routine": routine,
             "relationships": _relationships(res, residents, people, homes, sectors, told.get(res.id)),
         }
