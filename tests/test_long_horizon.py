@@ -14,7 +14,7 @@ from simulacra.errors import ConfigError
 from simulacra.memory.records import MemoryRecord, memory_id
 from simulacra.memory.stream import AgentMemory
 from simulacra.presets import preset_path
-from tests.conftest import unit
+from tests.conftest import ROOT, unit
 
 DIM = 8
 HOUR = 60
@@ -170,3 +170,27 @@ def test_news_heard_again_and_again_is_kept_although_its_text_was_rated_mundane(
     plain = make(tmp_path, agent="bo", short_term_min_entries=0, retold_bonus=0)
     plain.add([*told, once], np.stack([unit(1, i) for i in range(4)]))
     assert not [op for op in plain.consolidate(5 * 60, force=True) if op["op"] == "move"]
+
+
+def test_the_memory_stream_example_of_the_docs_recalls_the_old_answer(tmp_path, monkeypatch, embedder):
+    """docs/memory.md's "A memory stream of your own", run as written (the session's embedder stands in for its
+    ``build_embedder()``): the recall profile puts the month-old answer first, the situational retrieval last
+    night's unrelated turns."""
+    import contextlib
+    import io
+
+    import simulacra.embeddings
+
+    text = (ROOT / "docs" / "memory.md").read_text(encoding="utf-8")
+    code = text.split("<!-- memory-stream-example -->\n```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.setattr(simulacra.embeddings, "build_embedder", lambda *a, **k: embedder)
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    scope: dict = {}
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "docs/memory.md", "exec"), scope)
+    mill = 'Greta said: "The mill wheel cracked in the frost, and Bram is mending it."'
+    assert scope["recalled"][0].text == mill
+    assert scope["acting"][0].text != mill and mill in [m.text for m in scope["acting"]]
+    assert (tmp_path / "ann-memory").is_dir()
+    assert out.getvalue().splitlines()[0] == repr([mill])
