@@ -110,6 +110,23 @@ def measure(qdir: Path, db: Path, embedder, dated_grid: bool = False, latest_gri
     return out
 
 
+def stem_words() -> None:
+    """Make ``bm25s.tokenize`` stem every word it returns, for this process (the lexical index and the queries
+    both tokenise through it: :func:`simulacra.memory.lexical.tokenize`)."""
+    import bm25s
+
+    try:
+        import Stemmer
+    except ImportError:
+        raise SystemExit("bench.recall_profiles --stemmer: pip install PyStemmer") from None
+    plain, stemmer = bm25s.tokenize, Stemmer.Stemmer("english")
+
+    def stemmed(texts, **kw):
+        return plain(texts, stemmer=stemmer, **kw)
+
+    bm25s.tokenize = stemmed
+
+
 def main(argv: list[str] | None = None) -> int:
     from simulacra.embeddings import build_embedder
 
@@ -120,7 +137,11 @@ def main(argv: list[str] | None = None) -> int:
                     "settings (a_rec 0.25 / 0.5 / 1, gamma 0.99 / 0.9 / 0.5 / 0.25, window 60 / 30 / 10)")
     ap.add_argument("--latest-grid", action="store_true", help="also the shipped recall profile with other latest "
                     "settings (a_rec 0.05 / 0.1 / 0.25 / 0.5, gamma 0.99 / 0.9 / 0.5 / 0.25)")
+    ap.add_argument("--stemmer", action="store_true", help="BM25 over stemmed words (PyStemmer's Snowball English, "
+                    "pip install PyStemmer): what the lexical relevance would score with a stemming tokeniser")
     args = ap.parse_args(argv)
+    if args.stemmer:
+        stem_words()
     embedder = build_embedder()
     results = {}
     for pair in args.pairs:
