@@ -15,7 +15,7 @@ agent could ask later in the run, with the memories of that agent that answer th
   query time: its summary, its lines, and the sight of him talking with the asker then), "What was Ezra doing
   at 09:40?" (the asker's observation of Ezra at 09:40), "When did this happen: <event>?" (the asker's memory of
   the event);
-* ``plan``: "What was I planning to do at 13:20?": the plan memories covering that minute.
+* ``plan``: "What was I planning to do at 13:20?": the plan memories of that day covering that minute.
 
 Topic words of ``said`` and ``who`` are the line's rarest content words in the run (BM25's tokeniser; people's
 names, pronouns, auxiliaries, filler and words under three letters left out), so a question names what the line was
@@ -355,13 +355,13 @@ class _Generator:
                     items.append((agent, op, m))
         out = []
         for agent, op, m in self.pick(items, n, lambda x: x[1].get("rating")):
-            day = int(op["timestamp"]) // MINUTES_PER_DAY * MINUTES_PER_DAY
+            day = _day_of(op["timestamp"])
             lo, hi = (day + int(x[:2]) * 60 + int(x[3:]) for x in m.groups())
             if hi <= lo:
                 continue
             minute = float(lo + 10 * int(self.rng.integers(max(1, (hi - lo) // 10))))
             covering = [x["id"] for x in self.f.memories(agent, "plan") if x["timestamp"] <= minute
-                        and (s := _SPAN.search(x["text"])) and _covers(s, minute, day)]
+                        and (s := _SPAN.search(x["text"])) and _covers(s, minute, _day_of(x["timestamp"]))]
             query = ["What was I planning to do at {t}?", "What did I plan for {t}?"][int(self.rng.integers(2))]
             now = self.later(max(minute, op["timestamp"]))
             out.append(self.query("plan", agent, now, query.format(t=_when(minute, self.start, self.f.end)), covering,
@@ -381,7 +381,14 @@ def split_of(run: str, agent: str, time: float, text: str) -> str:
     return "heldout" if hashlib.sha1(key).digest()[0] < 86 else "train"
 
 
+def _day_of(timestamp: float) -> int:
+    """The first game minute of the day of ``timestamp``."""
+    return int(timestamp) // MINUTES_PER_DAY * MINUTES_PER_DAY
+
+
 def _covers(match: re.Match, minute: float, day: int) -> bool:
+    """Whether the plan span ``match`` ("from 16:00 to 18:00") of the plan memory formed on ``day`` (its first game
+    minute) covers ``minute``: the same clock times on another day do not."""
     lo, hi = (day + int(x[:2]) * 60 + int(x[3:]) for x in match.groups())
     return lo <= minute < hi
 

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from simulacra import tune as t
-from simulacra.clock import format_hhmm
+from simulacra.clock import MINUTES_PER_DAY, format_hhmm
 from simulacra.errors import SimulacraError
 from simulacra.labels import generate, read_facts, write
 from simulacra.memory.lexical import tokenize
@@ -175,3 +175,22 @@ def test_the_shipped_generated_labels_are_those_of_a_fresh_run(tmp_path, rater_u
     queries = t.load_queries(root / "data" / "queries" / "tinyvale-keep-seed0.yaml", info.start_minute)
     prepared = t.prepare(sim.run_dir, queries, embedder, "tinyvale-keep-seed0.yaml", run=info)
     assert all(pq.relevant and not pq.missing for pq in prepared)
+
+
+def test_a_plan_question_expects_the_plans_of_its_own_day():
+    """Ann planned the same hours on days 1 and 2; "What did I plan for 17:00 on day 2?" is answered by day 2's
+    plan memory alone (before stop 39 every earlier day's memory with the same clock span counted too)."""
+    from simulacra.labels import RunFacts, _Generator
+
+    day = MINUTES_PER_DAY
+    text = "Ann Lee plans to be mending nets at the harbour from 16:00 to 18:00."
+    adds = [{"op": "add", "agent": "ann", "tier": "short_term", "id": f"p{d}", "text": text, "kind": "plan",
+             "rating": 3, "timestamp": float(d * day + 16 * 60)} for d in (0, 1)]
+    facts = RunFacts("two-days", 0, {"ann": "Ann Lee"}, float(2 * day - 60), adds={"ann": adds})
+    asked = [q for seed in range(8) for q in _Generator(facts, seed, 7 * 60.0).plan(8)]
+    assert {q["note"] for q in asked} == {"plan item 16:00-18:00"}
+    for q in asked:
+        on_day_2 = q["query"].endswith("on day 2?")
+        assert q["expected"] == [{"id": "p1" if on_day_2 else "p0"}], q
+    assert any(q["query"].endswith("on day 2?") for q in asked) and any(q["query"].endswith("on day 1?")
+                                                                         for q in asked)
