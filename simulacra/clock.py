@@ -36,6 +36,12 @@ def format_hhmm(game_minutes: float) -> str:
     return f"{m // MINUTES_PER_HOUR:02d}:{m % MINUTES_PER_HOUR:02d}"
 
 
+def day_start(game_minutes: float) -> int:
+    """The first game minute (00:00) of the game day holding ``game_minutes`` (floored, so minute -360, 18:00 of
+    the day before day 1, gives -1440)."""
+    return int(game_minutes // MINUTES_PER_DAY) * MINUTES_PER_DAY
+
+
 def day_number(game_minutes: float) -> int:
     """The game day holding ``game_minutes``, counted from 1 (minutes 0..1439 are day 1)."""
     return int(game_minutes) // MINUTES_PER_DAY + 1

@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from simulacra.clock import MINUTES_PER_DAY, format_hhmm
+from simulacra.clock import MINUTES_PER_DAY, day_start, format_hhmm
 from simulacra.errors import SimulacraError
 from simulacra.trace import ADD, FORGET, REINFORCE, AddOp, reinforced_as_add
 
@@ -355,13 +355,12 @@ class _Generator:
                     items.append((agent, op, m))
         out = []
         for agent, op, m in self.pick(items, n, lambda x: x[1].get("rating")):
-            day = _day_of(op["timestamp"])
-            lo, hi = (day + int(x[:2]) * 60 + int(x[3:]) for x in m.groups())
+            lo, hi = _span(m, day_start(op["timestamp"]))
             if hi <= lo:
                 continue
             minute = float(lo + 10 * int(self.rng.integers(max(1, (hi - lo) // 10))))
             covering = [x["id"] for x in self.f.memories(agent, "plan") if x["timestamp"] <= minute
-                        and (s := _SPAN.search(x["text"])) and _covers(s, minute, _day_of(x["timestamp"]))]
+                        and (s := _SPAN.search(x["text"])) and _covers(s, minute, day_start(x["timestamp"]))]
             query = ["What was I planning to do at {t}?", "What did I plan for {t}?"][int(self.rng.integers(2))]
             now = self.later(max(minute, op["timestamp"]))
             out.append(self.query("plan", agent, now, query.format(t=_when(minute, self.start, self.f.end)), covering,
@@ -381,15 +380,17 @@ def split_of(run: str, agent: str, time: float, text: str) -> str:
     return "heldout" if hashlib.sha1(key).digest()[0] < 86 else "train"
 
 
-def _day_of(timestamp: float) -> int:
-    """The first game minute of the day of ``timestamp``."""
-    return int(timestamp) // MINUTES_PER_DAY * MINUTES_PER_DAY
+def _span(match: re.Match, day: int) -> tuple[int, int]:
+    """The game minutes ``(start, end)`` of the plan span ``match`` ("from 16:00 to 18:00", :data:`_SPAN`) on the day
+    whose first game minute is ``day`` (``end <= start`` for a span past midnight)."""
+    lo, hi = (day + int(x[:2]) * 60 + int(x[3:]) for x in match.groups())
+    return lo, hi
 
 
 def _covers(match: re.Match, minute: float, day: int) -> bool:
-    """Whether the plan span ``match`` ("from 16:00 to 18:00") of the plan memory formed on ``day`` (its first game
-    minute) covers ``minute``: the same clock times on another day do not."""
-    lo, hi = (day + int(x[:2]) * 60 + int(x[3:]) for x in match.groups())
+    """Whether the plan span ``match`` of the plan memory formed on ``day`` (its first game minute) covers
+    ``minute``: the same clock times on another day do not."""
+    lo, hi = _span(match, day)
     return lo <= minute < hi
 
 

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from simulacra.checkpoint import read_checkpoint
-from simulacra.clock import MINUTES_PER_DAY, format_game_time, parse_hhmm
+from simulacra.clock import MINUTES_PER_DAY, day_start, format_game_time, parse_hhmm
 from simulacra.config import load_config
 from simulacra.days import is_sleeping, plan_day_at, routine_entry_at
 from simulacra.killpoint import ENV, InjectedFault
@@ -303,3 +303,8 @@ def test_resume_across_midnight_ends_identical(tmp_path, rater_url, exact_embedd
     assert tick_lines(run_dir) == tick_lines(ref_dir)
     assert stores(run_dir) == stores(ref_dir)
 
+
+
+def test_day_start_is_the_first_minute_of_the_day_floored():
+    assert [day_start(m) for m in (0, 1439.5, 1440, 2 * MINUTES_PER_DAY + 615.0)] == [0, 0, 1440, 2 * MINUTES_PER_DAY]
+    assert day_start(-360) == day_start(-0.5) == -MINUTES_PER_DAY  # before day 1 (yesterday evening asked on day 1)

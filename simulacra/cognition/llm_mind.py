@@ -29,6 +29,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from simulacra.clock import MINUTES_PER_DAY, format_hhmm, parse_hhmm
+from simulacra.clock import day_start as start_of_day
 from simulacra.cognition.mind import (
     AgentView,
     Answer,
@@ -315,7 +316,7 @@ class LLMMind:
 
         def parse(data) -> list[PlanItem]:
             plan = _DayPlan.model_validate(data)
-            base = day_start - day_start % MINUTES_PER_DAY
+            base = start_of_day(day_start)
             timed: dict[int, _PlanEntry] = {}
             for e in plan.items:
                 if e.place not in view.place_names:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from simulacra.clock import MINUTES_PER_DAY, MINUTES_PER_HOUR
+from simulacra.clock import MINUTES_PER_DAY, MINUTES_PER_HOUR, day_start
 
 #: parts of a day, ``(start, end)`` in minutes after midnight (``end`` may pass midnight)
 PARTS_OF_DAY = {"morning": (6 * 60, 12 * 60), "afternoon": (12 * 60, 18 * 60), "evening": (18 * 60, 24 * 60),
@@ -51,6 +51,8 @@ _BEFORE_A_TIME = frozenset(
     "morning afternoon evening night monday tuesday wednesday thursday friday saturday sunday january february "
     "march april may june july august september october november december".split())
 _WORD_BEFORE = re.compile(r"([A-Za-z][\w'’-]*)\s*$")
+#: what follows a chapter and verse's number, not a clock time: another ":" or a range ("3:16:2", "3:16-18")
+_REFERENCE_AFTER = re.compile(r"[:\-–]\d")
 _SENTENCE_START = re.compile(r"(?:^|[.!?;:\"“(\[]\s*|\n\s*)$")
 _DAY_N = re.compile(r"\bday\s+(?P<n>\d{1,4})\b", re.I)
 _BEFORE_YESTERDAY = re.compile(r"\bthe\s+day\s+before\s+yesterday\b", re.I)
@@ -90,7 +92,7 @@ def _clock(text: str) -> re.Match | None:
             if m.group("word")[0].isupper() and not _SENTENCE_START.search(before):
                 continue
             return m
-        if m.group("h") and not (m.group("ap")) and re.match(r"[:\-–]\d", text[m.end():]):
+        if m.group("h") and not m.group("ap") and _REFERENCE_AFTER.match(text, m.end()):
             continue
         w = _WORD_BEFORE.search(before)
         if w and w.group(1)[0].isupper() and w.group(1).lower() not in _BEFORE_A_TIME:
@@ -117,7 +119,7 @@ def _inside(part: tuple[float, float], minute: int, am_pm: bool) -> float:
     """The game minute of a clock time (``minute`` after midnight) inside the part of a day ``part`` (which may run
     past midnight): the hour read as the afternoon's when it has no am/pm and only that falls inside ("3:15" in
     the afternoon is 15:15); the part's start when it falls outside either way."""
-    base = part[0] // MINUTES_PER_DAY * MINUTES_PER_DAY
+    base = day_start(part[0])
     readings = [minute] if am_pm or minute >= 12 * MINUTES_PER_HOUR else [minute, minute + 12 * MINUTES_PER_HOUR]
     for m in readings:
         for day in (base, base + MINUTES_PER_DAY):
@@ -137,7 +139,7 @@ def time_cue(text: str, now: float) -> TimeCue | None:
     """
     if not text:
         return None
-    today = (int(now) // MINUTES_PER_DAY) * MINUTES_PER_DAY
+    today = day_start(now)
     words: list[str] = []
     day: float | None = None  # the first minute of the day named
     if m := _DAY_N.search(text):
