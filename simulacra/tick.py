@@ -34,6 +34,7 @@ from simulacra.cognition.mind import (
     converse_line_by_line,
     in_force,
     plan_memory_text,
+    plan_span,
     splice,
     step_memory_text,
 )
@@ -43,7 +44,7 @@ from simulacra.cognition.scripted import news_candidates, routine_plan
 from simulacra.days import is_sleeping, plan_day_at, routine_entry_at
 from simulacra.errors import RaterError
 from simulacra.killpoint import kill_point
-from simulacra.memory.records import MemoryRecord, RetrievedMemory, memory_id
+from simulacra.memory.records import MemoryRecord, RetrievedMemory, memory_id, span_extra
 from simulacra.runtime import Runtime
 from simulacra.state import TownState, keyed_uniform
 from simulacra.text import at_place
@@ -438,7 +439,7 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
         plan_start[pid], plans[pid], steps[pid] = days[pid].start, plan, []
         records.append(decision_of(pid, PLAN_DAY, d, [p.to_dict() for p in plan]))
         text = plan_memory_text(rt.persona(pid), plan, rt.place_names, days[pid].day)
-        pending.append(Pending(pid, new_record(pid, text, "plan", now, tick)))
+        pending.append(Pending(pid, new_record(pid, text, "plan", now, tick, plan_span(plan) if plan else None)))
 
     # 2. decompose the next hours when no action covers now (asleep: the plan item in force, no decision)
     need = [pid for pid in mine if in_force(steps[pid], now) is None]
@@ -501,7 +502,7 @@ def decide_stage(state: TownState, rt: Runtime, retrieval: Retrieval, now: int, 
         step_keys[pid] = key
         if key != agent.step_key:
             pending.append(Pending(pid, new_record(pid, step_memory_text(rt.persona(pid), step, rt.place_names),
-                                                   "plan", now, tick)))
+                                                   "plan", now, tick, plan_span([step]))))
 
     return Decided(plan_start, plans, steps, step_keys, planned, actions, [], {}, pending, records, ops, notable,
                    considered, invitations)
@@ -882,10 +883,11 @@ def summarise_stage(rt: Runtime, plans: Mapping[str, Sequence[PlanItem]], now: i
             ids = [i for e in found for i in e.ids]
             made.setdefault(pid, []).append(MemoryRecord(
                 memory_id(pid, now, text), text, "summary", max(e.rating for e in found), float(now), tick,
-                extra={"evidence_ids": ",".join(ids), "depth": 1}))
+                extra={"evidence_ids": ",".join(ids), "depth": 1, **span_extra(since, until)}))
         if plans.get(pid):
             text = plan_summary_text(rt.names[pid], label, plans[pid], rt.place_names)
-            rec = MemoryRecord(memory_id(pid, now, text), text, "summary", None, float(now), tick, extra={"depth": 1})
+            rec = MemoryRecord(memory_id(pid, now, text), text, "summary", None, float(now), tick,
+                               extra={"depth": 1, **plan_span(plans[pid])})
             made.setdefault(pid, []).append(rec)
             planned.append(rec)
     if not made:

@@ -73,6 +73,42 @@ def test_the_fact_is_told_at_its_time_and_probes_run_at_theirs(reference):
     assert "plan:1" in about[0] and "plan:2" not in about[0] and "plan:2" in about[1]
 
 
+def test_plans_and_day_summaries_are_stored_with_the_hours_they_are_about(reference):
+    """A plan step's memory is about its step's hours, a day plan's about the plan's hours, a day summary's about
+    the 24 game hours it sums up (``x_span_start`` / ``x_span_end``, :attr:`MemoryRecord.span`); the rest have none.
+    Read from the stores a fresh process opens at the end of the run."""
+    import re
+
+    from tests.conftest import read_stores
+
+    _, run_dir = reference
+    stores = read_stores(run_dir, ["ann", "ben", "cal"], ("short_term", "long_term"))
+    seen = {"step": 0, "day plan": 0, "summary": 0, "plan summary": 0}
+    for tiers in stores.values():
+        for text, meta, _ in (m for tier in tiers.values() for m in tier.values()):
+            ts, kind = meta["timestamp"], meta["kind"]
+            span = (meta.get("x_span_start"), meta.get("x_span_end"))
+            if kind not in ("plan", "summary"):
+                assert span == (None, None), text
+                continue
+            lo, hi = span
+            day = ts - ts % MINUTES_PER_DAY
+            if kind == "plan" and (m := re.search(r"from (\d\d):(\d\d) to (\d\d):(\d\d)", text)):
+                seen["step"] += 1
+                assert lo % MINUTES_PER_DAY == int(m[1]) * 60 + int(m[2]) and lo <= ts < hi, text
+                assert (hi - lo) % MINUTES_PER_DAY == (int(m[3]) * 60 + int(m[4]) - lo) % MINUTES_PER_DAY, text
+            elif kind == "plan":
+                seen["day plan"] += 1
+                assert lo <= ts + 60 and hi - lo >= 12 * 60 and lo < day + MINUTES_PER_DAY, text
+            elif "plan for day" in text:
+                seen["plan summary"] += 1
+                assert lo < ts and hi - lo >= 12 * 60, text
+            else:
+                seen["summary"] += 1
+                assert (lo, hi) == (ts - MINUTES_PER_DAY, ts), text
+    assert seen["step"] and seen["summary"] and seen["plan summary"], seen  # day plans are forgotten by day 4
+
+
 def test_recall_is_scored_from_the_trace_labels(reference, exact_embedder):
     sc, run_dir = reference
     scan = Scan.load(run_dir)

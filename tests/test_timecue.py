@@ -11,7 +11,7 @@ import pytest
 from simulacra.clock import MINUTES_PER_DAY
 from simulacra.config import SITUATIONAL, MemoryConfig, load_config
 from simulacra.errors import ConfigError
-from simulacra.memory.records import MemoryRecord, memory_id
+from simulacra.memory.records import MemoryRecord, memory_id, span_extra
 from simulacra.memory.scoring import ScoringInputs, ScoringParams, age_from
 from simulacra.memory.stream import AgentMemory
 from simulacra.memory.timecue import asks_latest, describe_named, time_cue
@@ -147,6 +147,51 @@ def test_a_recall_question_that_names_a_time_retrieves_what_formed_then(tmp_path
     # simulacra rescore re-ranks the recorded candidates under the dated profile to exactly this retrieval
     again = rerank(op["candidates"], op["tiers"], mem.rule(profile="dated"), mem.params_for("dated"))
     assert [i for i, _, _ in again] == [m.id for m in dated]
+
+
+def test_a_plan_memory_is_as_recent_as_the_hours_it_is_about(tmp_path):
+    """Asked about 17:00, the plan item for 16:00-18:00 (stored when it began, at 16:00) is about 17:00; a talk at
+    17:10, a little more relevant, is ten minutes away. Measured from the plan's timestamp alone, the talk won."""
+    span = span_extra(at(2, "16:00"), at(2, "18:00"))
+    plan = MemoryRecord(id=memory_id("ann", at(2, "16:00"), "p"), kind="plan", rating=3, timestamp=at(2, "16:00"),
+                        text="Ann plans to be visiting Agnes at the bakery from 16:00 to 18:00.", tick=1, extra=span)
+    talk = _rec("Ann talked with Agnes at the bakery", at(2, "17:10"))
+    cfg = MemoryConfig(relevance="dense", forget_floor=None, top_k=2)
+    question = "What did I plan for 17:00 on day 2?"
+    mem = AgentMemory("ann", tmp_path / "ann", cfg, 8)
+    mem.add([plan, talk], np.stack([unit(1, 0.33), unit(1, 0.30)]))  # the talk a little more relevant
+    got = mem.retrieve(unit(1, 0.3), NOW, query_text=question, profile="recall")
+    assert [m.id for m in got] == [plan.id, talk.id] and got[0].recency == 1.0
+    op = mem.retrieval_record(question, "interview", got, unit(1, 0.3), NOW, profile="recall")
+    ages = {row[0]: row[3] for rows in op["candidates"].values() if rows for row in rows}
+    assert ages == {plan.id: 0.0, talk.id: 10.0}  # the trace records the ages from the span
+    again = rerank(op["candidates"], op["tiers"], mem.rule(profile="dated"), mem.params_for("dated"))
+    assert [i for i, _, _ in again] == [m.id for m in got]
+    # the span is kept in the store: a fresh process reads it back and retrieves the same
+    reopened = AgentMemory("ann", tmp_path / "ann", cfg, 8)
+    assert reopened.tier("short_term").get(plan.id).span == (at(2, "16:00"), at(2, "18:00"))
+    assert [m.id for m in reopened.retrieve(unit(1, 0.3), NOW, query_text=question, profile="recall")] == [
+        plan.id, talk.id]
+    # the same plan memory without its span (as stored before): measured from 16:00, an hour away, it loses
+    bare = AgentMemory("ann", tmp_path / "bare", cfg, 8)
+    bare.add([replace(plan, extra={}), talk], np.stack([unit(1, 0.33), unit(1, 0.30)]))
+    assert [m.id for m in bare.retrieve(unit(1, 0.3), NOW, query_text=question, profile="recall")] == [
+        talk.id, plan.id]
+    # a question that names no time is unchanged: recency from now, from the timestamp
+    plain = mem.retrieve(unit(1, 0.3), NOW, query_text="What did I plan?", profile="situational")
+    assert [m.recency for m in plain] == [m.recency for m in bare.retrieve(
+        unit(1, 0.3), NOW, query_text="What did I plan?", profile="situational")]
+
+
+def test_the_age_from_a_named_time_is_the_gap_between_the_window_and_the_span():
+    ref = np.array([100.0, 100.0, 100.0, np.nan])
+    span = (np.array([100.0, 40.0, 100.0, np.nan]), np.array([100.0, 200.0, 130.0, np.nan]))
+    got = age_from(ref, 1000.0, (150.0, 160.0), span)
+    assert got[:3].tolist() == [50.0, 0.0, 20.0] and np.isnan(got[3])  # before, around, ending before the window
+    assert age_from(ref, 1000.0, (10.0, 20.0), span)[:3].tolist() == [80.0, 20.0, 80.0]  # after the window
+    assert age_from(ref, 1000.0, None, span)[:3].tolist() == [900.0] * 3  # no time named: from now (seed 003)
+    with pytest.raises(ValueError, match="ends before it starts"):
+        span_extra(20.0, 10.0)
 
 
 def test_a_question_that_asks_for_the_latest_breaks_ties_by_time_and_keeps_relevance_first(tmp_path):

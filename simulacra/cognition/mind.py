@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from simulacra.clock import format_hhmm
-from simulacra.memory.records import RetrievedMemory
+from simulacra.memory.records import RetrievedMemory, span_extra
 from simulacra.persona import Persona
 from simulacra.text import at_place
 from simulacra.trace import Source as Source  # where a decision came from: "scripted", "llm" or "fallback"
@@ -356,6 +356,19 @@ def step_memory_text(persona: Persona, item: PlanItem, place_names: dict[str, st
     place = place_names.get(item.place, item.place)
     return (f"{persona.name} plans to be {item.activity} at {place} from {format_hhmm(item.start)} "
             f"to {format_hhmm(item.end)}.")
+
+
+def plan_span(items: Sequence[PlanItem]) -> dict[str, float]:
+    """The ``extra`` metadata of a ``plan`` or plan ``summary`` memory of ``items`` (at least one): it is about the
+    game minutes from the first item's start to the last item's end (:attr:`MemoryRecord.span
+    <simulacra.memory.records.MemoryRecord.span>`), so that a question naming an hour of the plan finds it.
+
+    Raises:
+        ValueError: no items.
+    """
+    if not items:
+        raise ValueError("a plan memory needs at least one plan item")
+    return span_extra(min(i.start for i in items), max(i.end for i in items))
 
 
 def converse_line_by_line(say, views: dict[str, AgentView], convs: dict[str, ConversationView], opener: str,

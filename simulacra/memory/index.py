@@ -50,6 +50,17 @@ BOUND_MIN_ROWS = 5_000
 #: 0.8 / 0.4 % of the rows to score exactly; 48 was fastest overall)
 BOUND_RANK = 48
 _FIT_SAMPLE = 4096
+#: raw columns per row (:meth:`MirrorIndex.columns_of`)
+COLUMNS = 6
+
+
+def _with_span(columns: np.ndarray) -> np.ndarray:
+    """Rows of raw columns ``(m, 6)``; rows given without the span ``(m, 4)`` get ``(created, created)``."""
+    if columns.shape[1] == COLUMNS:
+        return columns
+    if columns.shape[1] != 4:
+        raise ValueError(f"a row has {COLUMNS} columns (or 4 without the span), got {columns.shape[1]}")
+    return np.column_stack([columns, columns[:, 1], columns[:, 1]])
 
 
 def _nan(x: float | None) -> float:
@@ -90,7 +101,8 @@ class MirrorIndex:
         self._n = 0
         self._emb = np.zeros((0, dim), dtype=np.float32)
         self._sqnorm = np.zeros(0, dtype=np.float32)
-        self._cols = np.zeros((4, 0), dtype=np.float64)  # rating, created, accessed, decay origin (decay_since)
+        # rating, created, accessed, decay origin (decay_since), span start, span end (MemoryRecord.span)
+        self._cols = np.zeros((COLUMNS, 0), dtype=np.float64)
         self._basis: np.ndarray | None = None  # (rank, dim)
         self._mu: np.ndarray | None = None
         self._proj = np.zeros((0, self.rank), dtype=np.float32)
@@ -130,6 +142,13 @@ class MirrorIndex:
         the last rehearsal, the later); NaN while short-term."""
         return self._cols[3, : self._n]
 
+    @property
+    def span(self) -> tuple[np.ndarray, np.ndarray]:
+        """The game minutes each row is about, ``(start, end)`` (:attr:`MemoryRecord.span
+        <simulacra.memory.records.MemoryRecord.span>`: a plan item's hours, a day summary's day; the creation minute
+        for every other memory; NaN for static ones)."""
+        return self._cols[4, : self._n], self._cols[5, : self._n]
+
     def importance(self, now: float, params: ScoringParams, rows: np.ndarray | None = None) -> np.ndarray:
         """Decayed importance of the rows (all by default) at game minute ``now`` under ``params``
         (:func:`~simulacra.memory.scoring.decayed_importance`), shape ``(n,)``; NaN for static memories. The
@@ -143,10 +162,13 @@ class MirrorIndex:
 
     # ----------------------------------------------------------------- writes
     @staticmethod
-    def columns_of(rating, timestamp, last_accessed, long_term_since) -> tuple[float, float, float, float]:
-        """One row of raw columns from a record's fields (``None`` -> NaN); ``accessed`` falls back to creation."""
+    def columns_of(rating, timestamp, last_accessed, long_term_since,
+                   span: tuple[float, float] | None = None) -> tuple[float, ...]:
+        """One row of raw columns from a record's fields (``None`` -> NaN); ``accessed`` falls back to creation,
+        ``span`` (the game minutes the memory is about) to ``(timestamp, timestamp)``."""
         accessed = last_accessed if last_accessed is not None else timestamp
-        return _nan(rating), _nan(timestamp), _nan(accessed), _nan(long_term_since)
+        lo, hi = span if span is not None else (timestamp, timestamp)
+        return _nan(rating), _nan(timestamp), _nan(accessed), _nan(long_term_since), _nan(lo), _nan(hi)
 
     def _reserve(self, n: int) -> None:
         cap = self._emb.shape[0]
@@ -157,7 +179,7 @@ class MirrorIndex:
         emb[: self._n] = self._emb[: self._n]
         sq = np.zeros(new, dtype=np.float32)
         sq[: self._n] = self._sqnorm[: self._n]
-        cols = np.full((4, new), np.nan)
+        cols = np.full((COLUMNS, new), np.nan)
         cols[:, : self._n] = self._cols[:, : self._n]
         self._emb, self._sqnorm, self._cols = emb, sq, cols
         if self._basis is not None:
@@ -168,7 +190,8 @@ class MirrorIndex:
             self._proj, self._resid = proj, resid
 
     def append(self, embeddings: np.ndarray, columns: np.ndarray) -> None:
-        """Append rows: ``embeddings`` ``(m, dim)``, ``columns`` ``(m, 4)`` from :meth:`columns_of`."""
+        """Append rows: ``embeddings`` ``(m, dim)``, ``columns`` ``(m, 6)`` from :meth:`columns_of`, or ``(m, 4)``
+        without the span (each row then about its creation minute)."""
         emb = np.asarray(embeddings, dtype=np.float32).reshape(-1, self.dim)
         m = emb.shape[0]
         if m == 0:
@@ -177,16 +200,17 @@ class MirrorIndex:
         self._reserve(start + m)
         self._emb[start:start + m] = emb
         self._sqnorm[start:start + m] = squared_norms(emb)
-        self._cols[:, start:start + m] = np.asarray(columns, dtype=np.float64).reshape(m, 4).T
+        self._cols[:, start:start + m] = _with_span(np.asarray(columns, dtype=np.float64).reshape(m, -1)).T
         self._n += m
         self._version += 1
         if self._basis is not None:
             self._project(start, self._n)
 
     def set_row(self, row: int, embedding: np.ndarray | None, columns: tuple[float, ...]) -> None:
-        """Overwrite row ``row``'s columns, and its embedding when given."""
+        """Overwrite row ``row``'s columns (:meth:`columns_of`, 6 or 4 as in :meth:`append`), and its embedding when
+        given."""
         self._version += 1
-        self._cols[:, row] = columns
+        self._cols[:, row] = _with_span(np.asarray(columns, dtype=np.float64).reshape(1, -1))[0]
         if embedding is not None:
             vec = np.asarray(embedding, dtype=np.float32).reshape(self.dim)
             self._emb[row] = vec
@@ -235,14 +259,32 @@ class MirrorIndex:
     def _reference(self, recency_from: str) -> np.ndarray:
         return self._cols[2 if recency_from == "last_access" else 1, : self._n]
 
+    def _span_of(self, recency_from: str, rows: np.ndarray | slice = slice(None)
+                 ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The span of ``rows`` that a named time measures recency from: the rows' :attr:`span` when recency
+        counts from creation, ``None`` (the reference time alone) under ``recency_from: last_access``."""
+        if recency_from == "last_access":
+            return None
+        lo, hi = self.span
+        return lo[rows], hi[rows]
+
+    def _age(self, now: float, params: ScoringParams, recency_from: str,
+             rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """Recency's age of ``rows`` (all by default) at ``now``, game minutes (:meth:`ScoringParams.age
+        <simulacra.memory.scoring.ScoringParams.age>`, with the span under a named time)."""
+        span = None if params.named is None else self._span_of(recency_from, rows)
+        return params.age(self._reference(recency_from)[rows], now, span)
+
     def inputs(self, query: np.ndarray, recency_from: str = "created", rows: np.ndarray | None = None,
                lexical: np.ndarray | None = None) -> ScoringInputs:
         """The raw scoring inputs of every memory (or of ``rows``) for ``query``, in row order (copies);
         ``lexical`` (``(n,)``, every row) is the lexical relevance for lexical or hybrid scoring."""
         sel = slice(None) if rows is None else rows
+        span = self._span_of(recency_from, sel)
         return ScoringInputs(self.distances(query, rows), self.rating[sel].copy(),
                              self._reference(recency_from)[sel].copy(), self.long_term_since[sel].copy(),
-                             None if lexical is None else np.array(lexical[sel], dtype=np.float64))
+                             None if lexical is None else np.array(lexical[sel], dtype=np.float64),
+                             None if span is None else (span[0].copy(), span[1].copy()))
 
     def score(self, query: np.ndarray, now: float, params: ScoringParams, recency_from: str = "created",
               rows: np.ndarray | None = None, lexical: np.ndarray | None = None) -> ScoreTerms:
@@ -292,7 +334,7 @@ class MirrorIndex:
         order = part[rank(score[part], index[part])][:k]  # the one tie-break (selection.rank)
         picked = index[order]
         # the terms of the picked rows; relevance and score are the very numbers that were ranked
-        recency = recency_of(params.age(self._reference(recency_from)[picked], now), params.gamma,
+        recency = recency_of(self._age(now, params, recency_from, picked), params.gamma,
                              params.recency_window_minutes)
         importance = self.importance(now, params, picked)
         return picked, ScoreTerms(recency=recency, importance=importance, relevance=relevance[order],
@@ -324,7 +366,7 @@ class MirrorIndex:
         dense = None if params.relevance == "lexical" else self.dense_relevance(query)
         rel = fuse_relevance(dense, lexical, params)
         imp = self.importance(now, params)
-        age = np.maximum(params.age(self._reference(recency_from), now), 0.0)
+        age = np.maximum(self._age(now, params, recency_from), 0.0)
         out: list[float | None] = []
         for x in (rel, imp, age):
             lo, hi = TermRanges.of(x, x, x).relevance
@@ -368,7 +410,7 @@ class MirrorIndex:
             dense_picked = relevance_from_distance(self.distances(query, picked))
         else:
             dense_picked = dense[order]
-        recency = recency_of(params.age(self._reference(recency_from)[picked], now), params.gamma,
+        recency = recency_of(self._age(now, params, recency_from, picked), params.gamma,
                              params.recency_window_minutes)
         importance = self.importance(now, params, picked)
         return picked, ScoreTerms(recency, importance, relevance[order], score[order], dense_picked, lex[picked])
@@ -399,8 +441,7 @@ class MirrorIndex:
             rel = fuse_relevance(dense, lexical, params)
         else:
             rel = self.dense_relevance(query)
-        reference = self._reference(recency_from)
-        age = np.maximum(params.age(reference, now), 0.0)
+        age = np.maximum(self._age(now, params, recency_from), 0.0)
         imp = self.importance(now, params)
         recent = np.where(np.isnan(age), -np.inf, -age)  # no timestamp: recency 0 under every gamma
         important = np.nan_to_num(imp, nan=0.0)
@@ -449,7 +490,7 @@ class MirrorIndex:
                params.long_term_decay_per_hour, params.decay_importance_exponent,
                params.decay_importance_pivot, params.named, recency_from)
         def compute() -> tuple[np.ndarray, np.ndarray]:
-            rec = recency_of(params.age(self._reference(recency_from), now), params.gamma,
+            rec = recency_of(self._age(now, params, recency_from), params.gamma,
                              params.recency_window_minutes)
             cheap = recency_importance(rec, self.importance(now, params), params)
             return cheap, cheap.astype(np.float32)

@@ -83,6 +83,19 @@ class MemoryRecord:
         return max(self.long_term_since, self.last_accessed)
 
     @property
+    def span(self) -> tuple[float, float] | None:
+        """The game minutes ``(start, end)`` the memory is about: a plan item's hours, a day plan's day, a day
+        summary's day (``extra`` ``span_start`` / ``span_end``, :func:`span_extra`); ``(timestamp, timestamp)``
+        for every other memory; ``None`` for a static one. A query that names a time measures recency from the
+        span (:func:`simulacra.memory.scoring.age_from`)."""
+        if self.timestamp is None:
+            return None
+        lo, hi = self.extra.get("span_start"), self.extra.get("span_end")
+        if lo is None or hi is None:
+            return self.timestamp, self.timestamp
+        return float(lo), float(hi)
+
+    @property
     def importance_score(self) -> float | None:
         """Undecayed importance in [0, 1] (``rating / 10``), as seed 003 stores it."""
         return None if self.rating is None else self.rating / 10.0
@@ -123,6 +136,17 @@ class MemoryRecord:
             last_accessed=float(meta["last_accessed"]) if "last_accessed" in meta else None,
             extra={k[2:]: v for k, v in meta.items() if k.startswith("x_")},
         )
+
+
+def span_extra(start: float, end: float) -> dict[str, float]:
+    """The ``extra`` metadata of a memory about the game minutes ``start``..``end`` (:attr:`MemoryRecord.span`).
+
+    Raises:
+        ValueError: ``end`` before ``start``.
+    """
+    if end < start:
+        raise ValueError(f"a memory's span ends before it starts: {start} .. {end}")
+    return {"span_start": float(start), "span_end": float(end)}
 
 
 def remarked(records: Iterable[MemoryRecord], marks: dict[str, float]) -> list[MemoryRecord]:

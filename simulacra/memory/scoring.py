@@ -55,6 +55,8 @@ import numpy as np
 RELEVANCE_MODES = ("dense", "lexical", "hybrid")
 #: fusions of dense and lexical relevance under hybrid (``memory.fusion``)
 FUSIONS = ("weighted", "rrf")
+#: the game minutes memories are about, ``(start, end)``, each float64 ``(n,)`` (:func:`age_from`)
+Span = tuple[np.ndarray, np.ndarray]
 #: term scalings (``memory.normalize``)
 NORMALIZATIONS = ("none", "minmax")
 
@@ -95,10 +97,10 @@ class ScoringParams:
         if self.named is not None and not self.named[0] <= self.named[1]:
             raise ValueError(f"named must be a window (start, end) with start <= end, got {self.named}")
 
-    def age(self, reference_time: np.ndarray, now: float) -> np.ndarray:
-        """Recency's age of memories formed (or last accessed) at ``reference_time``: :func:`age_from` with this
-        retrieval's :attr:`named` window. Game minutes, ``(n,)``."""
-        return age_from(reference_time, now, self.named)
+    def age(self, reference_time: np.ndarray, now: float, span: Span | None = None) -> np.ndarray:
+        """Recency's age of memories formed (or last accessed) at ``reference_time`` and about ``span``:
+        :func:`age_from` with this retrieval's :attr:`named` window. Game minutes, ``(n,)``."""
+        return age_from(reference_time, now, self.named, span)
 
     def importance(self, rating: np.ndarray, long_term_since: np.ndarray, now: float) -> np.ndarray:
         """:func:`decayed_importance` under these params' decay, exponent and pivot."""
@@ -223,6 +225,8 @@ class ScoringInputs:
     reference_time: np.ndarray
     long_term_since: np.ndarray
     lexical: np.ndarray | None = None
+    #: the game minutes each memory is about, ``(start, end)`` (:func:`age_from`); ``None``: its reference time
+    span: Span | None = None
 
     def __len__(self) -> int:
         return len(self.distance)
@@ -230,12 +234,13 @@ class ScoringInputs:
     def score(self, now: float, params: ScoringParams, ranges: TermRanges | None = None) -> ScoreTerms:
         """:func:`score_memories` of these inputs at game minute ``now``."""
         return score_memories(self.distance, self.rating, self.reference_time, self.long_term_since, now, params,
-                              self.lexical, ranges)
+                              self.lexical, ranges, self.span)
 
     def take(self, rows: np.ndarray) -> ScoringInputs:
         """The inputs of ``rows`` (an index or a boolean mask), copied."""
         return ScoringInputs(self.distance[rows], self.rating[rows], self.reference_time[rows],
-                             self.long_term_since[rows], None if self.lexical is None else self.lexical[rows])
+                             self.long_term_since[rows], None if self.lexical is None else self.lexical[rows],
+                             None if self.span is None else (self.span[0][rows], self.span[1][rows]))
 
 
 def relevance_from_distance(distance: np.ndarray) -> np.ndarray:
@@ -323,18 +328,28 @@ def recency_of(age_minutes: np.ndarray, gamma: float, window_minutes: float = 60
     return np.where(age < window_minutes, 1.0, np.exp(age * (math.log(gamma) / 60.0)))
 
 
-def age_from(reference_time: np.ndarray, now: float, named: tuple[float, float] | None = None) -> np.ndarray:
+def age_from(reference_time: np.ndarray, now: float, named: tuple[float, float] | None = None,
+             span: Span | None = None) -> np.ndarray:
     """Recency's age in game minutes of memories whose reference time (formed, or last accessed) is
-    ``reference_time`` (game minutes, ``(n,)``; NaN stays NaN): ``now - reference_time`` (seed 003), or, when the
-    query names a time (``named``: a window ``(start, end)``, :mod:`simulacra.memory.timecue`), the distance to that
-    window, 0 inside it, so that recency favours what formed then (after Berberich et al. 2010, time-sensitive
-    queries). The one place the age is measured: the engine's scoring, its bounds and skyband, and ``simulacra
-    tune`` call it (through :meth:`ScoringParams.age`)."""
+    ``reference_time`` (game minutes, ``(n,)``; NaN stays NaN).
+
+    * No time named (``named`` ``None``): ``now - reference_time`` (seed 003).
+    * The query names a time (``named``: a window ``(start, end)``, :mod:`simulacra.memory.timecue`): the distance
+      from that window to the game minutes each memory is about, 0 where they overlap, so that recency favours
+      what was about then (after Berberich et al. 2010, time-sensitive queries). A memory is about its ``span``
+      (``(span_start, span_end)``, each ``(n,)``, :attr:`MemoryRecord.span
+      <simulacra.memory.records.MemoryRecord.span>`: a plan item's hours, a day summary's day), or, without one,
+      the instant ``reference_time``.
+
+    The one place the age is measured: the engine's scoring, its bounds and skyband, and ``simulacra tune`` call it
+    (through :meth:`ScoringParams.age`)."""
     ref = np.asarray(reference_time, dtype=np.float64)
     if named is None:
         return now - ref
+    lo, hi = (ref, ref) if span is None else (np.asarray(span[0], dtype=np.float64),
+                                              np.asarray(span[1], dtype=np.float64))
     start, end = named
-    return np.maximum(start - ref, 0.0) + np.maximum(ref - end, 0.0)
+    return np.maximum(start - hi, 0.0) + np.maximum(lo - end, 0.0)
 
 
 def decayed_importance(
@@ -386,6 +401,7 @@ def score_memories(
     params: ScoringParams,
     lexical: np.ndarray | None = None,
     ranges: TermRanges | None = None,
+    span: Span | None = None,
 ) -> ScoreTerms:
     """Score ``n`` memories for one query (see the module docstring for the formula and its source).
 
@@ -399,6 +415,8 @@ def score_memories(
         lexical: normalised BM25 of each memory for the query, in [0, 1] (``lexical`` and ``hybrid`` only).
         ranges: under ``normalize: minmax``, the tier's extremes of the terms; ``None``: these ``n`` memories
             are the whole tier and give them. Under RRF the ``n`` memories must be the whole tier.
+        span: the game minutes each memory is about, ``(start, end)`` (:func:`age_from`; used when the query names
+            a time); ``None``: its reference time.
     Returns:
         The three raw terms and the total, each shape ``(n,)`` (and the dense and lexical parts of the relevance
         when it is not dense; the rescaled terms and the extremes under minmax).
@@ -407,7 +425,7 @@ def score_memories(
     """
     dense = relevance_from_distance(distance)
     relevance = fuse_relevance(dense, lexical, params)
-    recency = recency_of(params.age(reference_time, now), params.gamma, params.recency_window_minutes)
+    recency = recency_of(params.age(reference_time, now, span), params.gamma, params.recency_window_minutes)
     importance = params.importance(rating, long_term_since, now)
     score, normalized, ranges = combine(recency, importance, relevance, params, ranges)
     lex = None if not params.lexical else np.asarray(lexical, dtype=np.float64)

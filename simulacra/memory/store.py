@@ -22,7 +22,7 @@ import numpy as np
 
 from simulacra.killpoint import kill_point
 from simulacra.memory.chroma import OWNER_KEY
-from simulacra.memory.index import BOUND_MIN_ROWS, MirrorIndex
+from simulacra.memory.index import BOUND_MIN_ROWS, COLUMNS, MirrorIndex
 from simulacra.memory.lexical import LexicalIndex
 from simulacra.memory.records import MemoryRecord, RetrievedMemory, remarked
 from simulacra.memory.scoring import ScoreTerms, ScoringInputs, ScoringParams
@@ -32,9 +32,9 @@ log = logging.getLogger(__name__)
 _PAGE = 5_000
 
 
-def _row_columns(rec: MemoryRecord) -> tuple[float, float, float, float]:
+def _row_columns(rec: MemoryRecord) -> tuple[float, ...]:
     # the decay column holds where long-term decay counts from (entry or last rehearsal, MemoryRecord.decay_since)
-    return MirrorIndex.columns_of(rec.rating, rec.timestamp, rec.last_accessed, rec.decay_since)
+    return MirrorIndex.columns_of(rec.rating, rec.timestamp, rec.last_accessed, rec.decay_since, rec.span)
 
 
 class MemoryTier:
@@ -155,7 +155,7 @@ class MemoryTier:
         self._records.extend(records)
         for i, rec in enumerate(records, start):
             self._row[rec.id] = i
-        self.index.append(emb, np.array([_row_columns(r) for r in records], dtype=np.float64).reshape(-1, 4))
+        self.index.append(emb, np.array([_row_columns(r) for r in records], dtype=np.float64).reshape(-1, COLUMNS))
         self.lexical.append([r.text for r in records])
 
     # ----------------------------------------------------------------- reads
