@@ -15,7 +15,9 @@ agent could ask later in the run, with the memories of that agent that answer th
   query time: its summary, its lines, and the sight of him talking with the asker then), "What was Ezra doing
   at 09:40?" (the asker's observation of Ezra at 09:40), "When did this happen: <event>?" (the asker's memory of
   the event);
-* ``plan``: "What was I planning to do at 13:20?": the plan memories of that day covering that minute.
+* ``plan``: "What was I planning to do at 13:20?": the plan memories of that day covering that minute: the plan
+  step's ("... from 13:00 to 14:00"), and the day's plan and the night's plan summary when they list an item
+  covering it and were made by the time of the question.
 
 Topic words of ``said`` and ``who`` are the line's rarest content words in the run (BM25's tokeniser; people's
 names, pronouns, auxiliaries, filler and words under three letters left out), so a question names what the line was
@@ -45,7 +47,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from simulacra.clock import MINUTES_PER_DAY, day_start, format_hhmm
+from simulacra.clock import MINUTES_PER_DAY, day_number, day_start, format_hhmm
 from simulacra.errors import SimulacraError
 from simulacra.trace import ADD, FORGET, REINFORCE, AddOp, reinforced_as_add
 
@@ -69,6 +71,10 @@ DELAY_STEP = 10
 #: importance strata (upper bounds of the 1-10 rating, inclusive): low, mid, high
 STRATA = (3, 6, 10)
 _SPAN = re.compile(r"from (\d\d:\d\d) to (\d\d:\d\d)")
+#: an item of a whole day's plan, as the day's plan memory ("16:00-18:00 mending nets ...") and the night's plan
+#: summary ("mending nets ... (16:00-18:00)") list it; such memories name their day (``_DAY_PLAN``, game days from 1)
+_ITEM = re.compile(r"\b(\d\d:\d\d)-(\d\d:\d\d)\b")
+_DAY_PLAN = re.compile(r"'s plan for day (\d+)\b")
 
 
 @dataclass
@@ -359,10 +365,14 @@ class _Generator:
             if hi <= lo:
                 continue
             minute = float(lo + 10 * int(self.rng.integers(max(1, (hi - lo) // 10))))
-            covering = [x["id"] for x in self.f.memories(agent, "plan") if x["timestamp"] <= minute
-                        and (s := _SPAN.search(x["text"])) and _covers(s, minute, day_start(x["timestamp"]))]
             query = ["What was I planning to do at {t}?", "What did I plan for {t}?"][int(self.rng.integers(2))]
             now = self.later(max(minute, op["timestamp"]))
+            covering = [x["id"] for x in self.f.memories(agent, "plan") if x["timestamp"] <= minute
+                        and (s := _SPAN.search(x["text"])) and _covers(s, minute, day_start(x["timestamp"]))]
+            covering += [x["id"] for kind in ("plan", "summary") for x in self.f.memories(agent, kind)
+                         if x["timestamp"] <= now and (d := _DAY_PLAN.search(x["text"]))
+                         and int(d.group(1)) == day_number(minute)
+                         and any(_covers(i, minute, day_start(minute)) for i in _ITEM.finditer(x["text"]))]
             out.append(self.query("plan", agent, now, query.format(t=_when(minute, self.start, self.f.end)), covering,
                                   f"plan item {m.group(1)}-{m.group(2)}"))
         return out

@@ -44,7 +44,7 @@ from simulacra.cognition.scripted import news_candidates, routine_plan
 from simulacra.days import is_sleeping, plan_day_at, routine_entry_at
 from simulacra.errors import RaterError
 from simulacra.killpoint import kill_point
-from simulacra.memory.records import MemoryRecord, RetrievedMemory, memory_id, span_extra
+from simulacra.memory.records import MemoryRecord, RetrievedMemory, memory_id
 from simulacra.runtime import Runtime
 from simulacra.state import TownState, keyed_uniform
 from simulacra.text import at_place
@@ -883,7 +883,7 @@ def summarise_stage(rt: Runtime, plans: Mapping[str, Sequence[PlanItem]], now: i
             ids = [i for e in found for i in e.ids]
             made.setdefault(pid, []).append(MemoryRecord(
                 memory_id(pid, now, text), text, "summary", max(e.rating for e in found), float(now), tick,
-                extra={"evidence_ids": ",".join(ids), "depth": 1, **span_extra(since, until)}))
+                extra={"evidence_ids": ",".join(ids), "depth": 1}))
         if plans.get(pid):
             text = plan_summary_text(rt.names[pid], label, plans[pid], rt.place_names)
             rec = MemoryRecord(memory_id(pid, now, text), text, "summary", None, float(now), tick,

@@ -184,13 +184,26 @@ def test_a_plan_question_expects_the_plans_of_its_own_day():
 
     day = MINUTES_PER_DAY
     text = "Ann Lee plans to be mending nets at the harbour from 16:00 to 18:00."
-    adds = [{"op": "add", "agent": "ann", "tier": "short_term", "id": f"p{d}", "text": text, "kind": "plan",
-             "rating": 3, "timestamp": float(d * day + 16 * 60)} for d in (0, 1)]
-    facts = RunFacts("two-days", 0, {"ann": "Ann Lee"}, float(2 * day - 60), adds={"ann": adds})
+
+    def add(id_, text, kind, ts):
+        return {"op": "add", "agent": "ann", "tier": "short_term", "id": id_, "text": text, "kind": kind, "rating": 3,
+                "timestamp": float(ts)}
+
+    adds = [add(f"p{d}", text, "plan", d * day + 16 * 60) for d in (0, 1)]
+    # the day plans (at 07:00) and the night's plan summaries (at 23:30) list the item too: they answer as well
+    adds += [add(f"day{d + 1}", f"Ann Lee's plan for day {d + 1}: 07:00-16:00 at home; 16:00-18:00 mending nets at "
+                                "the harbour.", "plan", d * day + 7 * 60) for d in (0, 1)]
+    adds += [add(f"sum{d + 1}", f"Ann Lee's plan for day {d + 1} (Monday): mending nets at the harbour "
+                                "(16:00-18:00).", "summary", d * day + 23 * 60 + 30) for d in (0, 1)]
+    # ... but not a day plan that lists other hours
+    adds += [add("other", "Ann Lee's plan for day 2: 07:00-12:00 at home; 12:00-13:00 mending nets at the harbour.",
+                 "plan", day + 6 * 60)]
+    facts = RunFacts("two-days", 0, {"ann": "Ann Lee"}, float(2 * day + 60), adds={"ann": adds})
     asked = [q for seed in range(8) for q in _Generator(facts, seed, 7 * 60.0).plan(8)]
     assert {q["note"] for q in asked} == {"plan item 16:00-18:00"}
     for q in asked:
-        on_day_2 = q["query"].endswith("on day 2?")
-        assert q["expected"] == [{"id": "p1" if on_day_2 else "p0"}], q
+        d = 2 if q["query"].endswith("on day 2?") else 1
+        summary = [f"sum{d}"] if q["time"] >= (d - 1) * day + 23 * 60 + 30 else []  # made by the time asked
+        assert q["expected"] == [{"id": i} for i in [f"p{d - 1}", f"day{d}", *summary]], q
     assert any(q["query"].endswith("on day 2?") for q in asked) and any(q["query"].endswith("on day 1?")
                                                                          for q in asked)

@@ -145,7 +145,7 @@ class MirrorIndex:
     @property
     def span(self) -> tuple[np.ndarray, np.ndarray]:
         """The game minutes each row is about, ``(start, end)`` (:attr:`MemoryRecord.span
-        <simulacra.memory.records.MemoryRecord.span>`: a plan item's hours, a day summary's day; the creation minute
+        <simulacra.memory.records.MemoryRecord.span>`: the hours of the plan it states; the creation minute
         for every other memory; NaN for static ones)."""
         return self._cols[4, : self._n], self._cols[5, : self._n]
 

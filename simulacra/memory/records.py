@@ -84,10 +84,11 @@ class MemoryRecord:
 
     @property
     def span(self) -> tuple[float, float] | None:
-        """The game minutes ``(start, end)`` the memory is about: a plan item's hours, a day plan's day, a day
-        summary's day (``extra`` ``span_start`` / ``span_end``, :func:`span_extra`); ``(timestamp, timestamp)``
-        for every other memory; ``None`` for a static one. A query that names a time measures recency from the
-        span (:func:`simulacra.memory.scoring.age_from`)."""
+        """The game minutes ``(start, end)`` the memory is about: the hours of the plan it states (a plan step's
+        memory, a day's plan, the night's plan summary: from the first item's start to the last item's end;
+        ``extra`` ``span_start`` / ``span_end``, :func:`span_extra`); ``(timestamp, timestamp)`` for every other
+        memory; ``None`` for a static one. A query that names a time measures recency from the span
+        (:func:`simulacra.memory.scoring.age_from`)."""
         if self.timestamp is None:
             return None
         lo, hi = self.extra.get("span_start"), self.extra.get("span_end")

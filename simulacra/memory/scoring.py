@@ -338,7 +338,7 @@ def age_from(reference_time: np.ndarray, now: float, named: tuple[float, float] 
       from that window to the game minutes each memory is about, 0 where they overlap, so that recency favours
       what was about then (after Berberich et al. 2010, time-sensitive queries). A memory is about its ``span``
       (``(span_start, span_end)``, each ``(n,)``, :attr:`MemoryRecord.span
-      <simulacra.memory.records.MemoryRecord.span>`: a plan item's hours, a day summary's day), or, without one,
+      <simulacra.memory.records.MemoryRecord.span>`: the hours of the plan it states), or, without one,
       the instant ``reference_time``.
 
     The one place the age is measured: the engine's scoring, its bounds and skyband, and ``simulacra tune`` call it
