@@ -102,9 +102,14 @@ def stores(draw):
     )
 
 
+def columns(rating, created, accessed, lt_since) -> np.ndarray:
+    """The index's raw rows (:meth:`MirrorIndex.columns_of`, each memory about its creation minute), ``(n, 6)``."""
+    return np.array([MirrorIndex.columns_of(*row) for row in zip(rating, created, accessed, lt_since)])
+
+
 def build(s, bound_min_rows):
     idx = MirrorIndex(s["emb"].shape[1], s["space"], bound_min_rows=bound_min_rows, rank=s["rank"])
-    cols = np.column_stack([s["rating"], s["created"], s["accessed"], s["lt_since"]])
+    cols = columns(s["rating"], s["created"], s["accessed"], s["lt_since"])
     half = len(cols) // 2  # two writes: rows appended after the basis was fitted are projected too
     idx.append(s["emb"][:half], cols[:half])
     if half:
@@ -133,10 +138,10 @@ def test_exact_after_deletes_and_overwrites(s, data):
         keep[0] = True
     idx.keep(keep)
     emb = s["emb"][keep].copy()
-    cols = np.column_stack([s["rating"], s["created"], s["accessed"], s["lt_since"]])[keep]
+    cols = columns(s["rating"], s["created"], s["accessed"], s["lt_since"])[keep]
     row = data.draw(st.integers(0, len(emb) - 1))
     emb[row] = -emb[row]
-    cols[row] = (7.0, 100.0, 100.0, math.nan)
+    cols[row] = MirrorIndex.columns_of(7.0, 100.0, 100.0, math.nan)
     idx.set_row(row, emb[row], tuple(cols[row]))
     bf = brute_force_scores(emb, cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3], s["q"], s["now"], s["params"],
                             s["space"], s["recency_from"])
@@ -155,7 +160,7 @@ def test_bounded_search_prunes_on_clustered_embeddings():
     emb = (emb / np.linalg.norm(emb, axis=1, keepdims=True)).astype(np.float32)
     rating = rng.integers(1, 11, size=n).astype(float)
     created = rng.uniform(0, 5000, size=n)
-    cols = np.column_stack([rating, created, created, np.full(n, np.nan)])
+    cols = columns(rating, created, created, np.full(n, np.nan))
     idx = MirrorIndex(dim, "l2", bound_min_rows=1000, rank=16)
     idx.append(emb, cols)
     params = ScoringParams()
@@ -197,8 +202,8 @@ def test_cached_terms_follow_queries_writes_and_game_time():
     rng = np.random.default_rng(11)
     idx = MirrorIndex(8, "cosine")
     emb = rng.normal(size=(30, 8)).astype(np.float32)
-    cols = np.column_stack([rng.integers(1, 11, 30), rng.uniform(0, 600, 30), rng.uniform(0, 600, 30),
-                            np.where(rng.random(30) < 0.5, 300.0, np.nan)]).astype(float)
+    cols = columns(rng.integers(1, 11, 30), rng.uniform(0, 600, 30), rng.uniform(0, 600, 30),
+                   np.where(rng.random(30) < 0.5, 300.0, np.nan))
     idx.append(emb[:20], cols[:20])
     p = ScoringParams(long_term_decay_per_hour=0.9, decay_importance_exponent=8.0)
     q1, q2 = rng.normal(size=8).astype(np.float32), rng.normal(size=8).astype(np.float32)

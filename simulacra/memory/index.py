@@ -54,15 +54,6 @@ _FIT_SAMPLE = 4096
 COLUMNS = 6
 
 
-def _with_span(columns: np.ndarray) -> np.ndarray:
-    """Rows of raw columns ``(m, 6)``; rows given without the span ``(m, 4)`` get ``(created, created)``."""
-    if columns.shape[1] == COLUMNS:
-        return columns
-    if columns.shape[1] != 4:
-        raise ValueError(f"a row has {COLUMNS} columns (or 4 without the span), got {columns.shape[1]}")
-    return np.column_stack([columns, columns[:, 1], columns[:, 1]])
-
-
 def _nan(x: float | None) -> float:
     return math.nan if x is None else float(x)
 
@@ -190,8 +181,7 @@ class MirrorIndex:
             self._proj, self._resid = proj, resid
 
     def append(self, embeddings: np.ndarray, columns: np.ndarray) -> None:
-        """Append rows: ``embeddings`` ``(m, dim)``, ``columns`` ``(m, 6)`` from :meth:`columns_of`, or ``(m, 4)``
-        without the span (each row then about its creation minute)."""
+        """Append rows: ``embeddings`` ``(m, dim)``, ``columns`` ``(m, 6)`` from :meth:`columns_of`."""
         emb = np.asarray(embeddings, dtype=np.float32).reshape(-1, self.dim)
         m = emb.shape[0]
         if m == 0:
@@ -200,17 +190,16 @@ class MirrorIndex:
         self._reserve(start + m)
         self._emb[start:start + m] = emb
         self._sqnorm[start:start + m] = squared_norms(emb)
-        self._cols[:, start:start + m] = _with_span(np.asarray(columns, dtype=np.float64).reshape(m, -1)).T
+        self._cols[:, start:start + m] = np.asarray(columns, dtype=np.float64).reshape(m, COLUMNS).T
         self._n += m
         self._version += 1
         if self._basis is not None:
             self._project(start, self._n)
 
     def set_row(self, row: int, embedding: np.ndarray | None, columns: tuple[float, ...]) -> None:
-        """Overwrite row ``row``'s columns (:meth:`columns_of`, 6 or 4 as in :meth:`append`), and its embedding when
-        given."""
+        """Overwrite row ``row``'s columns (:meth:`columns_of`), and its embedding when given."""
         self._version += 1
-        self._cols[:, row] = _with_span(np.asarray(columns, dtype=np.float64).reshape(1, -1))[0]
+        self._cols[:, row] = columns
         if embedding is not None:
             vec = np.asarray(embedding, dtype=np.float32).reshape(self.dim)
             self._emb[row] = vec

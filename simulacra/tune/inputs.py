@@ -116,7 +116,7 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
         InputError: an unknown agent or expected memory (naming ``queries_file`` and the query index).
         TuneError: a missing store.
     """
-    from simulacra.memory.index import MirrorIndex
+    from simulacra.memory.index import COLUMNS, MirrorIndex
     from simulacra.memory.lexical import LexicalIndex
     from simulacra.memory.stream import AgentMemory
     from simulacra.runtime import RunStores
@@ -162,7 +162,7 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
                     texts = [timed_text(tier_records[i].text, tier_records[i].timestamp) for i in rows]
                 again = MirrorIndex(dim, mem_cfg.distance, bound_min_rows=None)
                 again.append(embedder.embed(texts) if texts else np.zeros((0, dim), np.float32),
-                             np.zeros((len(texts), 4)))
+                             np.zeros((len(texts), COLUMNS)))
                 inputs = replace(inputs, distance=again.distances(vec_of[q.query]))
             lexical = LexicalIndex()  # BM25 over the memories of the tier at the query's time
             lexical.append(texts)
