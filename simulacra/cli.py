@@ -396,7 +396,8 @@ def format_summary(summary: dict) -> str:
         out.append("\nhow far the news travelled:")
         for ev in summary["events"]:
             when = f"day {ev['day']} {ev['time']}" if "day" in ev else ev["time"]
-            out.append(f"  {when} {ev['text']} -> known by {len(ev['known_by'])}")
+            kept = f", remembered by {len(ev['remembered_by'])}" if "remembered_by" in ev else ""
+            out.append(f"  {when} {ev['text']} -> known by {len(ev['known_by'])}{kept}")
     if summary.get("shared_memory") is not None:
         out.append(f"\ntown's shared memory: {summary['shared_memory']} notices")
     if summary.get("reflection_failures"):

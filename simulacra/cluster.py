@@ -450,6 +450,13 @@ class RayShards:
             out.update(part or {})
         return out
 
+    def held_topics(self, topics: Sequence[str]) -> dict[str, list[int]]:
+        """Every live shard's :meth:`Stores.held_topics` together (a lost worker's agents are left out)."""
+        out: dict[str, list[int]] = {}
+        for part in self.each("stores", "held_topics", (list(topics),), tolerate=True):
+            out.update(part or {})
+        return out
+
     def posted_topics(self) -> set[str]:
         return self.each("stores", "posted_topics", only=[0])[0]
 

@@ -234,6 +234,24 @@ def memory_summary(rt: Runtime, agents: Sequence[str], now: int) -> dict[str, di
     return out
 
 
+def held_topics(rt: Runtime, agents: Sequence[str], topics: Sequence[str]) -> dict[str, list[int]]:
+    """Which of ``topics`` (news topics: world events' texts, a scenario's facts) each of ``agents`` still holds in
+    its own memory: agent id -> the indices into ``topics`` of those held, ascending (agents holding none left out).
+    A topic is held while the agent's short- or long-term tier has a memory tagged with it (``extra["topic"]``) or
+    whose text contains it (a day summary's "saw: <topic>", a line that retold it); static facts and the town's
+    shared notices are not the agent's memory of it. What :attr:`simulacra.state.AgentState.knows` counts is who
+    *came to know* a topic; this is who has not forgotten it."""
+    out = {}
+    for pid in agents:
+        mem = rt.memories[pid]
+        records = [*mem.short_term.records, *mem.long_term.records]
+        held = [i for i, topic in enumerate(topics)
+                if any(r.extra.get("topic") == topic or topic in r.text for r in records)]
+        if held:
+            out[pid] = held
+    return out
+
+
 class Stores:
     """What the town asks of its agents' stores and parts between and around ticks, when they are this process's
     (every shard of the run in it, :meth:`Runtime.view`): make a tick durable, checkpoint them, write them to
@@ -338,6 +356,10 @@ class Stores:
 
     def memory_summary(self, now: int) -> dict[str, dict[str, Any]]:
         return memory_summary(self.rt, self.rt.agents, now)
+
+    def held_topics(self, topics: Sequence[str]) -> dict[str, list[int]]:
+        """:func:`held_topics` of every agent of these stores."""
+        return held_topics(self.rt, self.rt.agents, topics)
 
     def posted_topics(self) -> set[str]:
         """Topics the shared tier already holds notices of."""

@@ -711,7 +711,8 @@ class Simulation:
     def summary(self) -> dict[str, Any]:
         """Per agent: memory counts per tier, its three most important long-term memories (decayed
         importance), its latest reflections (depth, evidence count), its plan for the day, how many memories
-        it forgot, whom it talked to; per world event (day, weekday, time): who came to know it; the game time
+        it forgot, whom it talked to; per world event (day, weekday, time): who came to know it (``known_by``) and
+        who still holds a memory of it (``remembered_by``, :func:`simulacra.shard.held_topics`); the game time
         reached (``"day D (Weekday) HH:MM"``); the mind and its decisions by
         source (with fallbacks per kind); token use per conversation-history strategy; the shared memory's
         size; where the run is."""
@@ -730,12 +731,14 @@ class Simulation:
                 "plan": [p.describe(rt.place_names.get(p.place, p.place)) for p in a.plan],
                 "talked_to": [rt.names[o] for o, _ in sorted(a.talked_to.items(), key=lambda x: (-x[1], x[0]))],
             }
+        past = [ev for ev in self.world.events if ev.minute < now]
+        held = self.stores.held_topics([ev.text for ev in past]) if past else {}
         events = []
-        for ev in self.world.events:
-            if ev.minute < now:
-                knowers = sorted(pid for pid, a in state.agents.items() if ev.text in a.knows)
-                events.append({"day": ev.day, "weekday": self.world.weekday(ev.minute), "time": ev.time,
-                               "place": ev.place, "text": ev.text, "known_by": knowers})
+        for i, ev in enumerate(past):
+            knowers = sorted(pid for pid, a in state.agents.items() if ev.text in a.knows)
+            events.append({"day": ev.day, "weekday": self.world.weekday(ev.minute), "time": ev.time,
+                           "place": ev.place, "text": ev.text, "known_by": knowers,
+                           "remembered_by": sorted(pid for pid, found in held.items() if i in found)})
         mind = {"name": rt.mind.name,
                 "decisions": {k.split(":", 1)[1]: v for k, v in sorted(counters.items()) if k.startswith("decisions:")},
                 "fallbacks": {k.split(":", 1)[1]: v for k, v in sorted(counters.items()) if k.startswith("fallback:")}}

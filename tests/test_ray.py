@@ -85,6 +85,7 @@ def test_a_town_on_workers_is_the_town_in_one_process(tmp_path, one_process, wor
     assert memories == one_process[1] and sum(len(v) for v in memories.values()) > 30
     for key in ("agents", "events", "mind", "shared_memory", "ticks", "game_time"):
         assert summary[key] == one_process[2][key], key
+    assert any(ev["remembered_by"] for ev in summary["events"])  # asked of every shard's stores
     # the tools that read a finished run find each agent's stores in its shard's folder: the same interview
     from simulacra.interview import interview
 

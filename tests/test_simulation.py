@@ -7,6 +7,7 @@ from collections import defaultdict
 
 import pytest
 
+from simulacra.cli import format_summary
 from simulacra.config import load_config
 from simulacra.simulation import Simulation
 from simulacra.trace import read_trace
@@ -223,3 +224,23 @@ def test_a_trace_line_is_the_same_with_or_without_the_cleaning_walk(monkeypatch)
     assert trace.dumps(plain) == want[id(plain)] and not walks  # written directly
     assert trace.dumps(odd) == want[id(odd)] and walks  # through the walk
     assert '"nan":null' in trace.dumps(odd) and '"inf":[null]' in trace.dumps(odd)
+
+
+def test_the_summary_tells_who_still_remembers_each_event_from_who_came_to_know_it(tmp_path, rater_url, embedder):
+    # nothing is promoted to long-term (importance is never above 1) and no nightly summary: a memory of the well
+    # accident lasts until the consolidation after it is an hour old, so those who saw or heard of it early forget
+    with tiny_sim(tmp_path, rater_url, embedder, extra=["memory.promote_threshold=1.0",
+                                                         "memory.day_summary=false"]) as sim:
+        summary = sim.run(18)
+        _, ticks = read_trace(sim.run_dir)
+    texts = {op["id"]: op["text"] for t in ticks for op in t["memory"] if op["op"] == "add"}
+    replayed = memory_counts_from_trace(ticks)
+    holding = sorted(pid for pid, tiers in replayed.items()
+                     if any(WELL_NEWS in texts[i] for tier in ("short_term", "long_term") for i in tiers[tier]))
+    forgot = [op for t in ticks for op in t["memory"] if op["op"] == "forget" and WELL_NEWS in op["text"]]
+    ev = summary["events"][0]
+    assert ev["text"].startswith(WELL_NEWS) and ev["known_by"] == ["ann", "ben", "cal"]
+    assert forgot and ev["remembered_by"] == holding != ev["known_by"]
+    assert set(ev["remembered_by"]) < set(ev["known_by"])
+    printed = format_summary(summary)
+    assert f"{ev['text']} -> known by 3, remembered by {len(holding)}" in printed
