@@ -84,6 +84,11 @@ def test_a_question_without_a_time_names_none(text):
     ("when I last saw her", "last saw"),
     ("Did the ferry come at last?", None), ("When does the last ferry leave?", None), ("last week's market", None),
     ("What is her last name?", None), ("", None), (None, None),
+    # "last" before a stretch of the calendar is when, not the latest (and names no time the clock can place)
+    ("What did Jon buy last month?", None), ("When did Caroline move here last year?", None),
+    ("What did Melanie do last weekend?", None), ("Did Deborah go to the market last Sunday?", None),
+    ("What did we eat last May?", None), ("When did Gina last go to the gym?", "did Gina last"),
+    ("What did you do last time we met?", "did you do last"),
 ])
 def test_a_question_that_asks_for_the_latest(text, words):
     assert asks_latest(text) == words

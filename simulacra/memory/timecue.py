@@ -23,7 +23,9 @@ be days old ("What did Bram tell me the last time we talked about the mill?"). :
 a recall profile may link a ``latest`` profile for it (``memory.profiles.<name>.latest``): recency from now with a
 small weight and a slow decay, a tie-break among the relevant memories. Scored under the dated profile instead
 (recency from now with its weight, as stop 37 did), the last hours' unrelated memories crowded the answer out
-(``docs/memory.md``). "At last", "the last ferry" and "last week" name nothing and ask for nothing.
+(``docs/memory.md``). "At last", "the last ferry" and "last week" name nothing and ask for nothing, nor does
+"did ... last" before a stretch of the calendar ("What did Jon buy last month?", "... last Sunday"), a time the
+game clock cannot place.
 
 A clock time with a day is that moment of that day; without one, its latest occurrence up to now (09:00 asked at
 08:00 is yesterday's). A part of a day without a day word ("the afternoon ferry", "in the grey morning") and
@@ -60,9 +62,14 @@ _YESTERDAY = re.compile(r"\byesterday\b", re.I)
 _THIS_PART = re.compile(r"\b(?:this\s+(?P<this>morning|afternoon|evening)|(?P<tonight>tonight)"
                         r"|last\s+(?P<last>night|morning|afternoon|evening))\b", re.I)
 _PART = re.compile(r"\b(?P<part>morning|afternoon|evening|night)\b", re.I)
+#: what "last" qualifies when it names a stretch of the calendar ("What did Jon buy last month?"), not the latest
+_CALENDAR = (r"week|weekend|month|year|night|morning|afternoon|evening|summer|winter|spring|autumn|fall|season"
+             r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|june|july"
+             r"|august|september|october|november|december|christmas|easter")
 #: asking for the latest: "latest", "most recent(ly)", "the last time", "did I last ...", "last" before a verb in the
-#: past ("when I last saw her") -- not "at last", "the last ferry" or "last week"
-_LATEST = re.compile(r"\b(?:latest|most\s+recent(?:ly)?|last\s+time)\b|\bdid\s+(?:\w+\s+){1,3}?last\b"
+#: past ("when I last saw her") -- not "at last", "the last ferry", "last week" or "did Jon buy last month"
+_LATEST = re.compile(r"\b(?:latest|most\s+recent(?:ly)?|last\s+time)\b"
+                     r"|\bdid\s+(?:\w+\s+){1,3}?last\b(?!\s+(?:" + _CALENDAR + r")\b)"
                      r"|\blast\s+(?:\w+ed|saw|spoke|met|heard|went|came|ate|told|said|had|did|was|were|got|gave|took"
                      r"|made|left|sent|found|wrote|bought|paid|brought|thought|knew|ran|sat|stood|slept)\b", re.I)
 
