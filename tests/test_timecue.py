@@ -51,6 +51,10 @@ def at(day: int, hhmm: str) -> float:
     ("Noon: who came by?", ("3 12:00", "3 12:00"), "Noon"),
     ('Ruth said: "Midnight, and the lamps still lit."', ("3 00:00", "3 00:00"), "Midnight"),
     ("Did Pastor Reid read John 3:16 at noon?", ("3 12:00", "3 12:00"), "noon"),  # the verse is passed over
+    # a time still going on, asked about in the past: up to now
+    ("Whom did I meet this evening?", ("3 18:00", "3 20:15"), "this evening"),
+    ("What happened tonight?", ("3 18:00", "3 20:15"), "tonight"),
+    ("What did I do on day 3?", ("3 00:00", "3 20:15"), "day 3"),
 ])
 def test_a_question_names_a_time_in_game_time(text, window, words):
     cue = time_cue(text, NOW)
@@ -72,6 +76,9 @@ def test_a_question_names_a_time_in_game_time(text, window, words):
     # a chapter and verse, and a name, are not clock times
     "What does John 3:16 say?", "Did Pastor Reid read Psalm 23:14 or John 3:16-18?", "Did Noon Baptiste come by?",
     "Who is Midnight, the ferryman's horse?",
+    # a time still going on (day 3, 20:15), asked about with no verb in the past: what is on, or ahead
+    "Is there a storm coming tonight?", "What are we doing this evening?", "What is on for day 3?",
+    "Do you need bread tonight?",
 ])
 def test_a_question_without_a_time_names_none(text):
     assert time_cue(text, NOW) is None
@@ -89,6 +96,9 @@ def test_a_question_without_a_time_names_none(text):
     ("What did Melanie do last weekend?", None), ("Did Deborah go to the market last Sunday?", None),
     ("What did we eat last May?", None), ("When did Gina last go to the gym?", "did Gina last"),
     ("What did you do last time we met?", "did you do last"),
+    # how things stand now: the newest memory about it, unless the question is about the past
+    ("What is Leila doing now?", "now"), ("Is the bakery still closed?", "still"),
+    ("Where is Kofi at the moment?", "at the moment"), ("What happened while I was still at the forge?", None),
 ])
 def test_a_question_that_asks_for_the_latest(text, words):
     assert asks_latest(text) == words
@@ -320,3 +330,20 @@ def test_tune_builds_the_dated_setting_from_the_runs_section_with_its_own_window
     latest_q = _prepared("when", "When did I last see Kofi?", [at(3, "19:50")], [0.5], "m0")
     window = query_params(latest_q, run, m.for_profile("recall")).recency_window_minutes
     assert window == m.for_profile("latest").recency_window_minutes == MemoryConfig().recency_window_minutes
+
+
+def test_a_question_about_what_is_ahead_tonight_is_not_dated_to_the_evening(tmp_path):
+    """Asked at 20:15 "Is there a storm coming tonight?", the rider's warning of 16:10 answers; the evening's
+    memories, inside the window "tonight" names, do not (stop 41: it was read as "what happened tonight", so the
+    dated profile buried the warning under the evening's chores). Asked in the past tense, tonight is dated."""
+    mem = AgentMemory("ann", tmp_path / "ann", MemoryConfig(relevance="dense", forget_floor=None, top_k=3), 8)
+    warning = _rec("A rider shouts that a storm is coming tonight", at(3, "16:10"), rating=6)
+    evening = [_rec(f"Ann is mending socks {i}", at(3, hhmm)) for i, hhmm in enumerate(("18:30", "19:30", "20:10"))]
+    mem.add([warning, *evening], np.stack([unit(1, 0.3)] + [unit(1, 1.2)] * 3))  # the socks: relevance 0.68
+    ahead = mem.retrieve(unit(1, 0.3), NOW, query_text="Is there a storm coming tonight?", profile="recall")
+    assert ahead[0].id == warning.id
+    op = mem.retrieval_record("Is there a storm coming tonight?", "interview", ahead, unit(1, 0.3), NOW,
+                              profile="recall")
+    assert op["profile"] == "recall" and "named_time" not in op
+    past = mem.retrieve(unit(1, 0.3), NOW, query_text="What happened tonight?", profile="recall")
+    assert past[0].id != warning.id  # "what happened tonight": the evening's memories, recency from 18:00

@@ -18,19 +18,23 @@ What is read (English, case-insensitive), all in game time (``simulacra.clock``)
   "in the evening on day 3"; a clock time in it is read inside it ("yesterday afternoon at 3:15" is 15:15).
 
 Asking for the latest ("latest", "most recent(ly)", "the last time", "did I last ...", "last" before a verb in the
-past: "when I last saw her") names no time: the latest is the newest of the memories about the question, which may
-be days old ("What did Bram tell me the last time we talked about the mill?"). :func:`asks_latest` reads it, and
-a recall profile may link a ``latest`` profile for it (``memory.profiles.<name>.latest``): recency from now with a
-small weight and a slow decay, a tie-break among the relevant memories. Scored under the dated profile instead
-(recency from now with its weight, as stop 37 did), the last hours' unrelated memories crowded the answer out
-(``docs/memory.md``). "At last", "the last ferry" and "last week" name nothing and ask for nothing, nor does
-"did ... last" before a stretch of the calendar ("What did Jon buy last month?", "... last Sunday"), a time the
-game clock cannot place.
+past: "when I last saw her"; and how things stand now, "now", "currently", "at the moment", "still" in a question
+with no irregular verb in the past: "What is Leila doing now?", "Is the bakery still closed?") names no time: the
+latest is the newest of the memories about the question, which may be days old ("What did Bram tell me the last time
+we talked about the mill?"). :func:`asks_latest` reads it, and a recall profile may link a ``latest`` profile for it
+(``memory.profiles.<name>.latest``): recency from now with a small weight and a slow decay, a tie-break among the
+relevant memories. Scored under the dated profile instead (recency from now with its weight, as stop 37 did), the
+last hours' unrelated memories crowded the answer out (``docs/memory.md``). "At last", "the last ferry" and "last
+week" name nothing and ask for nothing, nor does "did ... last" before a stretch of the calendar ("What did Jon buy
+last month?", "... last Sunday"), a time the game clock cannot place.
 
 A clock time with a day is that moment of that day; without one, its latest occurrence up to now (09:00 asked at
 08:00 is yesterday's). A part of a day without a day word ("the afternoon ferry", "in the grey morning") and
 "today" name nothing: they are too common in statements about routines. Weekday names are not read (a memory
-layer does not know the world's calendar). A time after now names nothing (no memory was formed then).
+layer does not know the world's calendar). A time after now names nothing (no memory was formed then),
+and neither does a time still going on when the question has no verb in the past: "Is there a storm coming
+tonight?" asked at 22:50 is about what is ahead (the rider's warning of 16:10 answers it), "Whom did I meet
+tonight?" about what happened since 18:00.
 """
 
 from __future__ import annotations
@@ -68,10 +72,19 @@ _CALENDAR = (r"week|weekend|month|year|night|morning|afternoon|evening|summer|wi
              r"|august|september|october|november|december|christmas|easter")
 #: asking for the latest: "latest", "most recent(ly)", "the last time", "did I last ...", "last" before a verb in the
 #: past ("when I last saw her") -- not "at last", "the last ferry", "last week" or "did Jon buy last month"
+#: a verb in the past: one of the common irregular ones (and "happened"), or any regular one ("talked", not "need"
+#: or "speed"; also an adjective such as "closed", which :data:`_IRREGULAR_PAST` alone leaves out)
+_IRREGULAR_PAST = (r"happened|saw|spoke|met|heard|went|came|ate|told|said|had|did|was|were|got|gave|took|made|left"
+                   r"|sent|found|wrote|bought|paid|brought|thought|knew|ran|sat|stood|slept")
+_PAST_VERB = r"\w{2,}(?<!e)ed|" + _IRREGULAR_PAST
+_PAST = re.compile(r"\b(?:" + _PAST_VERB + r")\b", re.I)
+_PAST_IRREGULAR = re.compile(r"\b(?:" + _IRREGULAR_PAST + r")\b", re.I)
+#: asking how things stand: the newest memory about the question is the answer ("What is Leila doing now?", "Is the
+#: bakery still closed?"), unless an irregular verb is in the past ("What happened while I was still there?")
+_NOW = re.compile(r"\b(?:right\s+now|now|currently|at\s+(?:the\s+)?(?:moment|present)|still)\b", re.I)
 _LATEST = re.compile(r"\b(?:latest|most\s+recent(?:ly)?|last\s+time)\b"
                      r"|\bdid\s+(?:\w+\s+){1,3}?last\b(?!\s+(?:" + _CALENDAR + r")\b)"
-                     r"|\blast\s+(?:\w+ed|saw|spoke|met|heard|went|came|ate|told|said|had|did|was|were|got|gave|took"
-                     r"|made|left|sent|found|wrote|bought|paid|brought|thought|knew|ran|sat|stood|slept)\b", re.I)
+                     r"|\blast\s+(?:" + _PAST_VERB + r")\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -189,14 +202,18 @@ def time_cue(text: str, now: float) -> TimeCue | None:
         return None
     if start > now or start < 0:
         return None
+    if end > now and not _PAST.search(text):  # "Is there a storm coming tonight?": what is on, or ahead
+        return None
     return TimeCue(float(start), float(min(end, now)), " ".join(words))
 
 
 def asks_latest(text: str | None) -> str | None:
-    """The words with which ``text`` asks for the latest ("did I last", "the last time", "latest"; module
-    docstring), or ``None``. A question that also names a time (:func:`time_cue`) is about that time instead:
-    callers ask :func:`time_cue` first."""
-    m = _LATEST.search(text) if text else None
+    """The words with which ``text`` asks for the latest ("did I last", "the last time", "latest", or "now" in a
+    question with no irregular verb in the past; module docstring), or ``None``. A question that also names a time
+    (:func:`time_cue`) is about that time instead: callers ask :func:`time_cue` first."""
+    if not text:
+        return None
+    m = _LATEST.search(text) or (None if _PAST_IRREGULAR.search(text) else _NOW.search(text))
     return None if m is None else m.group(0)
 
 
