@@ -47,9 +47,10 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     Returns:
         ``{"agent", "name", "question", "time", "clock" ("day 2 (Sunday, rest day) 09:00"), "answer", "source",
         "profile" (the retrieval profile of interviews, ``memory.purposes``; ``recall`` by default), "used": [memory
-        dicts], "retrieved": [memory dicts], "ablations": [the ablations applied]}``; each memory dict has id, text,
-        tier, kind, recency, importance, relevance, score. ``retrieved`` lists each text once (the best-scoring
-        memory holding it).
+        dicts], "retrieved": [memory dicts], "ablations": [the ablations applied], "forgotten": what it forgot
+        that is as relevant as what it recalled (:func:`forgotten`; ``[]`` under an ablation)}``; each memory dict
+        has id, text, tier, kind, recency, importance, relevance, score. ``retrieved`` lists each text once (the
+        best-scoring memory holding it).
     Raises:
         SimulacraError: unknown agent, a tick outside the trace, an empty question, a run without stores, or an
         unknown ablation in the trace header.
@@ -92,7 +93,8 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         from simulacra.embeddings import build_embedder
 
         embedder = build_embedder(config.embedding)
-    memory = ablate_memory(stores.memory(agent, embedder.dim), ablate)
+    held = stores.memory(agent, embedder.dim)
+    memory = ablate_memory(held, ablate)
     closers: list = []
     try:
         if mind is None:
@@ -103,7 +105,54 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     finally:
         for c in reversed(closers):
             c()
-    return {**answer, "tick": n, "ablations": sorted(ablate)}
+    lost: list[dict[str, Any]] = []
+    if not ablate:
+        profile = config.memory.for_profile(answer["profile"])
+        episodic = [m["relevance"] if m.get("dense") is None else m["dense"] for m in answer["retrieved"]
+                    if m["tier"] != "static"]
+        full = len(answer["retrieved"]) >= max(profile.top_k, config.cognition.memories_in_prompt)
+        lost = forgotten(ticks[: n + 1], agent, held, embedder, question,
+                         min(episodic) if full and episodic else profile.threshold, config.memory.distance,
+                         start_weekday, rest_days)
+    return {**answer, "tick": n, "ablations": sorted(ablate), "forgotten": lost}
+
+
+def forgotten(ticks: Sequence[TickRecord], agent: str, memory, embedder, question: str, floor: float, space: str,
+              start_weekday: str = "Monday", rest_days: Sequence[str] = (), most: int = 3) -> list[dict[str, Any]]:
+    """What ``agent`` once held and forgot that would answer ``question``: the memories of the ``forget`` operations
+    of ``ticks`` whose text none of its memories (``memory``, short- and long-term) holds any more and whose dense
+    relevance to the question (seed 003's ``1 / (1 + distance)`` in the tier's ``space``, in (0, 1]) is at least
+    ``floor``, the ``most`` most relevant first. :func:`interview` sets ``floor`` to what a memory needed to be
+    recalled: the least dense relevance among the episodic memories it recalled when they filled the answer's
+    places, else the profile's ``threshold``. Each: ``{"id", "text", "tier", "relevance", "time" (game minute of
+    the tick it was forgotten in), "clock", "reason"}``. It explains an answer that misses what the agent once knew
+    (issue 22: a witness who rated the forge accident a 4 had forgotten it two game hours later)."""
+    from simulacra.clock import format_game_time
+    from simulacra.memory.index import distances_in
+    from simulacra.memory.scoring import relevance_from_distance
+
+    kept = {text_key(r.text) for tier in ("short_term", "long_term") for r in memory.tiers[tier].records}
+    last: dict[str, tuple[Any, float]] = {}  # the latest forget op of each text no memory holds any more
+    for t in ticks:
+        for op in t["memory"]:
+            if op["op"] == "forget" and op["agent"] == agent and text_key(op["text"]) not in kept:
+                last[text_key(op["text"])] = (op, float(t["time"]))
+    if not last:
+        return []
+    gone = list(last.values())
+    vectors = embedder.embed([op["text"] for op, _ in gone])
+    relevance = relevance_from_distance(distances_in(space, vectors, embedder.embed([question])[0]))
+    order = sorted((i for i in range(len(gone)) if relevance[i] >= floor - 1e-9),
+                   key=lambda i: (-relevance[i], -gone[i][1], gone[i][0]["id"]))
+    return [{"id": gone[i][0]["id"], "text": gone[i][0]["text"], "tier": gone[i][0]["tier"],
+             "relevance": round(float(relevance[i]), 6), "time": gone[i][1],
+             "clock": format_game_time(int(gone[i][1]), start_weekday, rest_days), "reason": gone[i][0].get("reason")}
+            for i in order[:most]]
+
+
+def text_key(text: str) -> str:
+    """The form two texts share when they say the same (spacing and case aside)."""
+    return " ".join(text.split()).casefold()
 
 
 def ask(memory, mind, embedder, config: Config, persona: Persona, question: str, now: int, place: str,
@@ -163,7 +212,7 @@ def distinct_texts(memories: Iterable[RetrievedMemory]) -> list[RetrievedMemory]
     seen: set[str] = set()
     out = []
     for m in memories:
-        key = " ".join(m.text.split()).casefold()
+        key = text_key(m.text)
         if key not in seen:
             seen.add(key)
             out.append(m)
@@ -187,4 +236,8 @@ def format_interview(r: dict[str, Any]) -> str:
         named = f" (profile {r['profile']}: asked for the latest, \"{r['asked_latest']}\")"
     out.append(f"memories retrieved for the question: {len(r['retrieved'])}{named}")
     out += [f"  {m['score']:.3f}  {m['tier']:<10} {m['text']}" for m in r["retrieved"]]
+    if r.get("forgotten"):  # what it once held, as relevant as what it recalled
+        out.append("forgotten before the question, as relevant as what was recalled (relevance):")
+        out += [f"  {m['relevance']:.3f}  {m['clock']}, {m['tier']}"
+                + (f" ({m['reason']})" if m.get("reason") else "") + f": {m['text']}" for m in r["forgotten"]]
     return "\n".join(out)

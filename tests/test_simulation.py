@@ -244,3 +244,46 @@ def test_the_summary_tells_who_still_remembers_each_event_from_who_came_to_know_
     assert set(ev["remembered_by"]) < set(ev["known_by"])
     printed = format_summary(summary)
     assert f"{ev['text']} -> known by 3, remembered by {len(holding)}" in printed
+    # an interview of one who forgot lists what it once held about the question, and when and why it went
+    from simulacra.interview import format_interview, interview
+
+    who = next(pid for pid in ev["known_by"] if pid not in holding)
+    asked = interview(sim.run_dir, who, "What happened at the old well?", embedder=embedder)
+    gone = {op["id"]: (op, t["time"]) for t in ticks for op in t["memory"]
+            if op["op"] == "forget" and op["agent"] == who}
+    assert asked["forgotten"] and any(WELL_NEWS in m["text"] for m in asked["forgotten"])
+    floor = sim.config.memory.for_profile(asked["profile"]).threshold  # fewer recalled than the answer has places
+    assert len(asked["retrieved"]) < sim.config.cognition.memories_in_prompt
+    held_texts = {texts[i] for tier in replayed[who].values() for i in tier}
+    for m in asked["forgotten"]:
+        op, time = gone[m["id"]]
+        assert (m["text"], m["reason"], m["time"]) == (op["text"], op["reason"], time)
+        assert m["text"] not in held_texts and m["relevance"] >= floor
+    assert [m["relevance"] for m in asked["forgotten"]] == sorted((m["relevance"] for m in asked["forgotten"]),
+                                                                  reverse=True)
+    assert "forgotten before the question" in format_interview(asked)
+
+
+def test_forgotten_lists_what_no_memory_holds_any_more_above_the_floor_latest_forgetting_first(embedder):
+    from types import SimpleNamespace
+
+    from simulacra.interview import forgotten
+
+    def forget(i, text, reason="consolidation: importance <= 0.5"):
+        return {"op": "forget", "agent": "ann", "id": f"m{i}", "text": text, "tier": "short_term", "reason": reason}
+
+    burn = "The blacksmith burned his arm at the forge."
+    ticks = [{"time": 600, "memory": [forget(1, burn), forget(2, "The bread at the market was dear."),
+                                      forget(3, "The forge fire is roaring.")]},
+             {"time": 660, "memory": [forget(4, " the blacksmith burned his ARM at the forge.", "decayed"),
+                                      {**forget(5, burn), "agent": "ben"}]}]
+    holds = SimpleNamespace(tiers={"short_term": SimpleNamespace(records=[SimpleNamespace(
+        text="The forge fire is roaring.")]), "long_term": SimpleNamespace(records=[])})
+    got = forgotten(ticks, "ann", holds, embedder, "Did the blacksmith get hurt at the forge?", 0.0, "l2")
+    # the forge fire is still held; the burn once, at its latest forgetting; then the bread, least relevant
+    assert [(m["id"], m["time"], m["reason"]) for m in got] == [("m4", 660.0, "decayed"),
+                                                                 ("m2", 600.0, "consolidation: importance <= 0.5")]
+    assert got[0]["relevance"] > got[1]["relevance"] > 1 / 3
+    above = forgotten(ticks, "ann", holds, embedder, "Did the blacksmith get hurt at the forge?",
+                      (got[0]["relevance"] + got[1]["relevance"]) / 2, "l2")
+    assert [m["id"] for m in above] == ["m4"]

@@ -71,6 +71,26 @@ def squared_norms(emb: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", emb, emb)
 
 
+def distances_in(space: str, embeddings: np.ndarray, query: np.ndarray, sqnorm: np.ndarray | None = None
+                 ) -> np.ndarray:
+    """Distance of each row of ``embeddings`` ``(n, dim)`` to ``query`` ``(dim,)`` in Chroma's ``space``: ``"l2"``
+    (squared Euclidean), ``"cosine"`` (``1 - cos``) or ``"ip"`` (``1 - dot``); float64 ``(n,)``. ``sqnorm``: the
+    rows' squared norms when already known. The one rule of a tier's distances (:meth:`MirrorIndex.distances`) and
+    of anything scored beside them (a forgotten memory in ``simulacra interview``)."""
+    emb = np.asarray(embeddings, dtype=np.float32)
+    q = np.asarray(query, dtype=np.float32).reshape(-1)
+    sq = squared_norms(emb) if sqnorm is None else sqnorm
+    dots = emb @ q
+    if space == "l2":
+        return np.maximum((sq + np.float32(q @ q) - 2.0 * dots).astype(np.float64), 0.0)
+    if space == "ip":
+        return 1.0 - dots.astype(np.float64)
+    norms = np.sqrt(sq) * np.float32(np.linalg.norm(q))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cos = np.where(norms > 0, dots / norms, 0.0)
+    return 1.0 - cos.astype(np.float64)
+
+
 class MirrorIndex:
     """Embeddings and raw scoring columns of one tier, row-aligned with the tier's record list.
 
@@ -223,18 +243,9 @@ class MirrorIndex:
     # ----------------------------------------------------------------- exact scoring
     def distances(self, query: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """Distance of each memory (all, or ``rows``) to ``query`` ``(dim,)`` in the tier's space; float64."""
-        q = np.asarray(query, dtype=np.float32).reshape(-1)
         emb = self.embeddings if rows is None else self._emb[rows]
         sq = self._sqnorm[: self._n] if rows is None else self._sqnorm[rows]
-        dots = emb @ q
-        if self.space == "l2":
-            return np.maximum((sq + np.float32(q @ q) - 2.0 * dots).astype(np.float64), 0.0)
-        if self.space == "ip":
-            return 1.0 - dots.astype(np.float64)
-        norms = np.sqrt(sq) * np.float32(np.linalg.norm(q))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            cos = np.where(norms > 0, dots / norms, 0.0)
-        return 1.0 - cos.astype(np.float64)
+        return distances_in(self.space, emb, query, sq)
 
     def dense_relevance(self, query: np.ndarray) -> np.ndarray:
         """Dense relevance ``1 / (1 + distance)`` (:func:`~simulacra.memory.scoring.relevance_from_distance`) of
