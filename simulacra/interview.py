@@ -113,41 +113,54 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         full = len(answer["retrieved"]) >= max(profile.top_k, config.cognition.memories_in_prompt)
         lost = forgotten(ticks[: n + 1], agent, held, embedder, question,
                          min(episodic) if full and episodic else profile.threshold, config.memory.distance,
-                         start_weekday, rest_days)
+                         start_weekday, rest_days, now=now, later=ticks[n + 1:])
     return {**answer, "tick": n, "ablations": sorted(ablate), "forgotten": lost}
 
 
 def forgotten(ticks: Sequence[TickRecord], agent: str, memory, embedder, question: str, floor: float, space: str,
-              start_weekday: str = "Monday", rest_days: Sequence[str] = (), most: int = 3) -> list[dict[str, Any]]:
+              start_weekday: str = "Monday", rest_days: Sequence[str] = (), most: int = 3, now: float | None = None,
+              later: Sequence[TickRecord] = ()) -> list[dict[str, Any]]:
     """What ``agent`` once held and forgot that would answer ``question``: the memories of the ``forget`` operations
-    of ``ticks`` whose text none of its memories (``memory``, short- and long-term) holds any more and whose dense
-    relevance to the question (seed 003's ``1 / (1 + distance)`` in the tier's ``space``, in (0, 1]) is at least
-    ``floor``, the ``most`` most relevant first. :func:`interview` sets ``floor`` to what a memory needed to be
-    recalled: the least dense relevance among the episodic memories it recalled when they filled the answer's
-    places, else the profile's ``threshold``. Each: ``{"id", "text", "tier", "relevance", "time" (game minute of
-    the tick it was forgotten in), "clock", "reason"}``. It explains an answer that misses what the agent once knew
-    (issue 22: a witness who rated the forge accident a 4 had forgotten it two game hours later)."""
+    of ``ticks`` whose text none of its memories formed before ``now`` (``memory``'s short- and long-term tiers;
+    ``now`` ``None``: all) holds any more and whose dense relevance to the question (seed 003's
+    ``1 / (1 + distance)`` in the tier's ``space``, in (0, 1]) is at least ``floor``, the ``most`` most relevant
+    first. ``later`` (the ticks after ``ticks``, when an interview asks as at an earlier tick) adds what was held
+    then and forgotten since: the stores no longer have it, so the answer could not use it either. :func:`interview`
+    sets ``floor`` to what a memory needed to be recalled: the least dense relevance among the episodic memories
+    it recalled when they filled the answer's places, else the profile's ``threshold``. Each: ``{"id", "text",
+    "tier", "relevance", "time" (game minute of the tick it was forgotten in), "clock", "reason", "later"}``. It
+    explains an answer that misses what the agent once knew (issue 22: a witness who rated the forge accident a 4
+    had forgotten it two game hours later)."""
     from simulacra.clock import format_game_time
     from simulacra.memory.index import distances_in
     from simulacra.memory.scoring import relevance_from_distance
 
-    kept = {text_key(r.text) for tier in ("short_term", "long_term") for r in memory.tiers[tier].records}
-    last: dict[str, tuple[Any, float]] = {}  # the latest forget op of each text no memory holds any more
+    kept = {text_key(r.text) for tier in ("short_term", "long_term") for r in memory.tiers[tier].records
+            if now is None or r.timestamp is None or r.timestamp < now}
+    last: dict[str, tuple[Any, float, bool]] = {}  # the latest forget op of each text no memory holds any more
+    added: set[str] = set()
     for t in ticks:
         for op in t["memory"]:
-            if op["op"] == "forget" and op["agent"] == agent and text_key(op["text"]) not in kept:
-                last[text_key(op["text"])] = (op, float(t["time"]))
+            if op["op"] == "add" and op["agent"] == agent:
+                added.add(op["id"])
+            elif op["op"] == "forget" and op["agent"] == agent and text_key(op["text"]) not in kept:
+                last[text_key(op["text"])] = (op, float(t["time"]), False)
+    for t in later:
+        for op in t["memory"]:
+            if (op["op"] == "forget" and op["agent"] == agent and op["id"] in added
+                    and text_key(op["text"]) not in kept):
+                last.setdefault(text_key(op["text"]), (op, float(t["time"]), True))
     if not last:
         return []
     gone = list(last.values())
-    vectors = embedder.embed([op["text"] for op, _ in gone])
+    vectors = embedder.embed([op["text"] for op, _, _ in gone])
     relevance = relevance_from_distance(distances_in(space, vectors, embedder.embed([question])[0]))
     order = sorted((i for i in range(len(gone)) if relevance[i] >= floor - 1e-9),
                    key=lambda i: (-relevance[i], -gone[i][1], gone[i][0]["id"]))
-    return [{"id": gone[i][0]["id"], "text": gone[i][0]["text"], "tier": gone[i][0]["tier"],
-             "relevance": round(float(relevance[i]), 6), "time": gone[i][1],
-             "clock": format_game_time(int(gone[i][1]), start_weekday, rest_days), "reason": gone[i][0].get("reason")}
-            for i in order[:most]]
+    return [{"id": op["id"], "text": op["text"], "tier": op["tier"], "relevance": round(float(relevance[i]), 6),
+             "time": time, "clock": format_game_time(int(time), start_weekday, rest_days),
+             "reason": op.get("reason"), "later": after}
+            for i in order[:most] for op, time, after in [gone[i]]]
 
 
 def text_key(text: str) -> str:
@@ -237,7 +250,8 @@ def format_interview(r: dict[str, Any]) -> str:
     out.append(f"memories retrieved for the question: {len(r['retrieved'])}{named}")
     out += [f"  {m['score']:.3f}  {m['tier']:<10} {m['text']}" for m in r["retrieved"]]
     if r.get("forgotten"):  # what it once held, as relevant as what it recalled
-        out.append("forgotten before the question, as relevant as what was recalled (relevance):")
-        out += [f"  {m['relevance']:.3f}  {m['clock']}, {m['tier']}"
-                + (f" ({m['reason']})" if m.get("reason") else "") + f": {m['text']}" for m in r["forgotten"]]
+        out.append("once held and forgotten, as relevant as what was recalled (relevance):")
+        out += [f"  {m['relevance']:.3f}  {m['clock']}" + (" (after the question's time)" if m.get("later") else "")
+                + f", {m['tier']}" + (f" ({m['reason']})" if m.get("reason") else "") + f": {m['text']}"
+                for m in r["forgotten"]]
     return "\n".join(out)

@@ -261,7 +261,7 @@ def test_the_summary_tells_who_still_remembers_each_event_from_who_came_to_know_
         assert m["text"] not in held_texts and m["relevance"] >= floor
     assert [m["relevance"] for m in asked["forgotten"]] == sorted((m["relevance"] for m in asked["forgotten"]),
                                                                   reverse=True)
-    assert "forgotten before the question" in format_interview(asked)
+    assert "once held and forgotten" in format_interview(asked)
 
 
 def test_forgotten_lists_what_no_memory_holds_any_more_above_the_floor_latest_forgetting_first(embedder):
@@ -287,3 +287,24 @@ def test_forgotten_lists_what_no_memory_holds_any_more_above_the_floor_latest_fo
     above = forgotten(ticks, "ann", holds, embedder, "Did the blacksmith get hurt at the forge?",
                       (got[0]["relevance"] + got[1]["relevance"]) / 2, "l2")
     assert [m["id"] for m in above] == ["m4"]
+
+
+def test_an_interview_at_an_earlier_tick_lists_what_was_held_then_and_forgotten_since(embedder):
+    from types import SimpleNamespace
+
+    from simulacra.interview import forgotten
+
+    burn, socks = "The blacksmith burned his arm at the forge.", "Ann is mending socks by the fire."
+
+    def op(kind, i, text):
+        return {"op": kind, "agent": "ann", "id": f"m{i}", "text": text, "tier": "short_term", "reason": "decayed"}
+
+    ticks = [{"time": 600, "memory": [op("add", 1, burn)]}]
+    later = [{"time": 660, "memory": [op("add", 2, socks)]},
+             {"time": 720, "memory": [op("forget", 1, burn), op("forget", 2, socks)]}]
+    # a memory of the same text formed after the question's time does not count as held at that time
+    holds = SimpleNamespace(tiers={"short_term": SimpleNamespace(records=[SimpleNamespace(text=burn, timestamp=700.0)]),
+                                   "long_term": SimpleNamespace(records=[])})
+    got = forgotten(ticks, "ann", holds, embedder, "Did the blacksmith get hurt?", 0.0, "l2", now=610, later=later)
+    assert [(m["id"], m["time"], m["later"]) for m in got] == [("m1", 720.0, True)]  # not the socks: formed later
+    assert forgotten(ticks, "ann", holds, embedder, "Did the blacksmith get hurt?", 0.0, "l2", later=later) == []
