@@ -335,7 +335,8 @@ class Town:
 
         Returns:
             ``{"agent", "name", "question", "time", "clock", "answer", "source", "mind", "profile", "used",
-            "retrieved"}`` as :func:`simulacra.interview.interview` (memory dicts with score terms).
+            "retrieved"}`` as :func:`simulacra.interview.interview` (memory dicts with score terms); what the agent
+            forgot (``forgotten``) is read from the finished run's trace: ``open_run(run_dir).interview(...)``.
         Raises:
             SimulacraError: an unknown agent, an empty question, or a town on Ray workers (interview its run with
                 :func:`open_run` after closing it).
