@@ -70,8 +70,6 @@ _PART = re.compile(r"\b(?P<part>morning|afternoon|evening|night)\b", re.I)
 _CALENDAR = (r"week|weekend|month|year|night|morning|afternoon|evening|summer|winter|spring|autumn|fall|season"
              r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|june|july"
              r"|august|september|october|november|december|christmas|easter")
-#: asking for the latest: "latest", "most recent(ly)", "the last time", "did I last ...", "last" before a verb in the
-#: past ("when I last saw her") -- not "at last", "the last ferry", "last week" or "did Jon buy last month"
 #: a verb in the past: one of the common irregular ones (and "happened"), or any regular one ("talked", not "need"
 #: or "speed"; also an adjective such as "closed", which :data:`_IRREGULAR_PAST` alone leaves out)
 _IRREGULAR_PAST = (r"happened|saw|spoke|met|heard|went|came|ate|told|said|had|did|was|were|got|gave|took|made|left"
@@ -82,6 +80,8 @@ _PAST_IRREGULAR = re.compile(r"\b(?:" + _IRREGULAR_PAST + r")\b", re.I)
 #: asking how things stand: the newest memory about the question is the answer ("What is Leila doing now?", "Is the
 #: bakery still closed?"), unless an irregular verb is in the past ("What happened while I was still there?")
 _NOW = re.compile(r"\b(?:right\s+now|now|currently|at\s+(?:the\s+)?(?:moment|present)|still)\b", re.I)
+#: asking for the latest: "latest", "most recent(ly)", "the last time", "did I last ...", "last" before a verb in the
+#: past ("when I last saw her") -- not "at last", "the last ferry", "last week" or "did Jon buy last month"
 _LATEST = re.compile(r"\b(?:latest|most\s+recent(?:ly)?|last\s+time)\b"
                      r"|\bdid\s+(?:\w+\s+){1,3}?last\b(?!\s+(?:" + _CALENDAR + r")\b)"
                      r"|\blast\s+(?:" + _PAST_VERB + r")\b", re.I)
