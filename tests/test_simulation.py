@@ -308,3 +308,25 @@ def test_an_interview_at_an_earlier_tick_lists_what_was_held_then_and_forgotten_
     got = forgotten(ticks, "ann", holds, embedder, "Did the blacksmith get hurt?", 0.0, "l2", now=610, later=later)
     assert [(m["id"], m["time"], m["later"]) for m in got] == [("m1", 720.0, True)]  # not the socks: formed later
     assert forgotten(ticks, "ann", holds, embedder, "Did the blacksmith get hurt?", 0.0, "l2", later=later) == []
+
+
+def test_a_topic_is_held_by_a_memory_tagged_with_it_or_holding_its_text_in_short_or_long_term():
+    from types import SimpleNamespace
+
+    from simulacra.shard import held_topics
+
+    storm, dog = "A storm is coming tonight", "Ruth's dog is lost"
+
+    def rec(text, **extra):
+        return SimpleNamespace(text=text, extra=extra)
+
+    def mem(short=(), long=()):
+        return SimpleNamespace(short_term=SimpleNamespace(records=list(short)),
+                               long_term=SimpleNamespace(records=list(long)))
+
+    rt = SimpleNamespace(memories={
+        "ann": mem(short=[rec("Did you know the sky looks bad?", topic=storm)]),  # a model's paraphrase, tagged
+        "ben": mem(long=[rec(f"Ben's day 1: saw: {storm}; heard from Ann: {dog}")]),  # the night's summary
+        "cal": mem(short=[rec("Cal is mending a fence.")]),
+        "dan": mem()})
+    assert held_topics(rt, ["ann", "ben", "cal", "dan"], [storm, dog]) == {"ann": [0], "ben": [0, 1]}
