@@ -12,7 +12,8 @@ with Town.create("fernhollow", agents=AGENTS, run_name="quickstart", overwrite=T
     print(town.interview("ezra_pike", "What happened to the mill wheel?")["answer"])
 
 for event in summary["events"]:
-    print(f"{event['time']} known by {len(event['known_by'])}: {event['text']}")
+    print(f"{event['time']} known by {len(event['known_by'])}, remembered by {len(event['remembered_by'])}: "
+          f"{event['text']}")
 
 frames = open_run(town.run_dir).frames()
 print(frames)

@@ -35,7 +35,8 @@ def test_the_quickstart_notebook_runs_in_a_kernel(tmp_path):
     ran = _text(code[1])
     assert "day 1 (Monday) 10:00 - 18 ticks" in ran
     for event in summary["events"]:  # the notebook prints what the summary says
-        assert f"{event['time']} {event['text'][:70]}... known by {len(event['known_by'])}" in ran
+        assert (f"{event['time']} {event['text'][:70]}... known by {len(event['known_by'])}, "
+                f"remembered by {len(event['remembered_by'])}") in ran
     interview = _text(code[2])
     assert "mill" in interview.lower()  # the interview recalls the mill wheel's breaking
     assert "positions: 108 rows" in _text(code[3])  # 6 agents x 18 ticks
