@@ -25,6 +25,7 @@ from simulacra.embeddings import same_embedding
 from simulacra.errors import SimulacraError
 from simulacra.memory.records import RetrievedMemory
 from simulacra.persona import Persona
+from simulacra.text import text_key
 from simulacra.trace import Header, TickRecord, read_trace
 
 
@@ -161,11 +162,6 @@ def forgotten(ticks: Sequence[TickRecord], agent: str, memory, embedder, questio
              "time": time, "clock": format_game_time(int(time), start_weekday, rest_days),
              "reason": op.get("reason"), "later": after}
             for i in order[:most] for op, time, after in [gone[i]]]
-
-
-def text_key(text: str) -> str:
-    """The form two texts share when they say the same (spacing and case aside)."""
-    return " ".join(text.split()).casefold()
 
 
 def ask(memory, mind, embedder, config: Config, persona: Persona, question: str, now: int, place: str,

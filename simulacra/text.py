@@ -22,6 +22,12 @@ you've your yours yourself yourselves
 """.split())
 
 
+def text_key(text: str) -> str:
+    """The form two texts share when they say the same (spacing and case aside): what the night's summary groups
+    episodes by and what an interview treats as one memory (a repeat, or a text still held)."""
+    return " ".join(text.split()).casefold()
+
+
 def join_words(items: Sequence[str]) -> str:
     """``items`` as an English list: ``"a"``, ``"a and b"``, ``"a, b and c"`` (no serial comma). Raises
     IndexError on an empty sequence: callers say what they list."""

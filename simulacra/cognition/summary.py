@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from simulacra.clock import MINUTES_PER_DAY, day_number, format_hhmm
 from simulacra.cognition.mind import PlanItem
 from simulacra.memory.records import MemoryRecord
+from simulacra.text import text_key
 
 #: kinds of experienced memory a summary draws on (plans, reflections, notices and summaries are not episodes)
 EPISODE_KINDS = ("event", "observation", "dialogue", "conversation", "intention")
@@ -58,7 +59,7 @@ def episodes(records: Iterable[MemoryRecord], names: Mapping[str, str], since: f
     groups: dict[str, list[MemoryRecord]] = {}
     for r in day:
         topic = r.extra.get("topic") or next((t for t in topics if t in r.text), None)
-        key = " ".join(str(topic or r.text).split()).casefold()
+        key = text_key(str(topic or r.text))
         groups.setdefault(key, []).append(r)
     out = []
     for group in groups.values():
