@@ -425,6 +425,25 @@ def generate(run_dir: str | Path, seed: int = 0, counts: dict[str, int] | None =
     return list(out.values())
 
 
+def generate_draws(run_dir: str | Path, seeds: Sequence[int]) -> list[dict]:
+    """The queries of several draws over one run (:func:`generate` with each of ``seeds``), in order, a question
+    drawn again (same agent, time and text) kept once: more questions from a long run (the thirty-day files of
+    ``data/queries-30days`` are seeds 0 to 5).
+
+    Raises:
+        SimulacraError: as :func:`generate`.
+    """
+    seen: set[tuple] = set()
+    merged = []
+    for seed in seeds:
+        for q in generate(run_dir, seed):
+            key = (q["agent"], q["time"], q["query"])
+            if key not in seen:
+                seen.add(key)
+                merged.append(q)
+    return merged
+
+
 def write(queries: list[dict], run: str, path: str | Path, source: str) -> Path:
     """Write a query file (``simulacra tune --queries``) with a header saying how it was made."""
     p = Path(path)
@@ -448,14 +467,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("run", help="run folder (database/<run>)")
     ap.add_argument("--out", default=None, help="query file to write [data/queries/<run>.yaml]")
     ap.add_argument("--seed", type=int, default=0, help="seed of the draws [%(default)s]")
+    ap.add_argument("--draws", type=int, default=1,
+                    help="draws merged, seeds SEED to SEED+DRAWS-1, a question drawn again kept once [%(default)s]")
     args = ap.parse_args(argv)
+    if args.draws < 1:
+        ap.error("--draws must be at least 1")
     try:
-        queries = generate(args.run, args.seed)
+        queries = generate_draws(args.run, range(args.seed, args.seed + args.draws))
     except SimulacraError as err:
         print(f"simulacra.labels: error: {err}", file=sys.stderr)
         return 2
     run = Path(args.run).name
-    out = write(queries, run, args.out or Path("data/queries") / f"{run}.yaml", f"{args.run} --seed {args.seed}")
+    source = f"{args.run} --seed {args.seed}" + (f" --draws {args.draws}" if args.draws > 1 else "")
+    out = write(queries, run, args.out or Path("data/queries") / f"{run}.yaml", source)
     print(f"{len(queries)} queries -> {out}")
     return 0
 

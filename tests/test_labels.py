@@ -7,7 +7,7 @@ import pytest
 from simulacra import tune as t
 from simulacra.clock import MINUTES_PER_DAY, format_hhmm
 from simulacra.errors import SimulacraError
-from simulacra.labels import generate, read_facts, write
+from simulacra.labels import generate, generate_draws, main, read_facts, write
 from simulacra.memory.lexical import tokenize
 from tests.test_rescore import FROZEN, tiny_run
 
@@ -102,6 +102,19 @@ def test_generation_is_deterministic_and_tune_reads_it(run, tmp_path, embedder):
                for p, r in zip(prepared[:3], timed) for x, y in zip(p.tiers, r.tiers) if x.name != "static" and
                len(x.ids))
     assert t.timed_text("hello", 600.0) == "day 1 10:00: hello" and t.timed_text("x", None) == "x"
+
+
+def test_draws_merge_without_repeats(run, tmp_path):
+    """``--draws 3``: the questions of seeds 0, 1 and 2 in order, a question drawn again kept once."""
+    keys = [(q["agent"], q["time"], q["query"]) for s in (0, 1, 2) for q in generate(run, seed=s)]
+    merged = generate_draws(run, (0, 1, 2))
+    assert [(q["agent"], q["time"], q["query"]) for q in merged] == list(dict.fromkeys(keys))
+    assert len(keys) > len(merged) > len(generate(run, seed=0))  # the draws repeat some questions and add others
+    assert generate_draws(run, (0,)) == generate(run, seed=0)
+    out = tmp_path / "q.yaml"
+    assert main([str(run), "--draws", "3", "--out", str(out)]) == 0
+    assert "--seed 0 --draws 3`" in out.read_text(encoding="utf-8").splitlines()[0]
+    assert len(t.load_queries(out, t.read_run(run).start_minute)) == len(merged)
 
 
 def test_not_a_run_folder(tmp_path):

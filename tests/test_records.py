@@ -129,7 +129,7 @@ def run_trace(tmp_path_factory, rater_url, embedder) -> Path:
     sim = Simulation.create(world, config, personas_dir=DATA / "personas", db_dir=tmp, run_name="records",
                             embedder=embedder)
     with Town(sim) as town:
-        town.run(ticks=10, progress=False)
+        town.run(ticks=12, progress=False)  # the first reinforcement comes in the 11th or 12th tick (stop 42's rater)
     return tmp / "records" / "trace.jsonl"
 
 
