@@ -14,19 +14,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 from pathlib import Path
 
 import numpy as np
 from scipy.stats import spearmanr
 
+from simulacra.config import MemoryConfig
 from simulacra.rating.backends import EmbeddingRater, load_examples
 
 WORLD_EVENTS_PATH = Path(__file__).parent / "data" / "world_events_rated.jsonl"
 LONG_WORDS = 20
 """A text of at least this many words is long (the world events have 20 to 41)."""
-KEPT_RATING = 6
-"""The least rating consolidation promotes to long-term memory (importance above 0.5, seed 003)."""
+KEPT_RATING = math.floor(MemoryConfig().promote_threshold * 10) + 1
+"""The least rating consolidation promotes to long-term memory by default: 6, whose importance (rating / 10) is above
+``memory.promote_threshold`` (0.5, seed 003)."""
 
 
 def _scores(predicted: np.ndarray, truth: np.ndarray) -> dict:
