@@ -41,8 +41,9 @@ Tables (:data:`COLUMNS` lists the columns and their dtypes):
     (``forget``, ``rehearse``), ``author`` (``post``: ``world`` or an agent id), ``purpose``, ``query``,
     ``profile`` (``retrieve``), ``memory_ids`` (``retrieve``: the ids returned, best placed first; ``rehearse``:
     the ids marked; ``reinforce``: the short-term ids folded in; ``reflect``: the insights' ids),
-    ``evidence_ids`` (``reflect``: its evidence; ``add`` of a reflection or day summary: what it rests on) and
-    ``depth`` (reflection depth).
+    ``evidence_ids`` (``reflect``: its evidence; ``add`` of a reflection or day summary: what it rests on),
+    ``depth`` (reflection depth) and ``topic`` (``add``, ``reinforce``: the news the memory carries, when tagged;
+    missing in traces written before stop 43).
 ``retrievals``: one row per memory a ``retrieve`` operation returned (a retrieval that returned nothing has no
     row): ``retrieval`` (run-wide number of the retrieve operation, from 0), ``agent``, ``query``, ``purpose``
     (``focus``, ``plan``, ``reaction``, ``conversation with <id>``, ...), ``profile`` (retrieval profile), ``mode``
@@ -128,7 +129,7 @@ COLUMNS: dict[str, dict[str, str]] = {
     "memory_ops": {**_TIME, "agent": "cat", "op": "cat", "memory_id": "str", "tier": "cat", "to_tier": "cat",
                    "kind": "cat", "rating": "Int", "importance": "float", "timestamp": "float", "text": "str",
                    "reason": "str", "author": "cat", "purpose": "cat", "query": "str", "profile": "cat",
-                   "memory_ids": "list", "evidence_ids": "list", "depth": "Int"},
+                   "memory_ids": "list", "evidence_ids": "list", "depth": "Int", "topic": "str"},
     "retrievals": {**_TIME, "retrieval": "int", "agent": "cat", "query": "str", "purpose": "cat", "profile": "cat",
                    "mode": "cat", "top_k": "Int", "threshold": "float", "rank": "int", "memory_id": "str",
                    "tier": "cat", "kind": "cat", "text": "str", "recency": "float", "importance": "float",
@@ -337,7 +338,7 @@ def _memory_op(table: _Table, when: dict[str, Any], op: MemoryOp) -> None:
                            "tier": op.get("tier"), "kind": op.get("kind"), "rating": op.get("rating"),
                            "importance": op.get("importance"), "timestamp": op.get("timestamp"),
                            "text": op.get("text"), "reason": op.get("reason"), "evidence_ids": op.get("evidence_ids"),
-                           "depth": op.get("depth")}
+                           "depth": op.get("depth"), "topic": op.get("topic")}
     if op["op"] in (ADD, POST) and row["importance"] is None and row["rating"] is not None:
         row["importance"] = row["rating"] / 10.0  # seed 003: importance = rating / 10 (decay starts later)
     if op["op"] == MOVE:

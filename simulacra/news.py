@@ -16,6 +16,11 @@ as ``held`` at the first tick):
 
 Nothing else adds to ``knows`` (a notice on the town's board does not), so the run summary's ``events[].known_by``
 (from the town state) is, for each world event, the agents this module finds knowing its text at the trace's end.
+
+Knowing is for good; *remembering* is not. An agent still remembers a topic while one of its short- or long-term
+memories is of it (:func:`is_memory_of`: tagged with it, or holding its text); consolidation and decay can take the
+last one away. The run summary's ``events[].remembered_by`` (:func:`simulacra.shard.held_topics`, on the stores)
+and the viewer's (:meth:`simulacra.viewer.memory.MemoryIndex.held_spans`, on the trace) both apply that rule.
 Pure Python over the trace's records (no store, no model); :mod:`simulacra.frames` builds its ``diffusion``
 table from it.
 """
@@ -43,6 +48,15 @@ class Learned:
     time: int
     how: str
     source: str | None = None
+
+
+def is_memory_of(text: str, topic_tag: str | None, topic: str) -> bool:
+    """Whether a memory with ``text``, tagged ``topic_tag`` (its ``extra["topic"]``: the news a percept, a heard
+    line or a scenario's telling carried; ``None`` when untagged), is a memory of the news ``topic``: tagged with it,
+    or its text holds it (a night's summary "saw: <topic>", a line that retold it word for word). Static facts and
+    the town's shared notices are not an agent's memory of a topic; callers pass short- and long-term memories
+    only."""
+    return topic_tag == topic or topic in text
 
 
 class KnownNews:

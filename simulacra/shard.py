@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from simulacra.news import is_memory_of
 from simulacra.runtime import Runtime
 from simulacra.state import TownState
 from simulacra.tick import (
@@ -238,15 +239,15 @@ def held_topics(rt: Runtime, agents: Sequence[str], topics: Sequence[str]) -> di
     """Which of ``topics`` (news topics: world events' texts, a scenario's facts) each of ``agents`` still holds in
     its own memory: agent id -> the indices into ``topics`` of those held, ascending (agents holding none left out).
     A topic is held while the agent's short- or long-term tier has a memory tagged with it (``extra["topic"]``) or
-    whose text contains it (a day summary's "saw: <topic>", a line that retold it); static facts and the town's
-    shared notices are not the agent's memory of it. What :attr:`simulacra.state.AgentState.knows` counts is who
+    whose text contains it (:func:`simulacra.news.is_memory_of`); static facts and the town's shared notices are
+    not the agent's memory of it. What :attr:`simulacra.state.AgentState.knows` counts is who
     *came to know* a topic; this is who has not forgotten it."""
     out = {}
     for pid in agents:
         mem = rt.memories[pid]
         records = [*mem.short_term.records, *mem.long_term.records]
         held = [i for i, topic in enumerate(topics)
-                if any(r.extra.get("topic") == topic or topic in r.text for r in records)]
+                if any(is_memory_of(r.text, r.extra.get("topic"), topic) for r in records)]
         if held:
             out[pid] = held
     return out

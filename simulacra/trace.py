@@ -149,6 +149,7 @@ class AddOp(TypedDict):
     timestamp: float | None  # game minute it was formed
     evidence_ids: NotRequired[list[str]]  # a reflection or a day summary: the memories it rests on
     depth: NotRequired[int]  # ... and its depth
+    topic: NotRequired[str]  # the news it carries (``extra["topic"]``), when tagged; absent in older traces
 
 
 class PostOp(TypedDict):
@@ -206,6 +207,7 @@ class ReinforceOp(TypedDict):
     timestamp: float | None
     first_observed: float
     repeats: int
+    topic: NotRequired[str]  # the news it carries, when tagged (as :class:`AddOp`)
 
 
 class RehearseOp(TypedDict):
@@ -385,14 +387,17 @@ TraceRecord = Header | TickRecord
 
 # --------------------------------------------------------------------------- constructors (the writers' shapes)
 def add_op(agent: str, tier: str, id: str, text: str, kind: str, rating: int | None, timestamp: float | None,
-           evidence_ids: list[str] | None = None, depth: int | None = None) -> AddOp:
-    """An ``add``; ``evidence_ids`` and ``depth`` (a reflection's or a day summary's) are written when given."""
+           evidence_ids: list[str] | None = None, depth: int | None = None, topic: str | None = None) -> AddOp:
+    """An ``add``; ``evidence_ids`` and ``depth`` (a reflection's or a day summary's) and ``topic`` (the news the
+    memory carries) are written when given."""
     op: AddOp = {"op": ADD, "agent": agent, "tier": tier, "id": id, "text": text, "kind": kind, "rating": rating,
                  "timestamp": timestamp}
     if evidence_ids is not None:
         op["evidence_ids"] = evidence_ids
     if depth is not None:
         op["depth"] = depth
+    if topic is not None:
+        op["topic"] = topic
     return op
 
 
@@ -418,10 +423,13 @@ def forget_op(agent: str, id: str, tier: str, text: str, importance: float | Non
 
 def reinforce_op(agent: str, id: str, replaces: list[str], from_ids: list[str], text: str, kind: str,
                  rating: int | None, importance: float, timestamp: float | None, first_observed: float,
-                 repeats: int) -> ReinforceOp:
-    return {"op": REINFORCE, "agent": agent, "id": id, "tier": LONG_TERM, "replaces": replaces, "from_ids": from_ids,
-            "text": text, "kind": kind, "rating": rating, "importance": importance, "timestamp": timestamp,
-            "first_observed": first_observed, "repeats": repeats}
+                 repeats: int, topic: str | None = None) -> ReinforceOp:
+    op: ReinforceOp = {"op": REINFORCE, "agent": agent, "id": id, "tier": LONG_TERM, "replaces": replaces,
+                       "from_ids": from_ids, "text": text, "kind": kind, "rating": rating, "importance": importance,
+                       "timestamp": timestamp, "first_observed": first_observed, "repeats": repeats}
+    if topic is not None:
+        op["topic"] = topic
+    return op
 
 
 def rehearse_op(agent: str, ids: list[str], tiers: list[str], reason: str, time: float) -> RehearseOp:
@@ -498,7 +506,8 @@ def reinforced_as_add(op: ReinforceOp) -> AddOp:
     """The ``add`` operation equivalent to the memory a ``reinforce`` operation writes
     (:meth:`~simulacra.memory.stream.AgentMemory.consolidate` with ``memory.reinforce_repeats``), for readers of
     the trace that collect added memories."""
-    return add_op(op["agent"], LONG_TERM, op["id"], op["text"], op["kind"], op["rating"], op["timestamp"])
+    return add_op(op["agent"], LONG_TERM, op["id"], op["text"], op["kind"], op["rating"], op["timestamp"],
+                  topic=op.get("topic"))
 
 
 def line_source(line: LineRecord) -> Source:

@@ -262,6 +262,50 @@ def test_the_summary_tells_who_still_remembers_each_event_from_who_came_to_know_
     assert [m["relevance"] for m in asked["forgotten"]] == sorted((m["relevance"] for m in asked["forgotten"]),
                                                                   reverse=True)
     assert "once held and forgotten" in format_interview(asked)
+    # the trace names the news each heard line's memory carries, so the viewer replays the same rule
+    heard = [op for t in ticks for op in t["memory"] if op["op"] == "add" and op["kind"] == "dialogue"
+             and any(ln["topic"] == ev["text"] and ln["listener"] == op["agent"] and op["id"] in ln["memory_ids"]
+                     for c in t["conversations"] for ln in c["lines"])]
+    assert all(op.get("topic") == ev["text"] for op in heard)
+    tagged = [op for t in ticks for op in t["memory"] if op["op"] == "add" and op.get("topic") == ev["text"]]
+    assert tagged and {op["agent"] for op in tagged} <= set(ev["known_by"])
+    from simulacra.viewer.state import ReplayState
+
+    replay = ReplayState.load(sim.run_dir)
+    last = replay.last_tick
+    assert sorted(replay.remembering_at(ev["text"], last)) == ev["remembered_by"]
+    gone_at = replay.forgotten_at(ev["text"], last)
+    assert sorted(gone_at) == sorted(set(ev["known_by"]) - set(holding))
+    for pid, span in gone_at.items():  # the last of its memories of the accident went then, for that reason
+        last_forget = max((t["tick"], op["reason"]) for t in ticks for op in t["memory"]
+                          if op["op"] == "forget" and op["agent"] == pid and WELL_NEWS in op["text"])
+        assert (span.end, span.reason) == last_forget
+        assert pid in replay.remembering_at(ev["text"], span.end - 1)
+    curve = replay.remembered(ev["text"])
+    assert len(curve) == len(replay) and max(curve) == len(ev["known_by"]) and curve[-1] == len(holding)
+    assert all(n <= k for n, k in zip(curve, replay.diffusion(ev["text"]), strict=True))
+    # the news panel says it and fades the markers of those who forgot
+    import pygame
+
+    from simulacra.viewer.layout import View
+    from simulacra.viewer.render import KNOW_COLOURS, faded, render_tick
+
+    surface, renderer = render_tick(replay, last, view=View(panel="news", news=ev["text"]))
+    assert (f"known by 3 of {len(replay.agents)} at {replay.state_at(last).clock}, still remembered by "
+            f"{len(holding)}") in renderer.panel_lines
+    knowers = replay.knowers_at(ev["text"], last)
+    for pid in ev["known_by"]:
+        said = next(ln for ln in renderer.panel_lines if ln.startswith(replay.names[pid] + ":"))
+        assert ("; forgot it at " in said) == (pid not in holding)
+        if pid in renderer.markers:
+            x, y = renderer.markers[pid]
+            colour = KNOW_COLOURS[knowers[pid].how]
+            want = faded(colour) if pid not in holding else colour
+            from simulacra.viewer.layout import MARKER_RADIUS
+
+            assert tuple(surface.get_at((x, y - MARKER_RADIUS + 2)))[:3] == want
+    assert set(renderer.markers) & set(ev["known_by"]) - set(holding), "a marker of one who forgot was checked"
+    pygame.font.quit()
 
 
 def test_forgotten_lists_what_no_memory_holds_any_more_above_the_floor_latest_forgetting_first(embedder):

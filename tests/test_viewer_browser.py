@@ -26,7 +26,7 @@ from simulacra.viewer.layout import (  # noqa: E402
     place_agents,
     ring_radius,
 )
-from simulacra.viewer.render import HELP_LINES, KNOW_COLOURS, Renderer  # noqa: E402
+from simulacra.viewer.render import HELP_LINES, KNOW_COLOURS, Renderer, faded  # noqa: E402
 from simulacra.viewer.state import ReplayState  # noqa: E402
 from tests.conftest import ROOT, TELL_ALL  # noqa: E402
 
@@ -425,10 +425,14 @@ def test_who_knows_view_colours_agents_by_what_they_know(window, replay):
     frame(click(hotspot(renderer, ("news", topic))))
     assert player.view.news == topic
     knowing = replay.knowers_at(topic, player.tick)
-    assert f"known by {len(knowing)} of {len(replay.agents)} at {replay.state_at(player.tick).clock}" \
-        in renderer.panel_lines
+    remembering = replay.remembering_at(topic, player.tick)
+    assert (f"known by {len(knowing)} of {len(replay.agents)} at {replay.state_at(player.tick).clock}, still "
+            f"remembered by {len(remembering)}") in renderer.panel_lines
+    assert remembering and remembering <= set(knowing)
     for agent, (x, y) in renderer.markers.items():
         colour = KNOW_COLOURS[knowing[agent].how] if agent in knowing else KNOW_COLOURS[None]
+        if agent in knowing and agent not in remembering:
+            colour = faded(colour)
         assert tuple(screen.get_at((x, y - MARKER_RADIUS + 2)))[:3] == colour
     # earlier, fewer know it: the view follows the tick
     first = min(w.tick for w in knowing.values())

@@ -189,7 +189,8 @@ class AgentMemory:
         recs = [records[i] for i in keep]
         self.importance_since_reflection += sum(r.rating or 0 for r in recs if r.id not in self.short_term)
         self.short_term.upsert(recs, np.asarray(embeddings)[keep])
-        return [add_op(self.agent, SHORT_TERM, r.id, r.text, r.kind, r.rating, r.timestamp) for r in recs]
+        return [add_op(self.agent, SHORT_TERM, r.id, r.text, r.kind, r.rating, r.timestamp, topic=topic_of(r))
+                for r in recs]
 
     def add_long_term(self, records: Sequence[MemoryRecord], embeddings: np.ndarray, now: float) -> list[AddOp]:
         """Write memories straight to long-term (reflections) in one write; returns the trace operations.
@@ -202,7 +203,8 @@ class AgentMemory:
         for r in recs:
             rests = r.kind in ("reflection", "summary")  # the op names what a reflection or a day summary rests on
             ops.append(add_op(self.agent, LONG_TERM, r.id, r.text, r.kind, r.rating, r.timestamp,
-                              evidence_ids=r.evidence_ids if rests else None, depth=r.depth if rests else None))
+                              evidence_ids=r.evidence_ids if rests else None, depth=r.depth if rests else None,
+                              topic=topic_of(r)))
         return ops
 
     def reflection_due(self, threshold: float) -> bool:
@@ -326,7 +328,7 @@ class AgentMemory:
                 replaced.append(base)
             ops.append(reinforce_op(self.agent, rec.id, [base.id] if base is not None else [],
                                     [r.id for r in group], text, rec.kind, rec.rating, (rec.rating or 0) / 10.0,
-                                    rec.timestamp, first, repeats))
+                                    rec.timestamp, first, repeats, topic=topic_of(rec)))
         if merged:
             lt.upsert(merged, np.stack(embs))
             self._delete(lt, replaced)
@@ -616,6 +618,13 @@ class AgentMemory:
                 items.append((r, float(imp)))
         items.sort(key=lambda x: (-x[1], -(x[0].timestamp or 0), x[0].id))
         return items[:n]
+
+
+def topic_of(record: MemoryRecord) -> str | None:
+    """The news a memory carries (``extra["topic"]``: a percept's event, a heard line's or a scenario telling's
+    topic), as the trace's ``add`` and ``reinforce`` operations record it; ``None`` when untagged."""
+    topic = record.extra.get("topic")
+    return str(topic) if topic else None
 
 
 def reinforced_id(agent: str, ids: Sequence[str]) -> str:

@@ -286,7 +286,7 @@ HELP_LINES = [
     ("123 Enter", "go to tick 123 (or 123 G)"),
     ("+ / -", "faster / slower"),
     ("Tab / shift Tab", "select the next / previous agent"),
-    ("I, M, P, N", "panel: agent info, memories, place, news (who knows)"),
+    ("I, M, P, N", "panel: agent info, memories, place, news (who knows, who remembers)"),
     ("/", "memories: type to search (Enter / Esc ends)"),
     ("Page Up / Down", "scroll the panel"),
     ("R", "relationships: who talked with whom"),

@@ -11,7 +11,10 @@ hand-made header) the static memories that retrievals returned are listed instea
 :meth:`MemoryIndex.rows` is what the browser lists at a tick: one :class:`MemoryRow` per memory the agent held at
 the end of that tick, tier by tier (static, short-term, long-term, shared), newest first, filtered by tier, kind
 and a search text. :meth:`MemoryIndex.detail` is one memory with the retrievals that returned it up to that tick
-and its evidence. Each call is O(memories of the agent); callers cache per (agent, tick, filter). No pygame here.
+and its evidence. Each call is O(memories of the agent); callers cache per (agent, tick, filter).
+:meth:`MemoryIndex.held_spans` is when each agent held a memory of a news topic (the rule of
+:func:`simulacra.news.is_memory_of`): who still remembers what it came to know, and when and why it forgot. No
+pygame here.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from simulacra.news import is_memory_of
 from simulacra.trace import (
     ADD,
     FORGET,
@@ -89,6 +93,7 @@ class _Memory:
     evidence_ids: list[str] = field(default_factory=list)
     depth: int | None = None
     forgotten: str = ""  # the reason of the forget operation
+    topic: str | None = None  # the news it carries (the op's ``topic``; absent in traces before stop 43)
 
     def tier_at(self, tick: int) -> str | None:
         """The tier at the end of ``tick`` (``None``: not written yet, or forgotten)."""
@@ -100,6 +105,18 @@ class _Memory:
                 break
             tier = name
         return tier
+
+
+@dataclass(frozen=True)
+class HeldSpan:
+    """Ticks ``start`` .. ``end`` − 1 during which an agent held at least one short- or long-term memory of a
+    topic, judged at the end of each tick (``end`` ``None``: still held at the last tick read). ``reason``: why
+    the last of them went at ``end`` (the ``forget`` operation's reason: ``consolidation: ...``, ``decay: ...``;
+    ``""`` while held)."""
+
+    start: int
+    end: int | None
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -218,6 +235,7 @@ class MemoryIndex:
         self.static_rule = static if static is not None else StaticRule(header)
         self._static: dict[str, dict[str, _Memory]] = {}  # agent -> static memories (rebuilt, or as retrieved)
         self._static_done: set[str] = set()  # agents whose static memories were rebuilt by the rule
+        self._spans: dict[str, dict[str, list[HeldSpan]]] = {}  # topic -> held_spans(topic), until more ticks
         for op in (header.get("scenario") or {}).get("seeded") or ():
             if op.get("op") == ADD:
                 self._add(cast(AddOp, op), BEFORE_RUN)
@@ -226,6 +244,7 @@ class MemoryIndex:
     # ----------------------------------------------------------------- building
     def extend(self, ticks: Iterable[TickRecord]) -> None:
         """Take in more tick records (a live run's new ticks), in order."""
+        self._spans = {}
         for rec in ticks:
             tick, now = int(rec["tick"]), int(rec["time"])
             for op in rec["memory"]:
@@ -260,7 +279,8 @@ class MemoryIndex:
                     m = mine.get(op["id"])
                     if m is None or m.tier_at(tick) is None:
                         m = mine[op["id"]] = _Memory(op["id"], op["agent"], op["text"], op["kind"], op["rating"],
-                                                     op["timestamp"], tick, tiers=[(tick, LONG_TERM)])
+                                                     op["timestamp"], tick, tiers=[(tick, LONG_TERM)],
+                                                     topic=op.get("topic"))
                     else:
                         m.tiers.append((tick, LONG_TERM))
                     m.importance.append((tick, float(op["importance"])))
@@ -285,7 +305,8 @@ class MemoryIndex:
         m = mine.get(op["id"])
         if m is None or m.tier_at(tick) is None and m.tiers:
             # new, or written again after it was forgotten (same id: same agent, timestamp and text)
-            fresh = _Memory(op["id"], op["agent"], op["text"], op["kind"], op["rating"], op["timestamp"], tick)
+            fresh = _Memory(op["id"], op["agent"], op["text"], op["kind"], op["rating"], op["timestamp"], tick,
+                            topic=op.get("topic"))
             if m is not None:
                 fresh.retrievals, fresh.accessed = m.retrievals, m.accessed
             m = mine[op["id"]] = fresh
@@ -443,6 +464,63 @@ class MemoryIndex:
         evidence = tuple((eid, self._text(agent, eid)) for eid in m.evidence_ids)
         return MemoryDetail(row=self._row(agent, m, tier, tick, now), retrievals=accesses, evidence=evidence,
                             depth=m.depth, forgotten=m.forgotten)
+
+    def held_spans(self, topic: str) -> dict[str, list[HeldSpan]]:
+        """When each agent held a memory of the news ``topic``: agent -> its :class:`HeldSpan` s in order, adjacent
+        and overlapping memories' spans merged (agents that never held one left out). A memory counts while it is
+        in the agent's short- or long-term tier and :func:`simulacra.news.is_memory_of` says it is of ``topic``
+        (the rule of the run summary's ``remembered_by``); static facts and the shared tier do not. O(memories of
+        the run) the first time per topic, cached until :meth:`extend`."""
+        if topic in self._spans:
+            return self._spans[topic]
+        out: dict[str, list[HeldSpan]] = {}
+        for agent, mine in self._by_agent.items():
+            raw: list[tuple[int, int | None, str]] = []
+            for m in mine.values():
+                if not is_memory_of(m.text, m.topic, topic):
+                    continue
+                start: int | None = None
+                for t, tier in m.tiers:
+                    if tier in (SHORT_TERM, LONG_TERM):
+                        if start is None:
+                            start = max(t, m.written)
+                    elif start is not None:
+                        if t > start:
+                            raw.append((start, t, m.forgotten))
+                        start = None
+                if start is not None:
+                    raw.append((start, None, ""))
+            if not raw:
+                continue
+            raw.sort(key=lambda s: (s[0], float("inf") if s[1] is None else s[1]))
+            spans: list[HeldSpan] = []
+            for start_tick, end, reason in raw:
+                last = spans[-1] if spans else None
+                if last is not None and (last.end is None or start_tick <= last.end):
+                    if last.end is not None and (end is None or end >= last.end):
+                        spans[-1] = HeldSpan(last.start, end, reason)
+                    continue
+                spans.append(HeldSpan(start_tick, end, reason))
+            out[agent] = spans
+        self._spans[topic] = out
+        return out
+
+    def held_at(self, topic: str, tick: int) -> set[str]:
+        """The agents holding a memory of ``topic`` at the end of ``tick`` (:meth:`held_spans`)."""
+        return {a for a, spans in self.held_spans(topic).items()
+                if any(s.start <= tick and (s.end is None or tick < s.end) for s in spans)}
+
+    def forgot_by(self, topic: str, tick: int) -> dict[str, HeldSpan]:
+        """Agent -> its last span of ``topic`` that ended by the end of ``tick``, for the agents that held a
+        memory of ``topic`` before and hold none at the end of ``tick`` (``end`` the tick it went, ``reason`` why)."""
+        out = {}
+        for a, spans in self.held_spans(topic).items():
+            if any(s.start <= tick and (s.end is None or tick < s.end) for s in spans):
+                continue
+            ended = [s for s in spans if s.end is not None and s.end <= tick]
+            if ended:
+                out[a] = ended[-1]
+        return out
 
     def _text(self, agent: str, memory_id: str) -> str:
         m = self._find(agent, memory_id)

@@ -59,7 +59,7 @@ from simulacra.viewer.layout import (  # noqa: E402
     ring_radius,
 )
 from simulacra.viewer.memory import TIERS as BROWSER_TIERS  # noqa: E402
-from simulacra.viewer.memory import MemoryDetail, MemoryRow  # noqa: E402
+from simulacra.viewer.memory import HeldSpan, MemoryDetail, MemoryRow  # noqa: E402
 from simulacra.viewer.state import TIERS, ReplayState, TickState  # noqa: E402
 
 BACKGROUND = (236, 230, 212)
@@ -83,6 +83,14 @@ BAR_COLOURS = {"rec": (96, 170, 230), "imp": (240, 170, 60), "rel": (120, 200, 1
 #: who-knows-what: how an agent first knew the picked news, and not knowing it
 KNOW_COLOURS = {"held": (20, 110, 200), "seen": (40, 160, 60), "heard": (230, 130, 20), "told": (130, 60, 200),
                 None: (175, 175, 175)}
+#: the curve of the agents still holding a memory of the picked news, beside the curve of those who knew it
+REMEMBERED_CURVE = (235, 235, 235)
+
+
+def faded(colour: tuple[int, int, int]) -> tuple[int, int, int]:
+    """``colour`` washed out towards grey: an agent that knew the picked news and holds no memory of it now."""
+    return (round(colour[0] * 0.35 + 175 * 0.65), round(colour[1] * 0.35 + 175 * 0.65),
+            round(colour[2] * 0.35 + 175 * 0.65))
 RELATION = (60, 90, 170)
 TIMELINE_BG = (44, 49, 60)
 EVENT_MARK = (235, 90, 60)
@@ -195,6 +203,7 @@ class Renderer:
                  group_over: int = GROUP_OVER):
         self.replay = replay
         self.group_over = group_over
+        self._forgot: dict[str, HeldSpan] = {}  # with a news picked: knowers holding no memory of it (draw())
         self.size = size
         self.panel_width = panel_width
         self.top = TOP
@@ -415,6 +424,8 @@ class Renderer:
         if view.relations:
             self._draw_relations(surface, state, a)
         knowing = self.replay.knowers_at(view.news, state.tick) if view.panel == "news" and view.news else None
+        self._forgot = {} if knowing is None or view.news is None else {
+            a: span for a, span in self.replay.forgotten_at(view.news, state.tick).items() if a in knowing}
         if knowing is not None:
             self._draw_news_links(surface, knowing)
         if view.bubbles:
@@ -533,13 +544,18 @@ class Renderer:
         for pid, (x, y) in self.markers.items():
             if pid == selected or not clip.collidepoint(x, y):
                 continue
-            colour = self.colours[pid] if knowing is None else KNOW_COLOURS[getattr(knowing.get(pid), "how", None)]
-            self._marker(surface, pid, x, y, colour, False)
+            self._marker(surface, pid, x, y, self._know_colour(pid, knowing), False)
         if selected in self.markers:  # on top of the others
             x, y = self.markers[selected]
-            colour = self.colours[selected] if knowing is None else KNOW_COLOURS[
-                getattr(knowing.get(selected), "how", None)]
-            self._marker(surface, selected, x, y, colour, True)
+            self._marker(surface, selected, x, y, self._know_colour(selected, knowing), True)
+
+    def _know_colour(self, pid: str, knowing: dict[str, Any] | None) -> tuple[int, int, int]:
+        """An agent's marker colour: its own, or with a news picked how it first knew the news (faded when it
+        holds no memory of it any more)."""
+        if knowing is None:
+            return self.colours[pid]
+        colour = KNOW_COLOURS[getattr(knowing.get(pid), "how", None)]
+        return faded(colour) if pid in self._forgot else colour
 
     def _draw_groups(self, surface: pygame.Surface, state: TickState, selected: str | None,
                      knowing: dict[str, Any] | None) -> None:
@@ -802,6 +818,8 @@ class Renderer:
             if knowing is not None:
                 w = knowing.get(hit.id)
                 out.append("does not know the news" if w is None else self._learned(w))
+                if hit.id in self._forgot:
+                    out.append(self._forgotten(self._forgot[hit.id], state))
             return out
         if hit.kind == "group":
             n = len(self.groups[hit.id].agents)
@@ -809,6 +827,14 @@ class Renderer:
         place = self.replay.places[hit.id]
         n = len(self.agents_at(state).get(hit.id, ()))
         return [f"{place['name']} ({place['kind']})", f"{n} here; click for who and its objects"]
+
+    def _forgotten(self, span: HeldSpan, state: TickState) -> str:
+        """"forgot it at 14:00 (consolidation: importance <= 6)": when and why an agent let go of its last memory of
+        the picked news (the day too when it is not ``state`` 's)."""
+        gone = self.replay.state_at(span.end if span.end is not None else state.tick)
+        at = gone.clock if self.replay.day_of(gone.tick) == self.replay.day_of(state.tick) else \
+            f"day {self.replay.day_of(gone.tick)} {gone.clock}"
+        return f"forgot it at {at}" + (f" ({span.reason})" if span.reason else "")
 
     def _learned(self, w: Any) -> str:
         when = format_hhmm(w.time)
@@ -1116,6 +1142,7 @@ class Renderer:
         if not news:
             line("this run has no news", self.f_small, PANEL_MUTED)
             return
+        line("knew it / of all (still remember it)", self.f_small, PANEL_MUTED)
         n_agents = len(self.replay.agents)
         list_bottom = pos[0] + min(len(news), 6) * 22 + 4
         start = min(view.scroll.get("news", 0), max(0, len(news) - 1))
@@ -1124,10 +1151,11 @@ class Renderer:
             if pos[0] + 22 > list_bottom:
                 break
             k = len(self.replay.knowers_at(item.topic, state.tick))
+            r = len(self.replay.remembering_at(item.topic, state.tick))
             rect = pygame.Rect(x - 4, pos[0], width + 8, 20)
             pygame.draw.rect(surface, PANEL_PICK if item.topic == view.news else PANEL_ROW, rect, border_radius=4)
             self.hotspots.append((rect, ("news", item.topic)))
-            text = _fit(self.f_small, f"{k:>3}/{n_agents}  {item.topic}", width - 4)
+            text = _fit(self.f_small, f"{k:>3}/{n_agents} ({r})  {item.topic}", width - 4)
             surface.blit(self.text(self.f_small, text, PANEL_TEXT), (x, pos[0] + 3))
             self.panel_lines.append(text)
             pos[0] += 22
@@ -1138,7 +1166,9 @@ class Renderer:
         knowing = self.replay.knowers_at(view.news, state.tick)
         for ln in wrap(self.f_small, view.news, width, 2):
             line(ln, self.f_small)
-        line(f"known by {len(knowing)} of {n_agents} at {state.clock}", self.f_bold)
+        remembering = self.replay.remembering_at(view.news, state.tick)
+        line(f"known by {len(knowing)} of {n_agents} at {state.clock}, still remembered by {len(remembering)}",
+             self.f_bold)
         # the legend
         lx = x
         for how, label in (("held", "from the start"), ("seen", "saw it"), ("heard", "heard it"), ("told", "told"),
@@ -1148,38 +1178,48 @@ class Renderer:
             surface.blit(img, (lx + 16, pos[0] + 1))
             lx += img.get_width() + 24
         pos[0] += 22
+        line("faded: knew it and holds no memory of it now", self.f_small, PANEL_MUTED)
         pos[0] = self._diffusion(surface, view.news, state, x, pos[0], width)
         order = sorted(knowing.values(), key=lambda w: (w.tick, self.replay.names.get(w.agent, w.agent)))
         for w in order:
             if pos[0] + 20 > self.panel_rect.bottom - 10:
                 line(f"... {len(order) - order.index(w)} more", self.f_small, PANEL_MUTED)
                 break
-            pygame.draw.circle(surface, KNOW_COLOURS[w.how], (x + 6, pos[0] + 8), 5)
-            text = _fit(self.f_small, f"{self.replay.names.get(w.agent, w.agent)}: {self._learned(w)}", width - 18)
+            forgot = self._forgot.get(w.agent)
+            colour = KNOW_COLOURS[w.how]
+            pygame.draw.circle(surface, faded(colour) if forgot is not None else colour, (x + 6, pos[0] + 8), 5)
+            said = self._learned(w) + ("" if forgot is None else "; " + self._forgotten(forgot, state))
+            text = _fit(self.f_small, f"{self.replay.names.get(w.agent, w.agent)}: {said}", width - 18)
             rect = pygame.Rect(x - 4, pos[0], width + 8, 18)
             self.hotspots.append((rect, ("agent", w.agent)))
             line(text, self.f_small, PANEL_TEXT, indent=16)
 
     def _diffusion(self, surface: pygame.Surface, topic: str, state: TickState, x: int, y: int, width: int) -> int:
-        """The number knowing ``topic`` tick by tick, a small curve with the current tick marked; returns the
-        next y."""
-        h = 70
-        box = pygame.Rect(x, y, width, h)
-        pygame.draw.rect(surface, (30, 33, 42), box, border_radius=4)
+        """The number knowing ``topic`` tick by tick and, beside it, the number still holding a memory of it, two
+        small curves with the current tick marked; returns the next y."""
+        h = 60
         counts = self.replay.diffusion(topic)
+        held = self.replay.remembered(topic)
         n = max(1, len(self.replay.agents))
+        label = (f"knew {counts[-1] if counts else 0}/{n} (orange), remember {held[-1] if held else 0}/{n} "
+                 f"(white) by {self.replay.state_at(self.replay.last_tick).clock}")
+        surface.blit(self.text(self.f_small, label, PANEL_MUTED), (x, y))
+        self.panel_lines.append(label)
+        box = pygame.Rect(x, y + 18, width, h)
+        pygame.draw.rect(surface, (30, 33, 42), box, border_radius=4)
         if len(counts) > 1:
-            pts = [(box.x + 4 + (box.width - 8) * i / (len(counts) - 1), box.bottom - 4 - (h - 8) * c / n)
-                   for i, c in enumerate(counts)]
+            def curve(values: list[int]) -> list[tuple[float, float]]:
+                return [(box.x + 4 + (box.width - 8) * i / (len(values) - 1), box.bottom - 4 - (h - 8) * c / n)
+                        for i, c in enumerate(values)]
+
+            pygame.draw.lines(surface, REMEMBERED_CURVE, False, curve(held), 1)
+            pts = curve(counts)
             pygame.draw.lines(surface, KNOW_COLOURS["heard"], False, pts, 2)
             i = self.replay.index_of(state.tick)
             cx = pts[i][0]
             pygame.draw.line(surface, SELECTED, (cx, box.y + 2), (cx, box.bottom - 2), 1)
             pygame.draw.circle(surface, SELECTED, (round(pts[i][0]), round(pts[i][1])), 4)
-        label = f"diffusion: {counts[-1] if counts else 0}/{n} by {self.replay.state_at(self.replay.last_tick).clock}"
-        surface.blit(self.text(self.f_small, label, PANEL_MUTED), (x + 6, y + 4))
-        self.panel_lines.append(label)
-        return y + h + 8
+        return box.bottom + 8
 
 
 def render_tick(replay: ReplayState, tick: int, selected: str | None = None,

@@ -36,7 +36,7 @@ from simulacra.trace import (
     TraceFormatError,
     read_trace,
 )
-from simulacra.viewer.memory import MemoryIndex, StaticRule
+from simulacra.viewer.memory import HeldSpan, MemoryIndex, StaticRule
 
 log = logging.getLogger(__name__)
 
@@ -354,6 +354,32 @@ class ReplayState:
         for i, c in enumerate(counts):
             total += c
             counts[i] = total
+        return counts
+
+    def remembering_at(self, topic: str, tick: int) -> set[str]:
+        """The agents that hold a memory of ``topic`` at the end of ``tick`` (short- or long-term, the rule of the
+        run summary's ``remembered_by``: :meth:`MemoryIndex.held_spans`); a subset of those who came to know it
+        (:meth:`knowers_at`) when the trace records every memory's news."""
+        return self.memory.held_at(topic, tick)
+
+    def forgotten_at(self, topic: str, tick: int) -> dict[str, HeldSpan]:
+        """Agent -> when (``end``, a tick) and why (``reason``) it let go of its last memory of ``topic``, for the
+        agents that held one before the end of ``tick`` and hold none then."""
+        return self.memory.forgot_by(topic, tick)
+
+    def remembered(self, topic: str) -> list[int]:
+        """Agents holding a memory of ``topic`` at the end of each tick of the replay (one count per tick, first
+        to last): beside :meth:`diffusion`, what forgetting takes back."""
+        diff = [0] * (len(self._states) + 1)
+        for spans in self.memory.held_spans(topic).values():
+            for span in spans:
+                diff[self.index_of(span.start)] += 1
+                if span.end is not None:
+                    diff[self.index_of(span.end) if span.end <= self.last_tick else len(self._states)] -= 1
+        counts, total = [], 0
+        for d in diff[:-1]:
+            total += d
+            counts.append(total)
         return counts
 
     def talked(self, tick: int) -> dict[tuple[str, str], int]:
