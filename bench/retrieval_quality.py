@@ -111,7 +111,8 @@ def main() -> None:
         for name, by in cats.items():
             print(f"{name:<10} " + "  ".join(f"{c} {v['ndcg']:.3f}" for c, v in by.items()) + "  (nDCG by category)")
         if args.plot and not timed:
-            print(f"plot -> {t.plot_metrics(report, args.plot)}")
+            extra = {"recall profile": rows["defaults, recall profile"]}
+            print(f"plot -> {t.plot_metrics(report, args.plot, extra)}")
     p = Path(args.out)
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(out, indent=2) + "\n")

@@ -97,14 +97,15 @@ def new_record(agent: str, text: str, kind: str, now: int, tick: int, extra: dic
 
 
 def notice(posted: set[str], rt: Runtime, text: str, author: str, place: str, now: int, tick: int,
-           topic: str | None = None) -> Pending | None:
+           topic: str | None = None, about: dict[str, float] | None = None) -> Pending | None:
     """A notice for the town's shared memory, or ``None`` when the world has none or the topic was posted
-    (once per topic; ``topic`` defaults to ``text``). ``author`` is ``"world"`` or an agent id."""
+    (once per topic; ``topic`` defaults to ``text``). ``author`` is ``"world"`` or an agent id; ``about``: the
+    span of the gathering it tells of (:meth:`Engagement.about <simulacra.cognition.mind.Engagement.about>`)."""
     topic = topic or text
     if not rt.world.shared_memory or topic in posted:
         return None
     rec = MemoryRecord(id=memory_id("town", now, text), text=text, kind="notice", timestamp=float(now), tick=tick,
-                       extra={"topic": topic, "author": author, "place": place})
+                       extra={"topic": topic, "author": author, "place": place, **(about or {})})
     return Pending(TOWN, rec)
 
 
@@ -736,9 +737,11 @@ def converse_stage(state: TownState, rt: Runtime, ordered: Sequence[tuple[str, s
             listener = b if speaker == a else a
             said = f'{rt.names[speaker]} said to {rt.names[listener]}: "{u.text}"'
             news = (u.topic,) if u.topic else ()
-            pending.append(Pending(speaker, new_record(speaker, said, "dialogue", now, tick), news))
-            extra = {"topic": u.topic, "source": speaker} if u.topic else {}
             item = carried.get(u.topic) if u.topic else None
+            # a line telling of a gathering is about its hours too (both sides' memories, and a notice of it)
+            about = item.engagement.about(now) if item is not None and item.engagement is not None else {}
+            pending.append(Pending(speaker, new_record(speaker, said, "dialogue", now, tick, about), news))
+            extra = {"topic": u.topic, "source": speaker, **about} if u.topic else {}
             if item is not None:  # an invitation says where and when; a declared importance stays
                 extra.update(item.carried())
                 if item.engagement is not None:
@@ -748,7 +751,7 @@ def converse_stage(state: TownState, rt: Runtime, ordered: Sequence[tuple[str, s
                 told.append((speaker, listener, u.topic))
                 if pl.kind == "public":  # said in public: an announcement
                     n = notice(state.posted_topics | posted, rt, f"{rt.names[speaker]} spread the word at "
-                               f"{pl.name}: {u.topic}", speaker, place, now, tick, u.topic)
+                               f"{pl.name}: {u.topic}", speaker, place, now, tick, u.topic, about)
                     if n is not None:
                         posted.add(u.topic)
                         pending.append(n)

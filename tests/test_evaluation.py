@@ -23,7 +23,7 @@ from simulacra.evaluation.metrics import Run, coordination, density, hallucinati
 from simulacra.evaluation.report import parse_seeds
 from simulacra.evaluation.scenario import load_scenario
 from simulacra.evaluation.variants import VARIANTS, ablate_mind, variant
-from simulacra.memory.records import MemoryRecord, RetrievedMemory
+from simulacra.memory.records import MemoryRecord, RetrievedMemory, span_extra
 from simulacra.trace import TraceWriter
 from tests.conftest import ROOT
 from tests.schema_answers import SchemaAnswers, prompt_text
@@ -156,6 +156,10 @@ def test_an_engagement_travels_as_metadata_and_back():
     (item,) = news_candidates([(rec, 0.6)], [], "hana_novak", "Hana Novak", set(), 4)
     assert item.engagement == E and item.importance == 7
     assert item.carried() == {**E.to_extra(), "importance": 7}
+    # a memory of it is about the gathering's hours as well as the moment it was heard, whichever comes first
+    assert E.about(400.0) == span_extra(400.0, float(E.end))
+    assert E.about(E.start + 10) == span_extra(float(E.start), float(E.end))
+    assert E.about(E.end + 90) == span_extra(float(E.start), float(E.end + 90))
 
 
 def test_the_scripted_mind_goes_only_when_it_recalls_the_engagement_and_is_free():

@@ -198,6 +198,41 @@ def test_a_plan_memory_is_as_recent_as_the_hours_it_is_about(tmp_path):
         unit(1, 0.3), NOW, query_text="What did I plan?", profile="situational")]
 
 
+def test_news_of_a_gathering_is_about_its_hours_as_well_as_when_it_was_heard(tmp_path):
+    """The board's notice of a party from 16:00 to 18:00, read at 08:50, against the rider's storm warning of 16:10
+    (less relevant, more important), asked at 18:30 "Is there a party at the tavern this afternoon?". The question
+    names the afternoon, so recency is measured from it: with the notice about the party's hours too
+    (:meth:`Engagement.about`) it is as recent as the warning and wins on relevance; about 08:50 alone it was
+    three hours before the afternoon and lost (stop 42's Fernhollow party: half the town, all of whom had read the
+    notice, could not recall the party at its end). A question about the morning still finds it as heard then."""
+    from simulacra.cognition.mind import Engagement
+
+    party = Engagement("Greta Lund is throwing a party at The Wren and Kettle.", "greta_lund", "tavern",
+                       int(at(1, "16:00")), int(at(1, "18:00")))
+    heard = at(1, "08:50")
+    notice = MemoryRecord(id=memory_id("town", heard, "n"), kind="notice", rating=2, timestamp=heard, tick=1,
+                          text="Yusuf spread the word: Greta Lund is throwing a party at The Wren and Kettle.",
+                          extra={"topic": party.topic, **party.about(heard)})
+    storm = _rec("A rider shouts that a storm is coming down the hills tonight.", at(1, "16:10"), rating=6)
+    cfg = MemoryConfig(relevance="dense", forget_floor=None, top_k=1)
+    now = at(1, "18:30")
+    question = "Is there a party at the tavern this afternoon?"
+    vectors = np.stack([unit(1, 0.3), unit(1, 1.0)])  # the notice more relevant to the question
+
+    def first(records, query, name):
+        mem = AgentMemory("ann", tmp_path / name, cfg, 8)
+        mem.add(records, vectors)
+        profile, _, cue = mem.dated("recall", query, now)
+        assert profile == "dated" and cue is not None, query  # the question names a time: dated
+        return mem.retrieve(unit(1, 0.3), now, query_text=query, profile="recall")[0]
+
+    got = first([notice, storm], question, "about")
+    assert got.id == notice.id and got.recency == 1.0
+    assert first([replace(notice, extra={"topic": party.topic}), storm], question, "instant").id == storm.id
+    morning = first([notice, storm], "What did I hear this morning?", "morning")
+    assert morning.id == notice.id and morning.recency == 1.0
+
+
 def test_the_age_from_a_named_time_is_the_gap_between_the_window_and_the_span():
     ref = np.array([100.0, 100.0, 100.0, np.nan])
     span = (np.array([100.0, 40.0, 100.0, np.nan]), np.array([100.0, 200.0, 130.0, np.nan]))

@@ -131,6 +131,15 @@ class Engagement:
         return {"engagement_host": self.host, "engagement_place": self.place, "engagement_start": int(self.start),
                 "engagement_end": int(self.end)}
 
+    def about(self, now: float) -> dict[str, float]:
+        """The span (:func:`~simulacra.memory.records.span_extra`) of a memory of this engagement formed at game
+        minute ``now``: from the earlier of ``now`` and the start to the later of ``now`` and the end. Such a
+        memory is about the gathering's hours as well as the moment it was heard, so a question that names either
+        ("Is there a party at the tavern this afternoon?" asked in the evening, "What did I hear this morning?")
+        measures its recency from them (:func:`simulacra.memory.scoring.age_from`), as a plan's memory is about
+        the plan's hours."""
+        return span_extra(min(float(now), float(self.start)), max(float(now), float(self.end)))
+
     @classmethod
     def from_extra(cls, extra: dict[str, Any]) -> Engagement | None:
         """The engagement a memory's metadata carries (needs ``topic`` and every ``engagement_*`` key), else None."""

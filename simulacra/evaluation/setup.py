@@ -32,7 +32,8 @@ def seed_items(sc: Scenario, now: int) -> list[tuple[str, Any, float | None]]:
     """The memories a scenario plants before its first tick, as :meth:`Stores.seed <simulacra.shard.Stores.seed>`
     takes them: ``(holder, record, rating)`` for each fact not told during the run (``told_at``) and each of its
     holders, fact by fact: the holder's intention memory (kind ``intention``, formed at game minute ``now``, tick 0,
-    topic = the fact's text, source ``own``; the party's fact also carries its engagement), rated by the scenario
+    topic = the fact's text, source ``own``; the party's fact also carries its engagement and is about its hours as
+    well as ``now``: :meth:`Engagement.about <simulacra.cognition.mind.Engagement.about>`), rated by the scenario
     (``importance``, which every retelling keeps: the offline rater rates news of a party or an election 1-3 of 10,
     under ``simulation.news_min_rating``) or, when it gives none (``None``), by the run's rater."""
     from simulacra.tick import new_record
@@ -48,6 +49,7 @@ def seed_items(sc: Scenario, now: int) -> list[tuple[str, Any, float | None]]:
                 extra["importance"] = f.importance
             if engagement is not None and sc.party.fact == f.id:
                 extra.update(engagement.to_extra())
+                extra.update(engagement.about(now))
             items.append((h, new_record(h, f.memory_text, "intention", now, 0, extra), f.importance))
     return items
 

@@ -3,7 +3,7 @@ importing :mod:`simulacra.tune` does not load matplotlib)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -48,10 +48,10 @@ def plot_heatmap(report: TuneReport, path: str | Path, a_rec: Sequence[float] | 
     return _save(fig, path)
 
 
-def plot_metrics(report: TuneReport, path: str | Path) -> Path:
+def plot_metrics(report: TuneReport, path: str | Path, extra: Mapping[str, Result] | None = None) -> Path:
     """PNG bar chart of recall@k, MRR and nDCG@k on the held-out queries (the train queries when there are none)
-    for the baselines, the best setting of each relevance variant searched and the overall best (matplotlib,
-    Agg canvas)."""
+    for the baselines, then ``extra`` (name -> result on the same queries, e.g. a shipped retrieval profile), the
+    best setting of each relevance variant searched and the overall best (matplotlib, Agg canvas)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -59,6 +59,7 @@ def plot_metrics(report: TuneReport, path: str | Path) -> Path:
     rows: dict[str, Result] = {}
     for name in report.baselines:
         rows[name] = report.heldout[name] if held else report.baselines[name]
+    rows.update(extra or {})
     for label, (train, h) in report.by_relevance.items():
         rows[f"best {label}"] = h if held and h is not None else train
     rows["tuned (best)"] = report.heldout["best"] if held else report.best
