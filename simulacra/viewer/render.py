@@ -89,8 +89,7 @@ REMEMBERED_CURVE = (235, 235, 235)
 
 def faded(colour: tuple[int, int, int]) -> tuple[int, int, int]:
     """``colour`` washed out towards grey: an agent that knew the picked news and holds no memory of it now."""
-    return (round(colour[0] * 0.35 + 175 * 0.65), round(colour[1] * 0.35 + 175 * 0.65),
-            round(colour[2] * 0.35 + 175 * 0.65))
+    return (round(colour[0] * 0.5 + 175 * 0.5), round(colour[1] * 0.5 + 175 * 0.5), round(colour[2] * 0.5 + 175 * 0.5))
 RELATION = (60, 90, 170)
 TIMELINE_BG = (44, 49, 60)
 EVENT_MARK = (235, 90, 60)
