@@ -209,3 +209,34 @@ def test_view_runs_a_simulation_and_follows_it_to_the_end(tmp_path, rater_url):
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert len((tmp_path / "tiny-seed0" / "trace.jsonl").read_text().splitlines()) == 4  # header + 3 ticks
+
+
+def test_held_spans_merge_a_topics_memories_and_say_why_the_last_one_went():
+    """Ann's memories of the storm, op by op: a percept tagged with it (ticks 2-4, forgotten at 5 by consolidation),
+    a line holding its text (4-6, forgotten at 7 by decay), the night's summary quoting it (9 on); one untagged
+    memory without the text does not count, nor Ben's memory of something else. Held: ticks 2-6 and 9 on."""
+    from simulacra import trace
+    from simulacra.viewer.memory import HeldSpan, MemoryIndex
+
+    storm = "A storm is coming down the hills tonight."
+
+    def add(i, text, topic=None):
+        return trace.add_op("ann", trace.SHORT_TERM, f"m{i}", text, "observation", 5, 10.0 * i, topic=topic)
+
+    def forget(i, reason):
+        return trace.forget_op("ann", f"m{i}", trace.SHORT_TERM, "x", 0.1, reason)
+
+    ops = {2: [add(1, "Ann sees the rider shouting.", topic=storm)],
+           4: [add(2, f'Ben said to Ann: "{storm}"'), add(3, "Ann waters the roses.")],
+           5: [forget(1, "consolidation: importance <= 0.5")],
+           7: [forget(2, "decayed importance < 0.1")],
+           9: [add(4, f"Ann's day: saw: {storm}"),
+               {**add(5, "Ben mends a net."), "agent": "ben"}]}
+    ticks = [{"tick": t, "time": 600 + 10 * t, "memory": ops.get(t, []), "conversations": []} for t in range(12)]
+    index = MemoryIndex({"agents": ["ann", "ben"]}, ticks)
+    assert index.held_spans(storm) == {"ann": [HeldSpan(2, 7, "decayed importance < 0.1"), HeldSpan(9, None, "")]}
+    assert [sorted(index.held_at(storm, t)) for t in (1, 2, 6, 7, 8, 9, 11)] == [
+        [], ["ann"], ["ann"], [], [], ["ann"], ["ann"]]
+    assert index.forgot_by(storm, 8) == {"ann": HeldSpan(2, 7, "decayed importance < 0.1")}
+    assert index.forgot_by(storm, 11) == {} and index.forgot_by(storm, 1) == {}
+    assert index.held_spans("A seal pup on the slipway.") == {}
