@@ -76,9 +76,13 @@ Tables (:data:`COLUMNS` lists the columns and their dtypes):
     before the run's start: from the first tick) to the last, how far its news has travelled by the tick's end:
     ``event`` (its number in the world file, from 0), ``event_text``, ``event_place``, ``event_time`` (game
     minute), ``event_day``, ``known`` (agents knowing it), ``new`` (of which first knew it at this tick),
-    ``share`` (``known`` / agents in the run) and ``knowers`` (their ids, sorted). Knowing is the rule of the
-    town state (:mod:`simulacra.news`: seen, told by a scenario, or heard as a line's topic), so the last tick's
-    ``knowers`` are the run summary's ``events[].known_by``.
+    ``share`` (``known`` / agents in the run), ``knowers`` (their ids, sorted), ``remembered`` (agents holding a
+    short- or long-term memory of it at the tick's end) and ``rememberers`` (their ids, sorted). Knowing is the
+    rule of the town state (:mod:`simulacra.news`: seen, told by a scenario, or heard as a line's topic), so the
+    last tick's ``knowers`` are the run summary's ``events[].known_by``; remembering is
+    :func:`simulacra.news.is_memory_of` on the memories the trace shows held
+    (:meth:`simulacra.viewer.memory.MemoryIndex.held_spans`), so the last tick's ``rememberers`` are its
+    ``remembered_by``.
 """
 
 from __future__ import annotations
@@ -143,7 +147,8 @@ COLUMNS: dict[str, dict[str, str]] = {
                     "prompt_tokens": "Int", "completion_tokens": "Int", "total_tokens": "Int", "latency_s": "float",
                     "cost_usd": "float", "finish_reason": "cat", "error": "str", "ok": "bool"},
     "diffusion": {"event": "int", "event_text": "cat", "event_place": "cat", "event_time": "int", "event_day": "int",
-                  **_TIME, "known": "int", "new": "int", "share": "float", "knowers": "list"},
+                  **_TIME, "known": "int", "new": "int", "share": "float", "knowers": "list", "remembered": "int",
+                  "rememberers": "list"},
 }
 
 _INSTALL = "pip install 'simulacra[analysis]'"
@@ -274,12 +279,14 @@ def read_frames(run_dir: str | Path) -> Frames:
 
 def _read(pd, run_dir: Path, header: Header, records: Iterable[TickRecord]) -> Frames:
     from simulacra.news import KnownNews
+    from simulacra.viewer.memory import MemoryIndex
 
     agents = list(header["agents"])
     memory = (header.get("config") or {}).get("memory") or {}
     t = {name: _Table(name) for name in TABLES}
     weights: dict[str, tuple[float, float, float]] = {}
     news = KnownNews(header)
+    held = MemoryIndex(header, retrievals=False)
     ticks: list[tuple[int, int, int, str]] = []
     conversations = retrievals = 0
     for rec in records:
@@ -321,7 +328,8 @@ def _read(pd, run_dir: Path, header: Header, records: Iterable[TickRecord]) -> F
                                        memory_ids=list(ln.get("memory_ids", ())), value=_json(ln["text"]),
                                        recorded_as="line")
         news.read(rec)
-    _diffusion(t["diffusion"], header, ticks, news)
+        held.extend([rec])
+    _diffusion(t["diffusion"], header, ticks, news, held)
     _model_calls(t["model_calls"], run_dir, header)
     places = list((header.get("world") or {}).get("places") or {})
     vocab = {**dict.fromkeys(_AGENT_COLUMNS, agents), **dict.fromkeys(_PLACE_COLUMNS, places)}
@@ -386,7 +394,7 @@ def _retrieval_rows(table: _Table, when: dict[str, Any], op: RetrieveOp, number:
                   relevance_scaled=scaled.get("relevance"), a_rec=a_rec, a_imp=a_imp, a_rel=a_rel)
 
 
-def _diffusion(table: _Table, header: Header, ticks: list[tuple[int, int, int, str]], news) -> None:
+def _diffusion(table: _Table, header: Header, ticks: list[tuple[int, int, int, str]], news, held) -> None:
     from simulacra.world.model import Event
 
     tm = int(header["tick_minutes"])
@@ -394,14 +402,16 @@ def _diffusion(table: _Table, header: Header, ticks: list[tuple[int, int, int, s
     for i, raw in enumerate((header.get("world") or {}).get("events") or ()):
         ev = Event.model_validate(raw)
         first = news.first.get(ev.text, {})
+        spans = held.held_spans(ev.text)
         for tick, now, day, clock in ticks:
             if now + tm <= ev.minute:  # not begun by the tick's end
                 continue
             knowers = sorted(a for a, w in first.items() if w.tick <= tick)
+            holding = sorted(a for a, got in spans.items() if any(s.covers(tick) for s in got))
             table.add(event=i, event_text=ev.text, event_place=ev.place, event_time=ev.minute,
                       event_day=ev.day, tick=tick, time=now, day=day, clock=clock, known=len(knowers),
                       new=sum(1 for w in first.values() if w.tick == tick), share=len(knowers) / n if n else 0.0,
-                      knowers=knowers)
+                      knowers=knowers, remembered=len(holding), rememberers=holding)
 
 
 def _model_calls(table: _Table, run_dir: Path, header: Header) -> None:

@@ -181,6 +181,9 @@ def test_diffusion_ends_where_the_summary_says_who_knows_each_event(town):
         assert rows["knowers"].iloc[-1] == ev["known_by"] and rows["known"].iloc[-1] == len(ev["known_by"])
         assert rows["known"].is_monotonic_increasing and rows["new"].sum() == len(ev["known_by"])
         assert rows["share"].iloc[-1] == pytest.approx(len(ev["known_by"]) / len(town.header["agents"]))
+        assert rows["rememberers"].iloc[-1] == ev["remembered_by"]
+        assert rows["remembered"].tolist() == [len(r) for r in rows["rememberers"]]
+        assert all(set(r) <= set(k) for r, k in zip(rows["rememberers"], rows["knowers"], strict=True))
     # the well's news went from one who saw it to the others by word of mouth: not everyone at once
     well = diff[diff["event_text"].astype(str).str.startswith("The old well")]
     assert well["known"].iloc[-1] == 3 and (well["known"] == 1).any()

@@ -283,6 +283,12 @@ def test_the_summary_tells_who_still_remembers_each_event_from_who_came_to_know_
         assert pid in replay.remembering_at(ev["text"], span.end - 1)
     curve = replay.remembered(ev["text"])
     assert len(curve) == len(replay) and max(curve) == len(ev["known_by"]) and curve[-1] == len(holding)
+    # read_frames' diffusion table counts the same, tick by tick
+    from simulacra.frames import read_frames
+
+    well = read_frames(sim.run_dir).diffusion.query("event == 0").sort_values("tick")
+    assert well["remembered"].tolist() == curve[len(curve) - len(well):]
+    assert well["rememberers"].iloc[-1] == ev["remembered_by"] and (well["remembered"] < well["known"]).any()
     assert all(n <= k for n, k in zip(curve, replay.diffusion(ev["text"]), strict=True))
     # the news panel says it and fades the markers of those who forgot
     import pygame

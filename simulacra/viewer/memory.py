@@ -118,6 +118,10 @@ class HeldSpan:
     end: int | None
     reason: str = ""
 
+    def covers(self, tick: int) -> bool:
+        """Whether the memory is held at the end of ``tick``."""
+        return self.start <= tick and (self.end is None or tick < self.end)
+
 
 @dataclass(frozen=True)
 class MemoryRow:
@@ -224,9 +228,14 @@ class MemoryIndex:
         header: the trace header (``agents``, ``personas``, ``world``, ``config.memory``, a scenario's ``seeded``).
         ticks: the tick records, in order (more can be added with :meth:`extend`).
         static: the static memories' rule (default: rebuilt from ``header``).
+        retrievals: keep which retrievals returned each memory (the browser's detail); ``False`` skips them, for
+            a reader that needs only when memories were held (:meth:`held_spans`; a long run's retrievals are
+            most of its trace).
     """
 
-    def __init__(self, header: Header, ticks: Iterable[TickRecord] = (), static: StaticRule | None = None):
+    def __init__(self, header: Header, ticks: Iterable[TickRecord] = (), static: StaticRule | None = None,
+                 retrievals: bool = True):
+        self._keep_retrievals = retrievals
         self.agents: list[str] = list(header.get("agents") or [])
         self._memory_config: dict[str, Any] = (header.get("config") or {}).get("memory") or {}
         self._weights: dict[str, tuple[float, float, float]] = {}
@@ -295,7 +304,7 @@ class MemoryIndex:
                         if m is not None and not m.evidence_ids:
                             m.evidence_ids = list(ins["evidence_ids"])
                             m.depth = ins["depth"]
-                elif op["op"] == RETRIEVE:
+                elif op["op"] == RETRIEVE and self._keep_retrievals:
                     self._retrieved(op, tick, now)
 
     def _add(self, op: AddOp, tick: int) -> None:
@@ -507,15 +516,14 @@ class MemoryIndex:
 
     def held_at(self, topic: str, tick: int) -> set[str]:
         """The agents holding a memory of ``topic`` at the end of ``tick`` (:meth:`held_spans`)."""
-        return {a for a, spans in self.held_spans(topic).items()
-                if any(s.start <= tick and (s.end is None or tick < s.end) for s in spans)}
+        return {a for a, spans in self.held_spans(topic).items() if any(s.covers(tick) for s in spans)}
 
     def forgot_by(self, topic: str, tick: int) -> dict[str, HeldSpan]:
         """Agent -> its last span of ``topic`` that ended by the end of ``tick``, for the agents that held a
         memory of ``topic`` before and hold none at the end of ``tick`` (``end`` the tick it went, ``reason`` why)."""
         out = {}
         for a, spans in self.held_spans(topic).items():
-            if any(s.start <= tick and (s.end is None or tick < s.end) for s in spans):
+            if any(s.covers(tick) for s in spans):
                 continue
             ended = [s for s in spans if s.end is not None and s.end <= tick]
             if ended:
