@@ -241,7 +241,8 @@ class MemoryIndex:
         self._weights: dict[str, tuple[float, float, float]] = {}
         self._by_agent: dict[str, dict[str, _Memory]] = {pid: {} for pid in self.agents}
         self._shared: dict[str, _Memory] = {}
-        self.static_rule = static if static is not None else StaticRule(header)
+        self._header = header
+        self._static_rule = static  # built on first use: a reader of held spans alone never needs it
         self._static: dict[str, dict[str, _Memory]] = {}  # agent -> static memories (rebuilt, or as retrieved)
         self._static_done: set[str] = set()  # agents whose static memories were rebuilt by the rule
         self._spans: dict[str, dict[str, list[HeldSpan]]] = {}  # topic -> held_spans(topic), until more ticks
@@ -371,7 +372,9 @@ class MemoryIndex:
         seen = self._static.setdefault(agent, {})
         if agent not in self._static_done:
             self._static_done.add(agent)
-            rebuilt = self.static_rule.of(agent)
+            if self._static_rule is None:
+                self._static_rule = StaticRule(self._header)
+            rebuilt = self._static_rule.of(agent)
             if rebuilt is not None:
                 ordered: dict[str, _Memory] = {}
                 for mid, text, kind in rebuilt:
