@@ -402,12 +402,11 @@ def _diffusion(table: _Table, header: Header, ticks: list[tuple[int, int, int, s
     for i, raw in enumerate((header.get("world") or {}).get("events") or ()):
         ev = Event.model_validate(raw)
         first = news.first.get(ev.text, {})
-        spans = held.held_spans(ev.text)
         for tick, now, day, clock in ticks:
             if now + tm <= ev.minute:  # not begun by the tick's end
                 continue
             knowers = sorted(a for a, w in first.items() if w.tick <= tick)
-            holding = sorted(a for a, got in spans.items() if any(s.covers(tick) for s in got))
+            holding = sorted(held.held_at(ev.text, tick))
             table.add(event=i, event_text=ev.text, event_place=ev.place, event_time=ev.minute,
                       event_day=ev.day, tick=tick, time=now, day=day, clock=clock, known=len(knowers),
                       new=sum(1 for w in first.values() if w.tick == tick), share=len(knowers) / n if n else 0.0,

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from simulacra.memory.stream import topic_of
 from simulacra.news import is_memory_of
 from simulacra.runtime import Runtime
 from simulacra.state import TownState
@@ -247,7 +248,7 @@ def held_topics(rt: Runtime, agents: Sequence[str], topics: Sequence[str]) -> di
         mem = rt.memories[pid]
         records = [*mem.short_term.records, *mem.long_term.records]
         held = [i for i, topic in enumerate(topics)
-                if any(is_memory_of(r.text, r.extra.get("topic"), topic) for r in records)]
+                if any(is_memory_of(r.text, topic_of(r), topic) for r in records)]
         if held:
             out[pid] = held
     return out
