@@ -19,8 +19,10 @@ Target: >= 30 fps at 1,000 residents (``play``). Writes ``bench/results/viewer.j
 ``--screenshots DIR --party RUN`` also renders the documentation's three screenshots headless: the memory browser
 and the who-knows-what view of ``RUN`` (a ``fernhollow-party`` run), and the 1,000-resident town.
 
+``--live RUN`` measures what following a live run costs the who-knows-what panel (:func:`live`), on any run's trace.
+
 Usage: ``python -m bench.viewer [--residents 100,1000] [--hours 1] [--frames 300] [--repeats 3] [--db DIR]
-[--fresh] [--out bench/results/viewer.json] [--screenshots docs --party RUN]``
+[--fresh] [--out bench/results/viewer.json] [--screenshots docs --party RUN] [--live RUN ...]``
 """
 
 from __future__ import annotations
@@ -143,6 +145,41 @@ def measure(run_dir: Path, frames: int, repeats: int) -> dict:
     return out
 
 
+def live(run_dir: Path, limit: int | None = None) -> dict:
+    """A live run's cost of the who-knows-what panel: the trace is read tick by tick as the viewer follows a run
+    (:meth:`ReplayState.extend`), and after each tick the panel asks who still remembers the run's most known news
+    (``remembering_at``, ``forgotten_at``, ``remembered``: what it draws). ``incremental``: as shipped (the topic's
+    memories kept up to date as ticks come in); ``rescan``: the same with the topic's memories looked up again
+    among all the run's memories each tick (the viewer before stop 44). Milliseconds per tick, mean and max over
+    the ticks after the first ``limit`` (all when ``None``), with the memories the index held at the end."""
+    from simulacra.trace import read_trace
+    from simulacra.viewer.state import ReplayState
+
+    header, ticks = read_trace(run_dir / "trace.jsonl")
+    whole = ReplayState(header, ticks)
+    news = whole.news_list()
+    if not news:
+        return {}
+    topic = max(news, key=lambda n: len(whole.knowers_at(n.topic, whole.last_tick))).topic
+    out: dict = {"topic": topic, "ticks": len(ticks)}
+    for how in ("incremental", "rescan"):
+        replay = ReplayState(header, ticks[:1])
+        per_tick = []
+        for rec in ticks[1:]:
+            t0 = time.perf_counter()
+            replay.extend([rec])
+            if how == "rescan":
+                replay.memory._members.pop(topic, None)  # what the viewer did before stop 44
+            replay.remembering_at(topic, replay.last_tick)
+            replay.forgotten_at(topic, replay.last_tick)
+            replay.remembered(topic)
+            per_tick.append(time.perf_counter() - t0)
+        tail = per_tick[-limit:] if limit else per_tick
+        out[how] = {"mean_ms": round(1000 * sum(tail) / len(tail), 2), "max_ms": round(1000 * max(tail), 2)}
+        out["memories"] = sum(len(m) for m in replay.memory._by_agent.values())
+    return out
+
+
 def screenshots(out_dir: Path, party: Path, town: Path | None) -> list[Path]:
     """The documentation's screenshots: the memory browser and who-knows-what of a ``fernhollow-party`` run
     (Greta Lund at 15:00; the Harvest Lantern Festival notice), and a large generated town (``town``, its busiest
@@ -188,6 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "viewer.json"))
     ap.add_argument("--screenshots", default=None, metavar="DIR", help="also write the docs' screenshots here")
     ap.add_argument("--party", default=None, metavar="RUN", help="a fernhollow-party run, for --screenshots")
+    ap.add_argument("--live", action="append", default=[], metavar="RUN",
+                    help="measure a live run's who-knows-what panel on RUN's trace, tick by tick (repeatable; "
+                         "with --residents '' only this); writes --live-out")
+    ap.add_argument("--live-out", default=str(ROOT / "bench" / "results" / "viewer_live.json"))
     ap.add_argument("--make-run", default=None, metavar="WORLD", help=argparse.SUPPRESS)
     ap.add_argument("--run-name", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -212,6 +253,16 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         print(f"bench.viewer: -> {args.out}", file=sys.stderr)
+    if args.live:
+        measured = {}
+        for run in args.live:
+            measured[Path(run).name] = r = live(Path(run), limit=None)
+            print(f"live {Path(run).name}: {r.get('ticks')} ticks, {r.get('memories')} memories; per tick "
+                  f"incremental {r.get('incremental')} ms, rescan {r.get('rescan')} ms", file=sys.stderr)
+        Path(args.live_out).write_text(json.dumps({"runs": measured, "load_avg_1min": round(os.getloadavg()[0], 2),
+                                                   "machine": result["machine"]}, indent=2) + "\n",
+                                       encoding="utf-8")
+        print(f"bench.viewer: -> {args.live_out}", file=sys.stderr)
     if args.screenshots:
         if not args.party:
             raise SystemExit("--screenshots needs --party RUN (a fernhollow-party run)")

@@ -240,3 +240,10 @@ def test_held_spans_merge_a_topics_memories_and_say_why_the_last_one_went():
     assert index.forgot_by(storm, 8) == {"ann": HeldSpan(2, 7, "decayed importance < 0.1")}
     assert index.forgot_by(storm, 11) == {} and index.forgot_by(storm, 1) == {}
     assert index.held_spans("A seal pup on the slipway.") == {}
+    # a live viewer asks at every new tick: what it is told equals a fresh read of the ticks so far
+    for split in range(12):
+        live = MemoryIndex({"agents": ["ann", "ben"]}, ticks[:split])
+        for t in range(split, 12):
+            live.held_spans(storm)
+            live.extend([ticks[t]])
+            assert live.held_spans(storm) == MemoryIndex({"agents": ["ann", "ben"]}, ticks[:t + 1]).held_spans(storm)

@@ -246,6 +246,9 @@ class MemoryIndex:
         self._static: dict[str, dict[str, _Memory]] = {}  # agent -> static memories (rebuilt, or as retrieved)
         self._static_done: set[str] = set()  # agents whose static memories were rebuilt by the rule
         self._spans: dict[str, dict[str, list[HeldSpan]]] = {}  # topic -> held_spans(topic), until more ticks
+        # topic -> agent -> ids of its memories of the topic (is_memory_of), kept up to date as memories are
+        # written: a live run's new tick re-reads only these, not every memory of the run
+        self._members: dict[str, dict[str, dict[str, None]]] = {}  # ids in the order written, as in _by_agent
         for op in (header.get("scenario") or {}).get("seeded") or ():
             if op.get("op") == ADD:
                 self._add(cast(AddOp, op), BEFORE_RUN)
@@ -291,6 +294,7 @@ class MemoryIndex:
                         m = mine[op["id"]] = _Memory(op["id"], op["agent"], op["text"], op["kind"], op["rating"],
                                                      op["timestamp"], tick, tiers=[(tick, LONG_TERM)],
                                                      topic=op.get("topic"))
+                        self._note(m)
                     else:
                         m.tiers.append((tick, LONG_TERM))
                     m.importance.append((tick, float(op["importance"])))
@@ -320,12 +324,19 @@ class MemoryIndex:
             if m is not None:
                 fresh.retrievals, fresh.accessed = m.retrievals, m.accessed
             m = mine[op["id"]] = fresh
+            self._note(fresh)
         m.tiers.append((tick, op["tier"]))
         if op["rating"] is not None:
             m.importance.append((tick, op["rating"] / 10))
         if op.get("evidence_ids") is not None:
             m.evidence_ids = list(op["evidence_ids"])
             m.depth = op.get("depth")
+
+    def _note(self, m: _Memory) -> None:
+        """Add a newly written memory to the members of the topics asked about so far."""
+        for topic, members in self._members.items():
+            if is_memory_of(m.text, m.topic, topic):
+                members.setdefault(m.owner, {})[m.id] = None
 
     def _get(self, agent: str, mid: str) -> _Memory | None:
         mine = self._by_agent.get(agent)
@@ -482,15 +493,23 @@ class MemoryIndex:
         and overlapping memories' spans merged (agents that never held one left out). A memory counts while it is
         in the agent's short- or long-term tier and :func:`simulacra.news.is_memory_of` says it is of ``topic``
         (the rule of the run summary's ``remembered_by``); static facts and the shared tier do not. O(memories of
-        the run) the first time per topic, cached until :meth:`extend`."""
+        the run) the first time per topic; after that O(memories of the topic), and cached until :meth:`extend`
+        (which keeps each asked topic's memories up to date as it reads new ones)."""
         if topic in self._spans:
             return self._spans[topic]
+        members = self._members.get(topic)
+        if members is None:  # the first look at this topic: every memory of the run, once
+            members = self._members[topic] = {}
+            for agent, mine in self._by_agent.items():
+                ids = {mid: None for mid, m in mine.items() if is_memory_of(m.text, m.topic, topic)}
+                if ids:
+                    members[agent] = ids
         out: dict[str, list[HeldSpan]] = {}
-        for agent, mine in self._by_agent.items():
+        for agent in self._by_agent:
             raw: list[tuple[int, int | None, str]] = []
-            for m in mine.values():
-                if not is_memory_of(m.text, m.topic, topic):
-                    continue
+            mine = self._by_agent[agent]
+            for mid in members.get(agent, ()):
+                m = mine[mid]
                 start: int | None = None
                 for t, tier in m.tiers:
                     if tier in (SHORT_TERM, LONG_TERM):
