@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 
@@ -25,13 +26,34 @@ def _preset(name: str) -> str:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def _finite(text: str) -> float:
+    """argparse type of a number option: a finite float (``nan`` and ``inf`` would pass every range check)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number")
+    return value
+
+
+def _game_hours(text: str) -> float:
+    """argparse type of ``--hours``: :func:`simulacra.town.check_hours` of the number."""
+    from simulacra.town import check_hours
+
+    try:
+        return check_hours(float(text))
+    except (ValueError, SimulacraError) as err:
+        raise argparse.ArgumentTypeError(f"{text!r}: game hours, a finite number >= 0") from err
+
+
 def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--world", default=DEFAULT_WORLD,
                    help="world file (YAML), or the name of a packaged world (fernhollow, gullhaven) [%(default)s]")
     p.add_argument("--personas-dir", default=None,
                    help="folder of persona JSON files [agent_personalities/ beside the world's folder]")
     length = p.add_mutually_exclusive_group()
-    length.add_argument("--hours", type=float, default=None,
+    length.add_argument("--hours", type=_game_hours, default=None,
                         help="game hours to simulate [the world's start_time to end_time]")
     length.add_argument("--ticks", type=int, default=None, help="ticks to simulate (instead of --hours)")
     length.add_argument("--days", type=int, default=None,
@@ -118,8 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "[the --assets folder's agent_history_init_n<residents>.csv, if any]")
     imp.add_argument("--out", required=True, metavar="DIR", help="folder to write the town into")
     imp.add_argument("--overwrite", action="store_true", help="replace existing files")
-    check = sub.add_parser("check", help="validate a world file and its personas")
-    check.add_argument("world", nargs="?", default=DEFAULT_WORLD)
+    check = sub.add_parser("check", help="validate a world file and its personas, or a scenario file")
+    check.add_argument("world", nargs="?", default=DEFAULT_WORLD,
+                       help="a world file or packaged world's name, or a scenario file (it names its world) "
+                            "[%(default)s]")
     check.add_argument("--personas-dir", default=None)
     replay = sub.add_parser("replay", help="play a finished run from its trace (pygame window or a PNG)",
                             description="Play a finished run from database/<run>/trace.jsonl alone (no Chroma, "
@@ -130,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--screenshot", default=None, metavar="OUT.png",
                         help="render --tick to this PNG without opening a window, then exit")
     replay.add_argument("--agent", default=None, help="agent id shown in the side panel [the first agent]")
-    replay.add_argument("--speed", type=float, default=1.0, help="playback speed in ticks per second [%(default)s]")
+    replay.add_argument("--speed", type=_finite, default=1.0, help="playback speed in ticks per second [%(default)s]")
     replay.add_argument("--size", default="1280x800", help="window / image size WIDTHxHEIGHT [%(default)s]")
     view = sub.add_parser("view", help="run a simulation and watch it live in a pygame window",
                           description="Start 'simulacra run' with these options in a separate process and follow "
@@ -138,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
                                       "viewer. Closing the window stops the simulation.")
     _add_run_args(view)
     view.add_argument("--size", default="1280x800", help="window size WIDTHxHEIGHT [%(default)s]")
-    view.add_argument("--speed", type=float, default=2.0, help="playback speed in ticks per second [%(default)s]")
+    view.add_argument("--speed", type=_finite, default=2.0, help="playback speed in ticks per second [%(default)s]")
     view.add_argument("--close-when-done", action="store_true",
                       help="close the window once the simulation has finished and playback reached its end")
     inspect_ = sub.add_parser("inspect", help="what an agent perceived, remembered, retrieved and did at a tick",
@@ -154,8 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     rescore.add_argument("run", help="run folder (database/<run>) or its trace.jsonl")
     rescore.add_argument("--weights", default=None, metavar="A_REC,A_IMP,A_REL",
                          help="e.g. 1,1,1 [each retrieval's own, under its retrieval profile]")
-    rescore.add_argument("--gamma", type=float, default=None, help="recency factor per game hour [the run's]")
-    rescore.add_argument("--threshold", type=float, default=None, help="minimum score [the run's]")
+    rescore.add_argument("--gamma", type=_finite, default=None, help="recency factor per game hour [the run's]")
+    rescore.add_argument("--threshold", type=_finite, default=None, help="minimum score [the run's]")
     rescore.add_argument("--mode", choices=["cascade", "merged"], default=None, help="retrieval rule [the run's]")
     rescore.add_argument("--top-k", type=int, default=None,
                          help="memories per retrieval, up to the max_top_k the trace recorded [the run's]")
@@ -213,7 +237,7 @@ def _add_evaluate_parser(sub) -> None:
     ev.add_argument("--no-interviews", action="store_true", help="skip the interviews (no made-up answer rate)")
     ev.add_argument("--reuse-runs", action="store_true",
                     help="measure runs already finished in DIR/runs again instead of running them again")
-    ev.add_argument("--threshold", type=float, default=None,
+    ev.add_argument("--threshold", type=_finite, default=None,
                     help="cosine similarity at which a memory or answer holds a fact [0.7]")
     ev.add_argument("--workers", type=int, default=1,
                     help="each run's agent shards as Ray actors (pip install 'simulacra[ray]'); 1 runs in this "
@@ -492,8 +516,19 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from simulacra.errors import InputError, read_yaml
     from simulacra.world import check_world
 
+    path = Path(args.world)
+    data = read_yaml(path, InputError) if path.is_file() else None
+    if isinstance(data, dict) and "world" in data and "places" not in data:  # a scenario names its world
+        from simulacra.evaluation.scenario import load_scenario
+
+        sc = load_scenario(path)
+        print(f"{args.world}: ok — scenario '{sc.name}', {len(sc.facts)} facts, world {sc.world_path}")
+        return 0
     world = check_world(args.world, args.personas_dir)
     print(f"{args.world}: ok — {len(world.places)} places, {len(world.paths)} paths, "
           f"{len(world.objects)} objects, {len(world.events)} events, {len(world.personas)} residents")
@@ -588,8 +623,9 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         weights = [None] * 3 if args.weights is None else [float(x) for x in args.weights.split(",")]
     except ValueError:
         weights = []
-    if args.weights is not None and (len(weights) != 3 or any(w < 0 for w in weights) or not any(weights)):
-        raise SimulacraError(f"--weights: expected three non-negative numbers a_rec,a_imp,a_rel, not all 0; "
+    if args.weights is not None and (len(weights) != 3 or not all(math.isfinite(w) and w >= 0 for w in weights)
+                                     or not any(weights)):
+        raise SimulacraError(f"--weights: expected three finite non-negative numbers a_rec,a_imp,a_rel, not all 0; "
                              f"got {args.weights!r}")
     if args.gamma is not None and not 0 < args.gamma <= 1:
         raise SimulacraError(f"--gamma must be in (0, 1], got {args.gamma}")
@@ -682,8 +718,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def dispatch(func, args, prog: str = "simulacra") -> int:
     """Run a command ``func(args)`` as a program: logging configured for the process (``-v``: debug), Hugging Face
-    and Chroma kept offline, and a :class:`SimulacraError` turned into one line ``<prog>: error: ...`` and exit
-    status 2 (Ctrl-C: 130). The entry of ``simulacra`` and of ``python -m rater_server``."""
+    and Chroma kept offline, and a :class:`SimulacraError` (or an ``OSError`` on a named file: a path that cannot
+    be read or written) turned into one line ``<prog>: error: ...`` and exit status 2 (Ctrl-C: 130). The entry of
+    ``simulacra`` and of ``python -m rater_server``."""
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     _prepare_env()
@@ -691,6 +728,14 @@ def dispatch(func, args, prog: str = "simulacra") -> int:
         return func(args)
     except SimulacraError as err:
         print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        if err.filename is None:  # not a file of the user's: a fault to see whole
+            raise
+        # a file or folder named on the command line that cannot be read or written (permissions, a missing or
+        # read-only folder, a full disk): the system's reason and the path, not a traceback (-v logs it)
+        logging.getLogger("simulacra").debug("%s failed", prog, exc_info=True)
+        print(f"{prog}: error: {err.filename}: {err.strerror or err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

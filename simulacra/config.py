@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # a weight, threshold or timeout of inf or nan passes every ge/le bound and breaks scoring without an error
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 #: what a retrieval is for: the first word of a trace ``retrieve`` operation's ``purpose`` (``conversation with
@@ -453,6 +454,17 @@ class RaterConfig(_Section):
 
     url: str = "http://127.0.0.1:5000/rate"
     timeout_s: float = Field(30.0, gt=0, description="seconds per HTTP request")
+
+    @field_validator("url")
+    @classmethod
+    def _an_http_url(cls, v: str) -> str:
+        from urllib.parse import urlparse
+
+        p = urlparse(v.strip())
+        if p.scheme not in ("http", "https") or not p.hostname:
+            raise ValueError(f"expected an http:// or https:// URL with a host (e.g. http://127.0.0.1:5000/rate), "
+                             f"got {v!r}")
+        return v.strip()
     start_local: bool = Field(True, description="rate in-process (no HTTP) when nothing answers at a loopback url")
     attempts: int = Field(3, ge=1, description="tries per request on connection errors, timeouts and 5xx "
                           "(exponential backoff from 0.2 s); then the run stops at its last complete tick")
@@ -485,7 +497,7 @@ class SimulationConfig(_Section):
             order (every run recorded before the setting: :data:`PREDATED`).
     """
 
-    seed: int = 0
+    seed: int = Field(0, ge=0, description="the seed of the run's random draws (0 or more)")
     meeting_draws: Literal["keyed", "stream"] = Field(
         "keyed", description="how the town draws chance meetings and openers: keyed (each by seed, purpose, game "
         "minute and pair, whatever else happens in the town) or stream (one generator in the run state, drawn pair "

@@ -15,6 +15,27 @@ from simulacra.errors import RunFolderError
 
 MB = 1024 * 1024
 
+#: what a run writes into its folder (trace, checkpoint, summary, stores, journals, the model's calls); a folder
+#: holding none of them is not a run's, and ``--overwrite`` leaves it alone
+RUN_FILES = ("trace.jsonl", "checkpoint.json", "summary.json", "chroma", "stores.journal", "checkpoint.journal",
+             "llm_calls.jsonl")
+
+
+def check_run_name(run_name: str) -> str:
+    """``run_name`` if it names one folder (made under the database folder), else :class:`RunFolderError`: a
+    path (``a/b``, ``/tmp/x``), ``.`` or ``..`` would put the run, and ``--overwrite``'s deletion, elsewhere."""
+    if (not run_name or run_name in (".", "..") or "/" in run_name or (os.altsep and os.altsep in run_name)
+            or os.sep in run_name or "\0" in run_name):
+        raise RunFolderError(f"--run-name {run_name!r}: give a folder name, not a path; the run folder is made "
+                             "under --db-dir (choose the place with --db-dir)")
+    return run_name
+
+
+def is_run_folder(run_dir: str | Path) -> bool:
+    """Whether ``run_dir`` is empty or holds what a run writes (:data:`RUN_FILES`, a worker's ``shard-N``)."""
+    names = [p.name for p in Path(run_dir).iterdir()]
+    return not names or any(n in RUN_FILES or n.startswith("shard-") for n in names)
+
 
 def check_run_folder(run_dir: str | Path, min_free_mb: float, remove_on_error: bool = False) -> float:
     """Check that ``run_dir`` (an existing folder) can be written and its disk has ``min_free_mb`` MB free.
@@ -75,11 +96,16 @@ def make_run_folder(run_dir: str | Path) -> None:
 
 
 def remove_run_folder(run_dir: str | Path) -> None:
-    """Delete ``run_dir`` and everything in it (``--overwrite``).
+    """Delete ``run_dir`` and everything in it (``--overwrite``), if it is a run's (:func:`is_run_folder`).
 
     Raises:
-        RunFolderError: it cannot be deleted (naming the folder and the system's reason).
+        RunFolderError: it is not a run folder (a folder of other files is never deleted), or it cannot be
+            deleted (naming the folder and the system's reason).
     """
+    if Path(run_dir).is_dir() and not is_run_folder(run_dir):
+        raise RunFolderError(f"{run_dir} is not a simulacra run folder (it holds none of "
+                             f"{', '.join(RUN_FILES)}): --overwrite does not delete it; choose another "
+                             "--run-name or --db-dir")
     try:
         shutil.rmtree(run_dir)
     except OSError as err:

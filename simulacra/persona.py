@@ -32,7 +32,7 @@ class RoutineEntry(BaseModel):
             object must be at that place).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     start: str
     activity: NonEmpty
@@ -76,12 +76,12 @@ class Persona(BaseModel):
             of their town (their spatial memory).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     internal_fields: ClassVar[frozenset[str]] = frozenset({"id"})  # set from the file name, not written by users
 
     id: str = ""
     name: NonEmpty
-    age: int = Field(ge=0, le=130)
+    age: int = Field(ge=0, le=130, strict=True)  # strict: JSON's true is not an age
     occupation: NonEmpty
     traits: list[NonEmpty] = Field(min_length=1)
     background: NonEmpty

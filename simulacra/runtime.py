@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from simulacra.config import Config, MemoryConfig
-from simulacra.disk import check_run_folder, make_run_folder, remove_run_folder
+from simulacra.disk import check_run_folder, check_run_name, make_run_folder, remove_run_folder
 from simulacra.errors import CheckpointError, RunExistsError, SimulacraError
 from simulacra.memory.chroma import ChromaServer, EmbeddedChroma
 from simulacra.memory.journal import StoreJournal
@@ -296,7 +296,12 @@ def prepare_run(world_path: str | Path, config: Config, personas_dir: str | Path
     if unknown:
         raise SimulacraError(f"--agents: not residents of {world.source}: {', '.join(unknown)} (residents: "
                              f"{', '.join(world.personas)})")
-    run_name = run_name or f"{Path(world_path).stem}-seed{config.simulation.seed}"
+    if agents is not None and not ids:
+        raise SimulacraError(f"--agents: no resident named (residents: {', '.join(world.personas)})")
+    if len(set(ids)) != len(ids):
+        twice = sorted({a for a in ids if ids.count(a) > 1})
+        raise SimulacraError(f"--agents: listed more than once: {', '.join(twice)}")
+    run_name = check_run_name(run_name or f"{Path(world_path).stem}-seed{config.simulation.seed}")
     run_dir = Path(db_dir) / run_name
     if resume:
         if not run_dir.is_dir():

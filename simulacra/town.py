@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
 import weakref
 from collections.abc import Callable, Mapping
@@ -97,6 +98,13 @@ def _close_quietly(sim) -> None:
     except Exception:  # noqa: BLE001 - at garbage collection or exit: nothing to report to
         log.debug("closing a town at exit", exc_info=True)
 
+
+
+def check_hours(hours: float) -> float:
+    """``hours`` (game hours to run) if it is a finite number >= 0, else :class:`SimulacraError`."""
+    if not (math.isfinite(hours) and hours >= 0):
+        raise SimulacraError(f"hours must be a finite number >= 0, got {hours}")
+    return hours
 
 class Town:
     """A running town: its world, clock, agents and their memories (a :class:`~simulacra.simulation.Simulation`).
@@ -230,8 +238,8 @@ class Town:
             return max(0, int(ticks) - self.ticks_done) if from_start else int(ticks)
         if days is not None and days < 1:
             raise SimulacraError(f"days must be >= 1, got {days}")
-        if hours is not None and hours < 0:
-            raise SimulacraError(f"hours must be >= 0, got {hours}")
+        if hours is not None:
+            check_hours(hours)
         if hours is None and days is None and self.sim.target_ticks is not None:
             return max(0, self.sim.target_ticks - self.ticks_done)
         w = self.world

@@ -50,6 +50,7 @@ CASES = [
     ("personas/id_field.json", PersonaError, "id", ["the id is the file name"]),
     ("personas/age_as_text.json", PersonaError, "age", ["valid integer", "got 'thirty-three'"]),
     ("personas/negative_age.json", PersonaError, "age", ["greater than or equal to 0", "got -3"]),
+    ("personas/age_boolean.json", PersonaError, "age", ["valid integer", "got True"]),
     ("personas/traits_not_a_list.json", PersonaError, "traits", ["valid list", "got 'patient, shy'"]),
     ("personas/traits_empty.json", PersonaError, "traits", ["at least 1 item"]),
     ("personas/blank_name.json", PersonaError, "name", ["at least 1 character"]),
@@ -93,6 +94,7 @@ CASES = [
     ("worlds/bad_place_kind.yaml", WorldError, "places.shop.kind",
      ["'home', 'shop', 'public', 'work' or 'nature'", "got 'bakery'"]),
     ("worlds/position_one_number.yaml", WorldError, "places.well.position.1", ["too few items"]),
+    ("worlds/position_nan.yaml", WorldError, "places.well.position.0", ["finite number", "got nan"]),
     ("worlds/tick_zero.yaml", WorldError, "tick_minutes", ["greater than or equal to 1", "got 0"]),
     ("worlds/tick_not_a_number.yaml", WorldError, "tick_minutes", ["valid integer", "got 'ten'"]),
     ("worlds/path_three_ends.yaml", WorldError, "paths.2", ["at most 2 items"]),
@@ -128,6 +130,10 @@ CASES = [
     ("configs/misspelt_section.yaml", ConfigError, "memroy", ["unknown field 'memroy'", "did you mean 'memory'?"]),
     ("configs/misspelt_key.yaml", ConfigError, "memory.gama", ["unknown field 'gama'", "did you mean 'gamma'?"]),
     ("configs/gamma_out_of_range.yaml", ConfigError, "memory.gamma", ["less than or equal to 1", "got 1.5"]),
+    ("configs/weight_infinite.yaml", ConfigError, "memory.a_rec", ["finite number", "got inf"]),
+    ("configs/threshold_nan.yaml", ConfigError, "memory.threshold", ["finite number", "got nan"]),
+    ("configs/profile_weight_infinite.yaml", ConfigError, "memory.profiles.recall.a_rec", ["finite number"]),
+    ("configs/rater_url_without_scheme.yaml", ConfigError, "rater.url", ["http:// or https:// URL with a host"]),
     ("configs/top_k_text.yaml", ConfigError, "memory.top_k", ["valid integer", "got 'many'"]),
     ("configs/negative_interval.yaml", ConfigError, "memory.consolidation_interval_minutes",
      ["greater than 0", "got -60"]),
@@ -290,3 +296,66 @@ def test_shipped_files_still_load():
     for preset in (ROOT / "presets").glob("*.yaml"):
         load_config(preset)
     load_persona(DATA / "personas" / "ann.json")
+
+
+@pytest.mark.parametrize(("args", "phrases"), [
+    (["--run-name", "../victim", "--overwrite"], ["--run-name '../victim'", "a folder name, not a path"]),
+    (["--run-name", ".", "--overwrite"], ["--run-name '.'", "a folder name, not a path"]),
+    (["--run-name", "/tmp/elsewhere", "--overwrite"], ["a folder name, not a path"]),
+    (["--run-name", "notes", "--overwrite"], ["is not a simulacra run folder", "does not delete it"]),
+    (["--agents", "ann,ben,ann"], ["--agents: listed more than once: ann"]),
+    (["--agents", ","], ["--agents: no resident named"]),
+    (["--seed", "-1"], ["simulation.seed", "greater than or equal to 0"]),
+    (["--set", "memory.a_rec=inf"], ["memory.a_rec", "finite number"]),
+])
+def test_run_arguments_that_would_lose_files_or_break_the_run_are_refused(args, phrases, tmp_path, capsys):
+    """Exit 2 with one line, before any run folder is made; a folder that is not a run's (``notes``, a file of
+    the user's in it) and the folder beside the database (``victim``) are left as they were."""
+    db = tmp_path / "db"
+    (db / "notes").mkdir(parents=True)
+    (db / "notes" / "thesis.tex").write_text("years of work")
+    (tmp_path / "victim").mkdir()
+    (tmp_path / "victim" / "keep.txt").write_text("keep")
+    argv = ["--world", str(DATA / "tiny.yaml"), "--personas-dir", str(DATA / "personas"), "--ticks", "1",
+            "--db-dir", str(db), *args]
+    assert run_sim_main(argv) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert all(p in line for p in phrases), line
+    assert sorted(p.name for p in db.iterdir()) == ["notes"]
+    assert (db / "notes" / "thesis.tex").read_text() == "years of work"
+    assert (tmp_path / "victim" / "keep.txt").read_text() == "keep"
+
+
+@pytest.mark.parametrize("hours", ["nan", "inf", "-1"])
+def test_game_hours_must_be_a_finite_number(hours, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "--hours", hours])
+    assert exit_.value.code == 2
+    assert "argument --hours" in capsys.readouterr().err
+
+
+def test_an_output_path_that_cannot_be_written_is_one_line_naming_it(tmp_path, capsys):
+    """A folder in the path is a file: one line naming the path, exit 2, no traceback; any command's OSError on a
+    named file gets the same (``dispatch``), and one on no file is not hidden."""
+    import argparse
+
+    from simulacra.cli import dispatch
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    assert main(["generate-town", "--residents", "5", "--out", str(blocker / "town.yaml")]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert line.startswith("simulacra: error: ") and str(blocker) in line
+
+    def writes(args):
+        (blocker / "out.png").write_bytes(b"x")
+
+    assert dispatch(writes, argparse.Namespace()) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert line == f"simulacra: error: {blocker / 'out.png'}: Not a directory"
+
+    def breaks(args):
+        raise OSError("a socket went away")
+
+    with pytest.raises(OSError, match="socket"):
+        dispatch(breaks, argparse.Namespace())

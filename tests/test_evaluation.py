@@ -74,6 +74,9 @@ def test_every_shipped_scenario_loads():
     (lambda s: s.replace("hours: 3", "hours: 3\nuntil: {day: 1, time: '12:00'}"), None, "exactly one of"),
     (lambda s: s.replace("id: party", "id: party\n    probes: [\"\"]"), "facts.0.probes.0", "at least 1"),
     (lambda s: s.replace(f"world: {WORLD}", "world: nowhere.yaml"), "world", "no world file"),
+    (lambda s: s.replace("hours: 3", "hours: .inf"), "hours", "finite number"),
+    (lambda s: s.replace("holders: [greta_lund]", "holders: [greta_lund, greta_lund]"), "facts.0.holders.1",
+     "listed twice"),
 ])
 def test_a_broken_scenario_names_its_file_and_field(tmp_path, change, field, words):
     path = write(tmp_path, change(GOOD))
@@ -745,3 +748,16 @@ def test_a_run_cut_short_by_a_failed_part_is_not_reported_as_finished(tmp_path, 
     finally:
         server.close()
     assert not (tmp_path / "out" / "report.md").exists()
+
+
+def test_check_validates_a_scenario_file(tmp_path, capsys):
+    """``simulacra check`` on a scenario loads it with its world (not as a world with an unknown field 'world')."""
+    from simulacra.cli import main
+
+    good = write(tmp_path, GOOD)
+    assert main(["check", str(good)]) == 0
+    assert "ok — scenario" in capsys.readouterr().out
+    bad = write(tmp_path, GOOD.replace("host: greta_lund", "host: greta_lnd"))
+    assert main(["check", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "field 'party.host'" in err and "did you mean 'greta_lund'" in err and "unknown field 'world'" not in err

@@ -219,12 +219,13 @@ def test_a_broken_telling_is_named(tmp_path, edit, field, words):
     assert e.value.field == field and words in str(e.value)
 
 
-def test_a_probe_outside_the_run_or_a_taken_profile_name_is_named(tmp_path):
+def test_a_probe_outside_the_run_a_taken_profile_name_or_a_plan_never_asked_is_named(tmp_path):
     import yaml
 
     for recall, field in (({"at": [{"day": 5, "time": "10:00"}]}, "recall.at.0"),
                           ({"at": [{"day": 2, "time": "10:00"}], "profiles": {"recall": {"a_rec": 1}}},
-                           "recall.profiles.recall")):
+                           "recall.profiles.recall"),
+                          ({"at": [{"day": 2, "time": "10:00"}], "plan_days": [1, 2]}, "recall.plan_days.1")):
         data = yaml.safe_load(SCENARIO.read_text(encoding="utf-8"))
         data.update(recall=recall, world=str(DATA / "week" / "tinyweek.yaml"),
                     personas_dir=str(DATA / "week" / "personas"))

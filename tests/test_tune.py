@@ -288,6 +288,8 @@ def test_bad_expectations_name_the_file_and_the_query(tmp_path, queries, where, 
     ("queries: [{agent: a, query: q}]\n", "queries.0.expected"),
     ("queries: [{agent: a, query: q, expected: [{name: x}]}]\n", "queries.0.expected.0"),
     ("queries: [{agent: a, query: q, time: '25:00', expected: [x]}]\n", "queries.0.time"),
+    ("queries: [{agent: a, query: q, time: .nan, expected: [x]}]\n", "queries.0.time"),
+    ("queries: [{agent: a, query: q, time: .inf, expected: [x]}]\n", "queries.0.time"),
     ("queries: [{agent: a, query: q, expected: [x], colour: red}]\n", "queries.0.colour"),
     ("queries: [{agent: a, query: q, expected: [x], split: test}]\n", "queries.0.split"),
     ("queries: [{agent: a, query: q, expected: [x]}\n", None),
@@ -375,3 +377,13 @@ def test_the_hand_labels_resolve_on_a_fresh_seed003_day(tmp_path, rater_url, emb
     assert all(pq.relevant for pq in prepared)
     defaults = t.evaluate(prepared, [t.baseline_settings()["defaults"]], info.config.memory)[0]
     assert defaults.recall == 1.0
+
+
+def test_a_query_file_with_no_train_query_says_so(tmp_path):
+    run, qfile, embedder = important_but_far_store(tmp_path, n_queries=2)
+    info = t.read_run(run)
+    queries = [replace(q, split="heldout") for q in t.load_queries(qfile)]
+    prepared = t.prepare(run, queries, embedder, qfile, run=info)
+    assert all(pq.relevant for pq in prepared)  # the queries have findable memories: not what the error is about
+    with pytest.raises(t.TuneError, match="all 2 queries are in the heldout split"):
+        t.tune(prepared, t.grid_settings("default"), info.config.memory, "ndcg")

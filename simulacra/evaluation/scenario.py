@@ -39,7 +39,7 @@ METRICS: tuple[str, ...] = ("diffusion", "network", "coordination", "hallucinati
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 def _hhmm(v: str) -> str:
@@ -178,7 +178,7 @@ class Scenario(_Strict):
     """A parsed scenario file (see the module docstring). ``source`` and ``world_path`` are set by
     :func:`load_scenario`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     name: NonEmpty
     description: str = ""
@@ -263,6 +263,8 @@ def load_scenario(path: str | Path) -> Scenario:
             raise ScenarioError(path, f"facts.{i}.id", f"duplicate fact id '{f.id}' (also facts.{ids.index(f.id)})")
         for j, h in enumerate(f.holders):
             resident(f"facts.{i}.holders.{j}", h)
+            if h in f.holders[:j]:
+                raise ScenarioError(path, f"facts.{i}.holders.{j}", f"'{h}' is listed twice")
         if f.told_at is not None and not f.holders:
             raise ScenarioError(path, f"facts.{i}.told_at", "a fact told at told_at needs holders (who is told)")
     start = world.start_minute
@@ -277,6 +279,11 @@ def load_scenario(path: str | Path) -> Scenario:
         for i, m in enumerate(sc.recall.at):
             if not start <= m.minute < end:
                 raise ScenarioError(path, f"recall.at.{i}", "outside the run (from the world's start to until)")
+        last = max(m.minute for m in sc.recall.at)
+        for i, d in enumerate(sc.recall.plan_days):
+            if d * MINUTES_PER_DAY > last:  # a day's plan is asked once the day is over (setup.schedule)
+                raise ScenarioError(path, f"recall.plan_days.{i}", f"day {d} is not over by the last probe (day "
+                                    f"{last // MINUTES_PER_DAY + 1}): no probe would ask its plan")
         for name in sc.recall.profiles:
             if name in ("situational", *MemoryConfig().profiles):  # the section's own fields; the shipped profiles
                 raise ScenarioError(path, f"recall.profiles.{name}", "the name is taken by the run's own profiles")

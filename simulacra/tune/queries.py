@@ -3,6 +3,7 @@ validates a file and names the file and the field (``queries.<index>.<field>``) 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,8 +50,8 @@ def _parse_time(value: Any, file: Path, where: str, start_minute: int | None) ->
     if isinstance(value, bool):
         raise InputError(file, where, f"expected game minutes or 'HH:MM', got {value!r}")
     if isinstance(value, (int, float)):
-        if value < 0:
-            raise InputError(file, where, f"game minutes must be >= 0, got {value}")
+        if not (math.isfinite(value) and value >= 0):
+            raise InputError(file, where, f"game minutes must be a finite number >= 0, got {value}")
         return float(value)
     if isinstance(value, str):
         try:

@@ -187,6 +187,9 @@ def tune(prepared: Sequence[PreparedQuery], settings: Sequence[Setting], run_mem
         raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {metric!r}")
     train = [pq for pq in prepared if pq.query.split == "train"]
     heldout = [pq for pq in prepared if pq.query.split == "heldout" and pq.relevant]
+    if not train and prepared:
+        raise TuneError(f"all {len(prepared)} queries are in the heldout split: tuning needs train queries "
+                        "(split: train, the default when a query names no split)")
     results = evaluate(train, settings, run_memory)
     order = sorted(enumerate(results), key=_rank_key(metric))
     baselines = baseline_settings(run_memory, profile, section)

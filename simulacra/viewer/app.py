@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simulacra.errors import SimulacraError
 from simulacra.viewer.layout import PANELS, View
 from simulacra.viewer.state import ReplayState
 
@@ -411,5 +412,8 @@ def save_screenshot(replay: ReplayState, tick: int, out: str | Path, selected: s
     surface, _ = render_tick(replay, tick, selected, size, view)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    pygame.image.save(surface, str(out))
+    try:
+        pygame.image.save(surface, str(out))
+    except pygame.error as err:  # an unwritable path: SDL's message, not a traceback
+        raise SimulacraError(f"cannot save the screenshot {out}: {err}") from None
     return out

@@ -24,7 +24,7 @@ NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Place(_Strict):
@@ -122,7 +122,7 @@ class World(_Strict):
             personas folder.
     """
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, allow_inf_nan=False)
     internal_fields: ClassVar[frozenset[str]] = frozenset({"source"})  # set by load_world
 
     name: NonEmpty
