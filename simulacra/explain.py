@@ -40,14 +40,19 @@ def explain_tick(run: str | Path, agent: str, tick: int) -> dict[str, Any]:
         "forgotten": [...], "posted": [...], "decisions": [{kind, source, memory_ids, memories: [texts], value}],
         "lines": [{text, source, memories: [texts]}], "plan_step"}``.
     Raises:
-        SimulacraError: unknown agent, or a tick outside the trace.
+        SimulacraError: unknown agent, a trace without ticks, or a tick outside the trace.
+        TraceFormatError: the trace is malformed (:func:`simulacra.trace.iter_trace`).
     """
     header, ticks = read_trace(run)
     if agent not in header["agents"]:
         raise SimulacraError(f"{run}: no agent {agent!r}; agents: {', '.join(header['agents'])}")
-    if not 0 <= tick < len(ticks):
-        raise SimulacraError(f"{run}: tick {tick} is outside the trace (0..{len(ticks) - 1})")
-    t = ticks[tick]
+    if not ticks:
+        raise SimulacraError(f"{run}: the trace has no ticks yet (only its header: the run has not finished its "
+                             f"first tick)")
+    first = ticks[0]["tick"]  # the reader checked that the ticks follow one another (simulacra.trace.iter_trace)
+    if not first <= tick < first + len(ticks):
+        raise SimulacraError(f"{run}: tick {tick} is outside the trace ({first}..{first + len(ticks) - 1})")
+    t = ticks[tick - first]
     mine = [op for op in t["memory"] if op.get("agent") == agent]
     lines = [ln for c in t["conversations"] if agent in c["participants"] for ln in c["lines"]]
     persona = header["personas"][agent]

@@ -19,7 +19,8 @@ what a tick holds (:class:`ActionRecord`, :class:`PlanState`, :class:`Conversati
 :class:`LineRecord` lines, :class:`DecisionRecord`, :class:`ProbeRecord`), and each memory operation, a union
 tagged by ``op`` (:data:`MemoryOp`: :class:`AddOp`, :class:`PostOp`, :class:`MoveOp`, :class:`ForgetOp`,
 :class:`ReinforceOp`, :class:`RehearseOp`, :class:`ReflectOp`, :class:`RetrieveOp`). At run time they are plain
-dicts: nothing is validated when a trace is read (a reader goes over GB traces), and the types cost nothing; for
+dicts: when a trace is read only each line's frame is checked (:func:`iter_trace`: a header, then tick records of
+consecutive ticks with their few keys every reader needs; a reader goes over GB traces), and the types cost nothing; for
 mypy they are checked shapes (a key misspelt, missing or unknown is an error). A ``NotRequired`` key is one the
 writer leaves out of some records (written only when it applies), or one that older schema-2 traces lack (a
 tick's ``decisions`` and ``plans``, a conversation's ``summary``, a line's ``memory_ids``, a retrieval's
@@ -658,19 +659,27 @@ def read_header(path: str | Path) -> Header:
 def iter_trace(path: str | Path) -> Iterator[tuple[int, TraceRecord]]:
     """Yield ``(line number, record)``: the :class:`Header` (line 1, validated), then the :class:`TickRecord` s.
 
-    Records are parsed, not validated (a reader of a GB trace pays for nothing more than ``json.loads``).
+    Records are parsed and their frame checked, not validated whole (a reader of a GB trace pays for little more
+    than ``json.loads``): line 1 is an object with ``type`` ``header``, this :data:`SCHEMA_VERSION` and the keys of
+    :data:`HEADER_KEYS`; every later line an object with ``type`` ``tick``, the keys of :data:`TICK_KEYS` and an
+    integer ``tick`` one more than the line before's (the first may be any; the engine starts at 0, and a resumed
+    run truncates the file to its checkpoint and appends, so one file never repeats or skips a tick, nor holds a
+    second header). Past that, a record's shape is the writer's (:class:`TickRecord`).
     A last line without its newline that is not a whole record is the tick a killed run was writing
     (:class:`TraceWriter` writes each line whole or, killed, part of it): it is left out with a warning, so a
     killed run reads up to its last complete tick.
 
     Raises:
-        TraceFormatError: no trace there, an invalid header, or a malformed complete line (naming file and line).
+        TraceFormatError: no trace there, an invalid header, a malformed complete line, a line that is not a tick
+            record, or a tick out of sequence (a line repeated, lines lost, two traces joined), naming the file, the
+            line and the field.
     """
     p = Path(path)
     if p.is_dir():
         p = p / "trace.jsonl"
     if not p.is_file():
         raise TraceFormatError(f"{p}: no trace there (expected a run folder database/<run> or its trace.jsonl)")
+    frame = FrameCheck(p)
     with p.open("rb") as fh:
         for n, line in enumerate(fh, start=1):
             try:
@@ -681,11 +690,94 @@ def iter_trace(path: str | Path) -> Iterator[tuple[int, TraceRecord]]:
                                 p, n, n - 1)
                     return
                 raise TraceFormatError(f"{p}: line {n}: {getattr(err, 'msg', err)}") from None
-            if n == 1:
-                if record.get("type") != HEADER:
-                    raise TraceFormatError(f"{p}: line 1 is not a header")
-                if record.get("schema_version") != SCHEMA_VERSION:
-                    raise TraceFormatError(
-                        f"{p}: schema version {record.get('schema_version')}, this simulacra reads {SCHEMA_VERSION}"
-                    )
+            frame.check(n, record)
             yield n, record
+
+
+class FrameCheck:
+    """The frame of a trace's lines, checked line by line as :func:`iter_trace` describes (one rule for every
+    reader: :func:`iter_trace`, and the live viewer's :class:`simulacra.viewer.state.TraceFollower`)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.previous: int | None = None  # the tick of the line before
+
+    def check(self, n: int, record: Any) -> None:
+        """Line ``n`` (1-based) parsed as ``record``: raises :class:`TraceFormatError` naming the file and line."""
+        p = self.path
+        if n == 1:
+            _check_header(record, p)
+            return
+        tick = _check_tick(record, p, n)
+        if self.previous is not None and tick != self.previous + 1:
+            raise TraceFormatError(f"{p}: line {n}: tick {tick} follows tick {self.previous}: "
+                                   f"{_tick_gap(tick, self.previous)}")
+        self.previous = tick
+
+
+#: keys every header has (every writer wrote them; readers index them) and every tick record (the same); the other
+#: keys of :class:`Header` and :class:`TickRecord` are not checked when a trace is read (a hand-made trace of a test
+#: or a notebook may leave them out)
+HEADER_KEYS: Final = ("agents", "config")
+TICK_KEYS: Final = ("tick", "time", "memory")
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value that should have been a record is, for a message."""
+    if isinstance(value, dict):
+        if not value:
+            return "an empty object"
+        kind = value.get("type")
+        return "an object without 'type'" if kind is None else f"an object with 'type': {json.dumps(kind)}"
+    names = {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+def _check_header(record: Any, p: Path) -> None:
+    """Line 1: a header of this schema with :data:`HEADER_KEYS`, else :class:`TraceFormatError`."""
+    if not isinstance(record, dict) or record.get("type") != HEADER:
+        raise TraceFormatError(f"{p}: line 1: expected the trace header (an object with 'type': 'header'), got "
+                               f"{_kind(record)}")
+    if record.get("schema_version") != SCHEMA_VERSION:
+        raise TraceFormatError(
+            f"{p}: schema version {record.get('schema_version')}, this simulacra reads {SCHEMA_VERSION}"
+        )
+    missing = [k for k in HEADER_KEYS if k not in record]
+    if missing:
+        raise TraceFormatError(f"{p}: line 1: the header has no {', '.join(repr(k) for k in missing)}")
+    if not isinstance(record["agents"], list):
+        raise TraceFormatError(f"{p}: line 1: the header's 'agents' is {_kind(record['agents'])}, expected a list")
+    if not isinstance(record["config"], dict):
+        raise TraceFormatError(f"{p}: line 1: the header's 'config' is {_kind(record['config'])}, expected an "
+                               f"object")
+
+
+def _check_tick(record: Any, p: Path, n: int) -> int:
+    """Line ``n`` > 1: a tick record with :data:`TICK_KEYS` (else :class:`TraceFormatError`); its tick."""
+    if type(record) is not dict or record.get("type") != TICK:
+        if isinstance(record, dict) and record.get("type") == HEADER:
+            raise TraceFormatError(f"{p}: line {n}: a second header (two traces joined?); a trace has one, line 1")
+        raise TraceFormatError(f"{p}: line {n}: expected a tick record (an object with 'type': 'tick'), got "
+                               f"{_kind(record)}")
+    for key in TICK_KEYS:
+        if key not in record:
+            raise TraceFormatError(f"{p}: line {n}: the tick record has no {key!r}")
+    tick = record["tick"]
+    if type(tick) is not int or tick < 0:
+        raise TraceFormatError(f"{p}: line {n}: 'tick' is {json.dumps(tick)}, expected a tick number (an integer "
+                               f">= 0)")
+    if type(record["time"]) not in (int, float):
+        raise TraceFormatError(f"{p}: line {n}: 'time' is {json.dumps(record['time'])}, expected a game minute (a "
+                               f"number)")
+    if type(record["memory"]) is not list:
+        raise TraceFormatError(f"{p}: line {n}: 'memory' is {_kind(record['memory'])}, expected a list")
+    return tick
+
+
+def _tick_gap(tick: int, previous: int) -> str:
+    """Why tick ``tick`` cannot follow ``previous`` in one trace."""
+    if tick == previous:
+        return "a line repeated or two traces joined"
+    if tick < previous:
+        return "two traces joined, or lines out of order"
+    return f"{tick - previous - 1} tick(s) missing (lines deleted?)"

@@ -247,3 +247,21 @@ def test_held_spans_merge_a_topics_memories_and_say_why_the_last_one_went():
             live.held_spans(storm)
             live.extend([ticks[t]])
             assert live.held_spans(storm) == MemoryIndex({"agents": ["ann", "ben"]}, ticks[:t + 1]).held_spans(storm)
+
+
+def test_a_follower_checks_lines_as_every_reader_does(run_dir, tmp_path):
+    """A line repeated in a live trace is the trace readers' error (naming the line), and a text holding U+2028
+    (a line separator to ``str.splitlines``, not to JSON Lines) is read whole."""
+    from simulacra.trace import TraceFormatError
+    from simulacra.viewer.state import TraceFollower
+
+    lines = (run_dir / "trace.jsonl").read_bytes().splitlines(keepends=True)
+    odd = lines[1].replace(b'"tick":', '"note":"a\u2028b","tick":'.encode(), 1)
+    live = tmp_path / "trace.jsonl"
+    live.write_bytes(lines[0] + odd + lines[2])
+    follower = TraceFollower(live)
+    assert [r["tick"] for r in follower.poll()] == [0, 1] and follower.header is not None
+    with live.open("ab") as fh:
+        fh.write(lines[2])
+    with pytest.raises(TraceFormatError, match=r"line 4: tick 1 follows tick 1"):
+        follower.poll()

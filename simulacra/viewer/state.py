@@ -22,7 +22,6 @@ from simulacra.text import at_place
 from simulacra.trace import (
     ADD,
     FORGET,
-    HEADER,
     LONG_TERM,
     MOVE,
     PLAN_DAY,
@@ -30,6 +29,7 @@ from simulacra.trace import (
     RETRIEVE,
     SHORT_TERM,
     STATIC,
+    FrameCheck,
     Header,
     RetrieveOp,
     TickRecord,
@@ -419,10 +419,17 @@ class TraceFollower:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._offset = 0
+        self._lines = 0
+        self._frame = FrameCheck(self.path)
         self.header: Header | None = None
 
     def poll(self) -> list[TickRecord]:
-        """Tick records appended since the last poll (the header, once, goes to :attr:`header`)."""
+        """Tick records appended since the last poll (the header, once, goes to :attr:`header`).
+
+        Raises:
+            TraceFormatError: a line that is not JSON, not the record expected or a tick out of sequence (the
+                checks of :func:`simulacra.trace.iter_trace`), naming the file and line.
+        """
         import json
 
         if not self.path.is_file():
@@ -435,9 +442,14 @@ class TraceFollower:
             return []
         self._offset += end + 1
         out = []
-        for line in data[: end + 1].decode("utf-8").splitlines():
-            record = json.loads(line)
-            if record.get("type") == HEADER:
+        for line in data[:end].split(b"\n"):  # lines end at b"\n" only: a text may hold U+2028 or \x1c
+            self._lines += 1
+            try:
+                record = json.loads(line)
+            except ValueError as err:  # not JSON, or not UTF-8
+                raise TraceFormatError(f"{self.path}: line {self._lines}: {getattr(err, 'msg', err)}") from None
+            self._frame.check(self._lines, record)
+            if self._lines == 1:
                 self.header = record
             else:
                 out.append(record)
