@@ -16,8 +16,9 @@ answers then carry ``"usage": {"llm_calls", "llm_errors", "truncations", "fallba
 
 Every malformed request gets a 4xx JSON answer ``{"error": "...", "field": ...}``, never a 5xx: a body
 that is not ``Content-Type: application/json`` (415), not UTF-8, not JSON, JSON with ``NaN`` / ``Infinity``,
-numbers out of range or nesting deeper than :data:`MAX_DEPTH`, text with unpaired surrogates, a value that is
-not an object, a missing or wrong field (400), or too large (413).
+numbers out of range or nesting deeper than :data:`MAX_DEPTH`, a key given twice in one object, text with
+unpaired surrogates, a value that is not an object, a missing or wrong field, a memory text with no visible
+character (only whitespace, control or zero-width characters) (400), or too large (413).
 
 With ``create_app(backend, token=...)`` every request except ``GET /health`` must carry
 ``Authorization: Bearer <token>`` (401 otherwise, compared in constant time); ``simulacra rater`` takes the
@@ -32,6 +33,7 @@ import logging
 import math
 import re
 import threading
+import unicodedata
 from typing import Annotated, Any
 
 from flask import Flask, jsonify, request
@@ -57,10 +59,19 @@ MAX_DEPTH = 32
 MAX_INT_DIGITS = 100
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
+
+def has_visible_text(text: str) -> bool:
+    """Whether ``text`` holds a character that shows: one that is not whitespace (``str.isspace``, which also
+    covers the control separators \\x1c-\\x1f), not a control character (Unicode category Cc, e.g. ``\\x00``) and
+    not a format character (Cf: zero-width space, joiners, the byte-order mark, bidi marks, soft hyphen)."""
+    return any(not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf") for c in text)
+
+
 def _not_blank(text: str) -> str:
-    """Python's notion of blank (``str.strip``: also the control separators \\x1c-\\x1f) after pydantic's strip."""
-    if not text.strip():
-        raise ValueError("is blank")
+    """The one rule for every text the rater is sent: refused (400 naming the field) when nothing in it shows
+    (:func:`has_visible_text`); else the text stripped of surrounding whitespace."""
+    if not has_visible_text(text):
+        raise ValueError("is blank: no visible character (only whitespace, control or zero-width characters)")
     return text.strip()
 
 
@@ -123,9 +134,31 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
+class _Duplicated(dict):
+    """A JSON object that gave ``key`` more than once (the last value kept, as ``json`` does); refused later,
+    by :func:`_check_json`, which knows the object's path."""
+
+    key: str = ""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict:
+    """``object_pairs_hook``: the object, marked :class:`_Duplicated` when a key is given twice."""
+    obj = dict(pairs)
+    if len(obj) == len(pairs):
+        return obj
+    marked, seen = _Duplicated(obj), set[str]()
+    for key, _ in pairs:
+        if key in seen:
+            marked.key = key
+            break
+        seen.add(key)
+    return marked
+
+
 def _check_json(data: Any) -> tuple[str, str | None] | None:
-    """``(message, field)`` when ``data`` nests deeper than :data:`MAX_DEPTH` or holds a string (key or value)
-    with an unpaired surrogate (``"\\ud800"``: not Unicode, and no embedder can read it); else ``None``."""
+    """``(message, field)`` when ``data`` nests deeper than :data:`MAX_DEPTH`, gives a key twice in one object
+    (``{"memory": "a", "memory": "b"}``: which one is meant?) or holds a string (key or value) with an unpaired
+    surrogate (``"\\ud800"``: not Unicode, and no embedder can read it); else ``None``."""
     stack: list[tuple[Any, str, int]] = [(data, "", 1)]
     while stack:
         value, path, depth = stack.pop()
@@ -145,6 +178,10 @@ def _check_json(data: Any) -> tuple[str, str | None] | None:
                 where = f"field '{path}'" if path else "body"
                 return f"{where}: a key with an unpaired surrogate (not valid Unicode)", path or None
             stack.append((child, f"{path}.{key}" if path else str(key), depth + 1))
+        if isinstance(value, _Duplicated):
+            field = f"{path}.{value.key}" if path else value.key
+            field = field if len(field) <= 200 else field[:197] + "..."
+            return f"field '{field}' given twice in one object; send each key once", field
     return None
 
 
@@ -167,7 +204,7 @@ def _parse(model: type[BaseModel]):
                                  f"{err.start})")
     try:
         data = json.loads(text.removeprefix("\ufeff"), parse_constant=_no_constant, parse_float=_finite_float,
-                          parse_int=_bounded_int)
+                          parse_int=_bounded_int, object_pairs_hook=_object)
     except _BadJSON as err:
         return None, _error(400, f"malformed JSON: {err}")
     except json.JSONDecodeError as err:
@@ -186,7 +223,7 @@ def _parse(model: type[BaseModel]):
     except ValidationError as err:
         first = err.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or None
-        msg = first["msg"]
+        msg = first["msg"].removeprefix("Value error, ")
         if first["type"] == "missing":
             msg = f"missing field '{field}'"
         elif first["type"] in ("string_too_short", "too_short"):

@@ -1,6 +1,7 @@
 """Rater hardening over real HTTP on 127.0.0.1: bearer token, malformed requests, fuzzed bodies, the CLI."""
 
 import json
+import unicodedata
 
 import pytest
 import requests
@@ -367,14 +368,16 @@ def test_fuzzed_raw_bytes_never_get_a_5xx(rater_url, fuzz_session, path):
 
 
 def test_fuzzed_memories_are_rated_exactly_when_they_are_valid(rater_url, fuzz_session):
-    """The oracle: any text without unpaired surrogates, non-blank and at most 10 000 characters, gets a rating."""
+    """The oracle: any text without unpaired surrogates, with a character that shows (not whitespace, control or
+    format) and at most 10 000 characters, gets a rating."""
 
     @settings(max_examples=80, deadline=None)
     @given(_text)
     def run(text):
         r = fuzz_session.post(rater_url, data=json.dumps({"memory": text}),
                               headers={"Content-Type": "application/json"}, timeout=30)
-        valid = bool(text.strip()) and not any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+        shows = any(not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf", "Cs") for c in text)
+        valid = shows and not any(0xD800 <= ord(c) <= 0xDFFF for c in text)
         assert r.status_code == (200 if valid else 400), (text, r.text)
         check_answer(r, "/rate")
 

@@ -82,9 +82,20 @@ def _error_code(err: Any) -> str | None:
     return str(code) if code is not None else getattr(err, "code", None)
 
 
+def _token_count(value: Any) -> int | None:
+    """``value`` as a token count (an integer >= 0; an integral float such as ``12.0`` is taken), else ``None``."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    return None
+
+
 def _schema_name(schema: dict) -> str:
-    title = schema.get("title") if isinstance(schema.get("title"), str) else ""
-    name = re.sub(r"[^A-Za-z0-9_-]", "_", title)[:64]
+    title = schema.get("title")
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", title if isinstance(title, str) else "")[:64]
     return name or "answer"
 
 
@@ -136,6 +147,8 @@ class OpenAIChatModel:
         self.json_mode = json_mode
         #: None: not known yet; False: this server rejected response_format once, so it is no longer sent
         self.response_format_supported: bool | None = None if json_mode == "auto" else False
+        #: usage fields already warned about as not being token counts (each is warned about once per model)
+        self._usage_warned: set[str] = set()
         if client is not None:
             self._client = client.with_options(max_retries=0, timeout=self.timeout_s)
         else:
@@ -182,7 +195,7 @@ class OpenAIChatModel:
         if seed is not None:
             params["seed"] = seed
         ask_format = json_schema is not None and self.response_format_supported is not False
-        if ask_format:
+        if ask_format and json_schema is not None:
             params["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": _schema_name(json_schema), "schema": json_schema},
@@ -253,18 +266,41 @@ class OpenAIChatModel:
             message = getattr(first, "message", None)
             content = getattr(message, "content", None)
             text = content if isinstance(content, str) else ""
-        usage = getattr(response, "usage", None)
-        prompt_tokens = getattr(usage, "prompt_tokens", None) or 0
-        completion_tokens = getattr(usage, "completion_tokens", None) or 0
+        else:
+            log.warning("%s: the reply had no choices (\"choices\": []), so no answer text; it counts as an "
+                        "empty answer", self._where())
+        prompt_tokens, completion_tokens = self._usage(getattr(response, "usage", None))
         model = getattr(response, "model", None)
         return Completion(
             text=text,
             model=model if isinstance(model, str) and model else self.model,
-            prompt_tokens=int(prompt_tokens),
-            completion_tokens=int(completion_tokens),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
             latency_s=latency,
             finish_reason=finish if isinstance(finish, str) else None,
         )
+
+    def _usage(self, usage: Any) -> tuple[int, int]:
+        """``(prompt_tokens, completion_tokens)`` from the reply's ``usage`` block, which is advisory.
+
+        No usage block counts 0 tokens, as documented on :class:`~simulacra.llm.Completion`. In a usage block, a
+        count that is missing, ``null``, not an integer (``"many"``, ``1.5``, ``true``) or negative also counts 0;
+        the first time a field is bad this model logs a warning naming it (later ones are logged at debug level).
+        """
+        if usage is None:
+            return 0, 0
+        counts = []
+        for name in ("prompt_tokens", "completion_tokens"):
+            value = getattr(usage, name, None) if not isinstance(usage, dict) else usage.get(name)
+            count = _token_count(value)
+            if count is None:
+                count = 0
+                level = logging.DEBUG if name in self._usage_warned else logging.WARNING
+                self._usage_warned.add(name)
+                log.log(level, "%s: the reply's usage.%s is %s, not a token count; it counts as 0",
+                        self._where(), name, repr(value)[:80] if value is not None else "missing or null")
+            counts.append(count)
+        return counts[0], counts[1]
 
     def close(self) -> None:
         """Close the HTTP connections."""

@@ -126,7 +126,7 @@ def ask_json(model, messages: Sequence[dict], schema: dict, parse: Callable[[Any
         if read == "object":
             data = extract_json(answer.text)
             if not isinstance(data, dict):
-                problem = "it is not a JSON object"
+                problem = "it is empty" if not answer.text.strip() else "it is not a JSON object"
                 continue
         else:
             data = answer.text if read == "text" else answer
