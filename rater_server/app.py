@@ -49,6 +49,7 @@ from pydantic import (
 )
 from werkzeug.exceptions import HTTPException
 
+from simulacra.errors import DuplicatedKeys, mark_duplicate_keys
 from simulacra.rating import MAX_BATCH, MAX_REFLECT
 
 log = logging.getLogger(__name__)
@@ -134,27 +135,6 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
-class _Duplicated(dict):
-    """A JSON object that gave ``key`` more than once (the last value kept, as ``json`` does); refused later,
-    by :func:`_check_json`, which knows the object's path."""
-
-    key: str = ""
-
-
-def _object(pairs: list[tuple[str, Any]]) -> dict:
-    """``object_pairs_hook``: the object, marked :class:`_Duplicated` when a key is given twice."""
-    obj = dict(pairs)
-    if len(obj) == len(pairs):
-        return obj
-    marked, seen = _Duplicated(obj), set[str]()
-    for key, _ in pairs:
-        if key in seen:
-            marked.key = key
-            break
-        seen.add(key)
-    return marked
-
-
 def _check_json(data: Any) -> tuple[str, str | None] | None:
     """``(message, field)`` when ``data`` nests deeper than :data:`MAX_DEPTH`, gives a key twice in one object
     (``{"memory": "a", "memory": "b"}``: which one is meant?) or holds a string (key or value) with an unpaired
@@ -178,7 +158,7 @@ def _check_json(data: Any) -> tuple[str, str | None] | None:
                 where = f"field '{path}'" if path else "body"
                 return f"{where}: a key with an unpaired surrogate (not valid Unicode)", path or None
             stack.append((child, f"{path}.{key}" if path else str(key), depth + 1))
-        if isinstance(value, _Duplicated):
+        if isinstance(value, DuplicatedKeys):
             field = f"{path}.{value.key}" if path else value.key
             field = field if len(field) <= 200 else field[:197] + "..."
             return f"field '{field}' given twice in one object; send each key once", field
@@ -204,7 +184,7 @@ def _parse(model: type[BaseModel]):
                                  f"{err.start})")
     try:
         data = json.loads(text.removeprefix("\ufeff"), parse_constant=_no_constant, parse_float=_finite_float,
-                          parse_int=_bounded_int, object_pairs_hook=_object)
+                          parse_int=_bounded_int, object_pairs_hook=mark_duplicate_keys)
     except _BadJSON as err:
         return None, _error(400, f"malformed JSON: {err}")
     except json.JSONDecodeError as err:

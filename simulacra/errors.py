@@ -95,6 +95,45 @@ class DuplicateKeyError(yaml.constructor.ConstructorError):
 _HHMM = re.compile(r"^[0-9]{1,2}:[0-9]{2}$")
 
 
+class DuplicatedKeys(dict):
+    """A JSON object that gave ``key`` more than once (the last value kept, as ``json`` does), as
+    :func:`mark_duplicate_keys` builds it; :func:`duplicate_key_path` finds it."""
+
+    key: str = ""
+
+
+def mark_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
+    """``json.loads``' ``object_pairs_hook``: the object, a :class:`DuplicatedKeys` when a key is given twice
+    (plain JSON keeps the last one silently). The one rule for JSON files and request bodies, as
+    :class:`UniqueKeyLoader` is for YAML."""
+    obj = dict(pairs)
+    if len(obj) == len(pairs):
+        return obj
+    marked, seen = DuplicatedKeys(obj), set()
+    for key, _ in pairs:
+        if key in seen:
+            marked.key = key
+            break
+        seen.add(key)
+    return marked
+
+
+def duplicate_key_path(data: Any) -> list[str] | None:
+    """The dotted path (as parts) of a key given twice in one object of ``data`` (parsed with
+    :func:`mark_duplicate_keys`), the first in document order; ``None`` when every key is given once. Iterative:
+    any depth ``json`` parsed."""
+    stack: list[tuple[Any, list[str]]] = [(data, [])]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, DuplicatedKeys):
+            return path + [node.key]
+        if isinstance(node, dict):
+            stack.extend(reversed([(v, path + [str(k)]) for k, v in node.items()]))
+        elif isinstance(node, list):
+            stack.extend(reversed([(v, path + [str(i)]) for i, v in enumerate(node)]))
+    return None
+
+
 class UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML's SafeLoader, except that a key given twice in one mapping raises :class:`DuplicateKeyError`
     (plain YAML keeps the last one silently), and that a plain ``HH:MM`` scalar (``10:30``) is a string,

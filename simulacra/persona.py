@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from simulacra.clock import parse_hhmm
-from simulacra.errors import PersonaError, read_text, validate_as
+from simulacra.errors import PersonaError, duplicate_key_path, mark_duplicate_keys, read_text, validate_as
 from simulacra.text import join_words
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
@@ -160,37 +160,6 @@ def _article(noun: str) -> str:
     return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
 
 
-class _Pairs(list):
-    """A JSON object's (key, value) pairs in file order, before duplicate keys are checked."""
-
-
-def _duplicate_key(node: Any, path: list[str]) -> list[str] | None:
-    """Dotted path (as parts) of the first key given twice in one JSON object under ``node``, else None."""
-    if isinstance(node, _Pairs):
-        seen = set()
-        for key, value in node:
-            if key in seen:
-                return path + [key]
-            seen.add(key)
-            found = _duplicate_key(value, path + [key])
-            if found:
-                return found
-    elif isinstance(node, list):
-        for i, item in enumerate(node):
-            found = _duplicate_key(item, path + [str(i)])
-            if found:
-                return found
-    return None
-
-
-def _as_dicts(node: Any) -> Any:
-    if isinstance(node, _Pairs):
-        return {key: _as_dicts(value) for key, value in node}
-    if isinstance(node, list):
-        return [_as_dicts(item) for item in node]
-    return node
-
-
 def _no_constant(name: str):
     raise ValueError(f"{name} is not a number JSON allows")
 
@@ -209,18 +178,17 @@ def load_persona(path: str | Path) -> Persona:
         raise PersonaError(path, None, "the file is empty; expected a JSON object with name, age, occupation, "
                                        "traits, background, home and routine")
     try:
-        raw = json.loads(text, object_pairs_hook=_Pairs, parse_constant=_no_constant)
+        data = json.loads(text, object_pairs_hook=mark_duplicate_keys, parse_constant=_no_constant)
     except json.JSONDecodeError as err:
         raise PersonaError(path, None, f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
     except ValueError as err:
         raise PersonaError(path, None, f"not valid JSON: {err}") from None
     except RecursionError:
         raise PersonaError(path, None, "not valid JSON: nested too deeply") from None
-    duplicate = _duplicate_key(raw, [])
+    duplicate = duplicate_key_path(data)
     if duplicate:
         raise PersonaError(path, ".".join(duplicate), f"key '{duplicate[-1]}' given twice in one object; "
                                                       "expected each key once")
-    data = _as_dicts(raw)
     if not isinstance(data, dict):
         raise PersonaError(path, None, f"expected a JSON object, got {type(data).__name__}")
     if "id" in data:
