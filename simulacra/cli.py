@@ -628,10 +628,6 @@ def cmd_rescore(args: argparse.Namespace) -> int:
                                      or not any(weights)):
         raise SimulacraError(f"--weights: expected three finite non-negative numbers a_rec,a_imp,a_rel, not all 0; "
                              f"got {args.weights!r}")
-    if args.gamma is not None and not 0 < args.gamma <= 1:
-        raise SimulacraError(f"--gamma must be in (0, 1], got {args.gamma}")
-    if args.top_k is not None and args.top_k < 1:
-        raise SimulacraError(f"--top-k must be at least 1, got {args.top_k}")
     report = rescore_run(args.run, *weights, gamma=args.gamma, threshold=args.threshold, mode=args.mode,
                          top_k=args.top_k, profile=args.profile)
     print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else format_report(report, args.limit))
@@ -642,20 +638,18 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from simulacra.trace import TraceFormatError
+    from simulacra.viewer.app import check_view
     from simulacra.viewer.state import ReplayState
 
     try:
         width, height = (int(v) for v in args.size.lower().split("x"))
     except ValueError:
         raise SimulacraError(f"--size must look like 1280x800, got {args.size!r}") from None
-    if width < 800 or height < 500:
-        raise SimulacraError(f"--size must be at least 800x500, got {args.size}")
     try:
         replay = ReplayState.load(args.run)
     except (FileNotFoundError, TraceFormatError) as err:
         raise SimulacraError(str(err)) from None
-    if args.agent is not None and args.agent not in replay.agents:
-        raise SimulacraError(f"--agent {args.agent}: not in this run; agents are {', '.join(replay.agents)}")
+    check_view(replay, args.tick, args.agent, (width, height))
     run_dir = Path(args.run) if Path(args.run).is_dir() else Path(args.run).parent
     try:
         os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
@@ -667,8 +661,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
         from simulacra.viewer.app import save_screenshot
 
         tick = replay.busiest_tick() if args.tick is None else args.tick
-        if not replay.first_tick <= tick <= replay.last_tick:
-            raise SimulacraError(f"--tick {tick}: this run has ticks {replay.first_tick}..{replay.last_tick}")
         out = save_screenshot(replay, tick, args.screenshot, args.agent, (width, height))
         print(f"simulacra replay: tick {tick} ({replay.state_at(tick).clock}) -> {out}", file=sys.stderr)
         return 0

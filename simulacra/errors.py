@@ -318,6 +318,11 @@ class ConfigError(InputError):
     kind = "config"
 
 
+class MemoryRecordError(SimulacraError, ValueError):
+    """A memory record with a field no store can hold or score (a text that is not one, a rating outside 1..10, a
+    game time that is not a finite number), raised when the record is made, before anything is written."""
+
+
 class RaterError(SimulacraError):
     """The importance rater could not be reached or answered something unusable."""
 

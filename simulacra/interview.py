@@ -29,6 +29,22 @@ from simulacra.text import text_key
 from simulacra.trace import Header, TickRecord, read_trace
 
 
+def check_question(question: Any) -> str:
+    """``question`` if it can be put to an agent: a string with a character that is not whitespace, valid Unicode
+    (no unpaired surrogate: no embedder reads one).
+
+    Raises:
+        SimulacraError: naming what is wrong.
+    """
+    if not isinstance(question, str):
+        raise SimulacraError(f"the question must be text (str), got {type(question).__name__}")
+    if not question.strip():
+        raise SimulacraError("the question is empty")
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in question):
+        raise SimulacraError("the question holds an unpaired surrogate (not valid Unicode)")
+    return question
+
+
 def interview(run: str | Path, agent: str, question: str, tick: int | None = None,
               overrides: Sequence[str] = (), embedder=None, mind=None, ablated: bool = True,
               trace: tuple[Header, list[TickRecord]] | None = None) -> dict[str, Any]:
@@ -59,8 +75,7 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     from simulacra.evaluation.variants import ablate_memory, ablate_mind, recorded_ablations
     from simulacra.runtime import RunStores, build_language_model, build_mind
 
-    if not question or not question.strip():
-        raise SimulacraError("the question is empty")
+    question = check_question(question)
     run_dir = Path(run)
     if run_dir.name == "trace.jsonl":
         run_dir = run_dir.parent
@@ -70,7 +85,7 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     if not ticks:
         raise SimulacraError(f"{run_dir}: the run has no tick")
     n = len(ticks) - 1 if tick is None else tick
-    if not 0 <= n < len(ticks):
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < len(ticks):
         raise SimulacraError(f"{run_dir}: tick {n} is outside the trace (0..{len(ticks) - 1})")
     now = int(ticks[n]["time"]) + int(header["tick_minutes"])
     ablate = recorded_ablations(header, f"{run_dir}/trace.jsonl header") if ablated else frozenset()

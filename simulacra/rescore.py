@@ -14,6 +14,7 @@ recorded relevance is the fused one.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -84,6 +85,35 @@ def rerank(candidates: Mapping[str, Sequence[CandidateRow] | None], tiers: Seque
     return [(p.id, p.tier, p.score) for p in select(tiers, scored, rule)]
 
 
+def check_options(**options: Any) -> None:
+    """The options of :func:`rescore_run` (each ``None``: the run's own), else :class:`SimulacraError` naming the
+    option: weights ``a_rec``, ``a_imp``, ``a_rel`` finite and >= 0, not all 0 when all three are given;
+    ``gamma`` in (0, 1]; ``threshold`` and ``static_threshold`` finite; ``mode`` cascade or merged; ``top_k`` an
+    integer >= 1, ``static_top_k`` an integer >= 0."""
+
+    def number(name: str) -> float | None:
+        v = options.get(name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+            raise SimulacraError(f"{name} must be a finite number, got {v!r}")
+        return v
+
+    weights = [number(w) for w in ("a_rec", "a_imp", "a_rel")]
+    if any(w is not None and w < 0 for w in weights) or (None not in weights and not any(weights)):
+        raise SimulacraError(f"a_rec, a_imp, a_rel: expected non-negative weights, not all 0; got "
+                             f"{', '.join(repr(w) for w in weights)}")
+    gamma = number("gamma")
+    if gamma is not None and not 0 < gamma <= 1:
+        raise SimulacraError(f"gamma must be in (0, 1], got {gamma}")
+    number("threshold")
+    number("static_threshold")
+    if options.get("mode") not in (None, "cascade", "merged"):
+        raise SimulacraError(f"mode must be 'cascade' or 'merged', got {options['mode']!r}")
+    for name, least in (("top_k", 1), ("static_top_k", 0)):
+        v = options.get(name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < least):
+            raise SimulacraError(f"{name} must be an integer >= {least}, got {v!r}")
+
+
 def rescore_run(run: str | Path, a_rec: float | None = None, a_imp: float | None = None, a_rel: float | None = None,
                 gamma: float | None = None, threshold: float | None = None, mode: str | None = None,
                 top_k: int | None = None, static_top_k: int | None = None, static_threshold: float | None = None,
@@ -107,8 +137,11 @@ def rescore_run(run: str | Path, a_rec: float | None = None, a_imp: float | None
         differs; ``run_weights`` are those of ``profile`` (the section's own when ``None``), ``run_profiles`` the
         weights and number of retrievals of each profile re-ranked.
     Raises:
-        SimulacraError: the trace is missing, of another schema, or has no recorded candidates; an unknown profile.
+        SimulacraError: the trace is missing, of another schema, or has no recorded candidates; an unknown profile;
+            an option out of range (:func:`check_options`).
     """
+    check_options(a_rec=a_rec, a_imp=a_imp, a_rel=a_rel, gamma=gamma, threshold=threshold, mode=mode, top_k=top_k,
+                  static_top_k=static_top_k, static_threshold=static_threshold)
     header, ticks = read_trace(run)
     memory = header["config"]["memory"]
     try:

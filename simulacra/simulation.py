@@ -32,6 +32,7 @@ from simulacra.checkpoint import (
 from simulacra.clock import GameClock, format_game_time, format_hhmm
 from simulacra.cluster import ShardLost, ShardProxy
 from simulacra.config import Config, config_from_dict, recorded_config
+from simulacra.disk import is_run_folder
 from simulacra.embeddings import threads_change_vectors
 from simulacra.errors import CheckpointError, RaterError, SimulacraError, StoreUnavailable
 from simulacra.killpoint import kill_point
@@ -270,7 +271,14 @@ class Simulation:
                 memory is not on a Chroma server.
             TraceFormatError: the trace has no valid header.
         """
+        if not isinstance(run_dir, (str, Path)):
+            raise CheckpointError(f"the run folder to resume must be a path, got {run_dir!r}")
         run_dir = Path(run_dir)
+        if not run_dir.is_dir():
+            raise CheckpointError(f"{run_dir}: no such run folder to resume"
+                                  + (" (a file: give its folder)" if run_dir.exists() else ""))
+        if not is_run_folder(run_dir):
+            raise CheckpointError(f"{run_dir}: not a simulacra run folder (no trace, checkpoint or stores in it)")
         if workers is not None and workers < 1:
             raise SimulacraError(f"--workers must be at least 1, got {workers}")
         if not (run_dir / CHECKPOINT).is_file():

@@ -67,6 +67,9 @@ def make_config(config: Config | Mapping[str, Any] | str | Path | None = None, s
         data = json.loads(json.dumps(dict(config)))  # a deep copy: the caller's mapping is left as it is
     elif config is None:
         data = {}
+    elif not isinstance(config, (str, Path)):
+        raise ConfigError(source, "config", f"expected a Config, a mapping of sections, a config file or a preset "
+                                            f"name, got {type(config).__name__}")
     else:
         path = Path(config)
         if not path.exists() and str(config) in available_presets():
@@ -81,9 +84,14 @@ def make_config(config: Config | Mapping[str, Any] | str | Path | None = None, s
         if not isinstance(current, dict):
             raise ConfigError(source, name, "expected a mapping")
         current.update(values)
+    if isinstance(overrides, str) or not all(isinstance(o, str) for o in overrides):
+        raise ConfigError(source, "overrides", f"expected a list of 'section.field=value' strings, got "
+                                               f"{overrides!r:.80}")
     extra = list(overrides)
     if seed is not None:
-        extra.append(f"simulation.seed={int(seed)}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ConfigError(source, "seed", f"expected a whole number >= 0, got {seed!r}")
+        extra.append(f"simulation.seed={seed}")
     if llm == "local":
         extra.append("llm.provider=local")
     elif llm:
@@ -102,9 +110,16 @@ def _close_quietly(sim) -> None:
 
 def check_hours(hours: float) -> float:
     """``hours`` (game hours to run) if it is a finite number >= 0, else :class:`SimulacraError`."""
-    if not (math.isfinite(hours) and hours >= 0):
-        raise SimulacraError(f"hours must be a finite number >= 0, got {hours}")
+    if isinstance(hours, bool) or not isinstance(hours, (int, float)) or not (math.isfinite(hours) and hours >= 0):
+        raise SimulacraError(f"hours must be a finite number >= 0, got {hours!r}")
     return hours
+
+
+def _whole(name: str, value: Any, least: int) -> int:
+    """``value`` if it is an integer >= ``least`` (not a bool, not 2.5), else :class:`SimulacraError`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise SimulacraError(f"{name} must be a whole number >= {least}, got {value!r}")
+    return value
 
 class Town:
     """A running town: its world, clock, agents and their memories (a :class:`~simulacra.simulation.Simulation`).
@@ -152,8 +167,14 @@ class Town:
         """
         from simulacra.simulation import Simulation
 
-        if workers < 1:
-            raise SimulacraError(f"workers must be at least 1, got {workers}")
+        if not isinstance(world, (str, Path)):
+            raise SimulacraError(f"world must be a world file's path or a packaged world's name, got {world!r:.80}")
+        if agents is not None and (isinstance(agents, str) or not all(isinstance(a, str) for a in agents)):
+            raise SimulacraError(f"agents must be a list of resident ids (e.g. ['greta_lund']), got {agents!r:.80}")
+        if run_name is not None and not isinstance(run_name, str):
+            raise SimulacraError(f"run_name must be a folder name (a string), got {run_name!r}")
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise SimulacraError(f"workers must be a whole number >= 1, got {workers!r}")
         cfg = make_config(config, seed, llm, overrides, **sections)
         sim = Simulation.create(world, cfg, personas_dir=personas_dir, db_dir=db_dir, run_name=run_name,
                                 overwrite=overwrite, agents=agents, workers=workers, ray_address=ray_address)
@@ -233,11 +254,10 @@ class Town:
         if sum(x is not None for x in (hours, days, ticks)) > 1:
             raise SimulacraError("give one of hours, days and ticks")
         if ticks is not None:
-            if ticks < 0:
-                raise SimulacraError(f"ticks must be >= 0, got {ticks}")
-            return max(0, int(ticks) - self.ticks_done) if from_start else int(ticks)
-        if days is not None and days < 1:
-            raise SimulacraError(f"days must be >= 1, got {days}")
+            ticks = _whole("ticks", ticks, 0)
+            return max(0, ticks - self.ticks_done) if from_start else ticks
+        if days is not None:
+            _whole("days", days, 1)
         if hours is not None:
             check_hours(hours)
         if hours is None and days is None and self.sim.target_ticks is not None:
@@ -269,6 +289,8 @@ class Town:
 
         self._check_open()
         n = self.ticks_for(hours, days, ticks)
+        if on_tick is not None and not callable(on_tick):
+            raise SimulacraError(f"on_tick must be a function of the tick's result, got {on_tick!r:.80}")
         sim, w = self.sim, self.world
         bar = tqdm(total=n, unit="tick", disable=not progress, file=sys.stderr, dynamic_ncols=True)
         days_seen = {day_number(sim.state.now)}
@@ -349,14 +371,13 @@ class Town:
             SimulacraError: an unknown agent, an empty question, or a town on Ray workers (interview its run with
                 :func:`open_run` after closing it).
         """
-        from simulacra.interview import ask
+        from simulacra.interview import ask, check_question
 
         self._check_open()
         sim = self.sim
         if agent not in sim.rt.agents:
             raise SimulacraError(f"no agent {agent!r} in this town; agents: {', '.join(sim.rt.agents)}")
-        if not question or not question.strip():
-            raise SimulacraError("the question is empty")
+        question = check_question(question)
         if sim.cluster is not None:
             raise SimulacraError("the agents of a town on Ray workers live in the workers: close the town and ask "
                                  "open_run(run_dir).interview(...)")
@@ -365,8 +386,9 @@ class Town:
                    sim.state.agents[agent].place, rt.names, rt.place_names, w.start_weekday, w.rest_days)
 
     def frames(self):
-        """The run so far as pandas DataFrames (:func:`simulacra.frames.read_frames`)."""
-        self.sim.trace.sync()
+        """The run so far as pandas DataFrames (:func:`simulacra.frames.read_frames`); a closed town's run too."""
+        if not self.closed:
+            self.sim.trace.sync()
         return open_run(self.run_dir).frames()
 
     # ----------------------------------------------------------------- closing it
@@ -423,7 +445,13 @@ class Run:
     def summary(self) -> dict[str, Any] | None:
         """``summary.json`` as written at the end of a run; ``None`` for a run that was killed before its end."""
         path = self.run_dir / SUMMARY
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+        if not path.is_file():
+            return None
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as err:  # written whole at a run's end: damaged by something else
+            raise SimulacraError(f"{path}: not a summary simulacra wrote ({err}); run.frames() and run.ticks() "
+                                 "read the trace instead") from None
 
     def ticks(self) -> list[TickRecord]:
         """The complete tick records of the trace (:class:`~simulacra.trace.TickRecord`; a killed run's cut last
@@ -480,6 +508,8 @@ def open_run(run_dir: str | Path) -> Run:
     """
     from simulacra.trace import read_header
 
+    if not isinstance(run_dir, (str, Path)):
+        raise SimulacraError(f"open_run takes a run folder's path, got {run_dir!r}")
     path = Path(run_dir)
     if path.name == "trace.jsonl":
         path = path.parent

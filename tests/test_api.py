@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -63,7 +64,7 @@ def test_run_lengths_steps_and_a_second_run_go_on_from_the_first(tmp_path, rater
         assert town.ticks_for() == w.run_minutes(1) // w.tick_minutes
         with pytest.raises(SimulacraError, match="one of hours, days and ticks"):
             town.ticks_for(hours=1, ticks=2)
-        with pytest.raises(SimulacraError, match="days must be >= 1"):
+        with pytest.raises(SimulacraError, match="days must be a whole number >= 1"):
             town.ticks_for(days=0)
         record = town.step().record
         assert record["tick"] == 0 and town.ticks_done == 1
@@ -289,3 +290,56 @@ def test_a_built_wheel_runs_its_default_town_from_any_folder(tmp_path):
     assert lines[0] == "['fernhollow', 'gullhaven'] ['fernhollow-election'] ['seed003', 'tell-all']"
     assert lines[1] == "1 ['ezra_pike', 'ruth_calloway'] database/fernhollow-seed0"
     assert (empty / "database" / "fernhollow-seed0" / "summary.json").is_file()
+
+
+def test_wrong_arguments_to_the_api_are_named_before_anything_runs(tmp_path, rater_url):
+    """What a notebook user gets wrong (a string for a list, 2.5 ticks, a number for a question, a closed town's
+    frames, a folder that is not a run) is a SimulacraError naming the argument, not a TypeError from inside."""
+    from simulacra.errors import CheckpointError
+
+    def create(**kw):
+        return Town.create(DATA / "tiny.yaml", rater={"url": rater_url}, db_dir=tmp_path, **{**TINY, **kw})
+
+    for kw, words in ((dict(agents="ann"), "agents must be a list"), (dict(seed="abc"), "field 'seed'"),
+                      (dict(seed=1.5), "field 'seed'"), (dict(seed=True), "field 'seed'"),
+                      (dict(run_name=5), "run_name must be"), (dict(workers="2"), "workers must be"),
+                      (dict(config=5), "field 'config'"), (dict(overrides="memory.a_rec=0"), "field 'overrides'")):
+        with pytest.raises(SimulacraError, match=re.escape(words)):
+            create(**kw)
+    with pytest.raises(SimulacraError, match="world must be"):
+        Town.create({}, db_dir=tmp_path)
+    assert not list(tmp_path.iterdir())  # no run folder was made
+    town = create(run_name="a")
+    with town:
+        for kw, words in ((dict(ticks=2.5), "ticks must be a whole number"), (dict(days="1"), "days must be"),
+                          (dict(hours="2"), "hours must be a finite number"), (dict(hours=True), "hours must be"),
+                          (dict(ticks=1, on_tick=5), "on_tick must be")):
+            with pytest.raises(SimulacraError, match=words):
+                town.run(progress=False, **kw)
+        assert town.ticks_done == 0
+        town.run(ticks=2, progress=False)
+        for question, words in ((42, "must be text"), (b"well?", "must be text"), ("what \ud800?", "surrogate")):
+            with pytest.raises(SimulacraError, match=words):
+                town.interview("ann", question)
+    assert sorted(town.frames().positions["tick"].unique()) == [0, 1]  # a closed town's run reads as any other's
+    run = open_run(town.run_dir)
+    with pytest.raises(SimulacraError, match="must be text"):
+        run.interview("ann", 42)
+    with pytest.raises(SimulacraError, match=r"tick 2.5: this run has ticks 0..1"):
+        run.screenshot(tmp_path / "x.png", tick=2.5)
+    with pytest.raises(SimulacraError, match="agent 'nobody'"):
+        run.screenshot(tmp_path / "x.png", agent="nobody")
+    with pytest.raises(SimulacraError, match="ending in .png"):
+        run.screenshot(tmp_path / "x.txt")
+    with pytest.raises(SimulacraError, match="gamma must be in"):
+        run.rescore(gamma=0)
+    (town.run_dir / "summary.json").write_text("{not json")
+    with pytest.raises(SimulacraError, match="not a summary simulacra wrote"):
+        _ = run.summary
+    with pytest.raises(SimulacraError, match="open_run takes a run folder"):
+        open_run(42)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "n.txt").write_text("x")
+    for folder, words in ((tmp_path / "nowhere", "no such run folder"), (tmp_path / "notes", "not a simulacra run")):
+        with pytest.raises(CheckpointError, match=words):
+            Town.resume(folder)

@@ -183,3 +183,43 @@ def test_access_marks_reach_every_tier_even_from_a_generator(tmp_path):
     assert all(r.last_accessed == 590 for t in (mem.short_term, mem.long_term) for r in t.records)
     assert {m.text: m.recency for m in mem.retrieve(unit(1, 1), now=600, tiers=("short_term", "long_term"))} == {
         "kept": 1.0, "fresh": 1.0}
+
+
+@pytest.mark.parametrize("field, value", [("text", None), ("text", "  "), ("rating", "7"), ("rating", 11),
+                                          ("rating", 0), ("rating", 5.5), ("rating", True),
+                                          ("timestamp", float("nan")), ("timestamp", float("inf")),
+                                          ("long_term_since", "noon")])
+def test_a_record_no_store_can_hold_is_refused_when_made_and_loses_nothing(tmp_path, field, value):
+    """A bad record is a MemoryRecordError naming its field before any store sees it; the memories written before
+    and after it are all in the store a fresh client opens (a bad rating used to poison the tier's pending writes:
+    the mirror kept it, every later Chroma write failed, and a reopened store held only the first memory)."""
+    from simulacra.errors import MemoryRecordError
+
+    mem = make(tmp_path)
+    mem.add([rec("ann", "The mill wheel cracked.", 100, 6)], unit(1)[None])
+    kw = {"id": "bad", "text": "Bram is mending it.", "kind": "observation", "rating": 7, "timestamp": 110.0,
+          field: value}
+    with pytest.raises(MemoryRecordError, match=field):
+        MemoryRecord(**kw)
+    mem.add([rec("ann", "The ferry was late.", 120, 4)], unit(1, 1)[None])
+    reopened = AgentMemory("ann", tmp_path / "ann", MemoryConfig(relevance="dense"), DIM,
+                           client=open_chroma(tmp_path / "ann"))
+    assert sorted(r.text for r in reopened.short_term.records) == ["The ferry was late.", "The mill wheel cracked."]
+
+
+def test_a_retrieval_or_write_the_store_cannot_score_is_named(tmp_path):
+    """An embedding of another size, a game time that is not a number, a top_k of 2.5: a ValueError naming the
+    argument, not numpy's reshape or matmul error from inside; nothing is written."""
+    mem = make(tmp_path)
+    mem.add([rec("ann", "The mill wheel cracked.", 100, 6)], unit(1)[None])
+    q = unit(1)
+    for kw, words in ((dict(query_embedding=np.ones(DIM + 2)), r"query_embedding: expected a vector of shape \(8,\)"),
+                      (dict(now=None), "now: expected the game minute"), (dict(now=float("nan")), "now:"),
+                      (dict(top_k=2.5), "top_k: expected a whole number"), (dict(top_k=0), "top_k:")):
+        args = {"query_embedding": q, "now": 200, **kw}
+        with pytest.raises(ValueError, match=words):
+            mem.retrieve(**args)
+    with pytest.raises(ValueError, match=r"embeddings of shape \(1, 8\)"):
+        mem.add([rec("ann", "The ferry was late.", 120, 4)], np.ones((1, DIM + 2)))
+    assert [r.text for r in mem.short_term.records] == ["The mill wheel cracked."]
+    assert [m.text for m in mem.retrieve(q, now=200, top_k=3)] == ["The mill wheel cracked."]

@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 
 import pytest
 
@@ -172,6 +173,22 @@ def test_rescore_on_a_hand_made_trace(tmp_path):
     assert rescore_run(trace, 0, 1, 0)["changes"][0]["after"] == ["old", "mid"]
     # another threshold: the static fact (0.5) and the 0.7s fail 0.8; only old (0.88125) is left
     assert rescore_run(trace, 0.25, 0.25, 1, threshold=0.8)["changes"][0]["after"] == ["old"]
+
+
+@pytest.mark.parametrize("options, words", [
+    ({"a_rec": -1, "a_imp": 0, "a_rel": 0}, "non-negative weights"),
+    ({"a_rec": 0, "a_imp": 0, "a_rel": 0}, "not all 0"),
+    ({"a_rec": float("inf")}, "a_rec must be a finite number"), ({"a_rec": "x"}, "a_rec must be a finite number"),
+    ({"gamma": 0}, "gamma must be in (0, 1]"), ({"threshold": float("nan")}, "threshold must be a finite number"),
+    ({"top_k": 0}, "top_k must be an integer >= 1"), ({"top_k": 2.5}, "top_k must be an integer"),
+    ({"static_top_k": -3}, "static_top_k must be an integer >= 0"), ({"mode": "bogus"}, "mode must be"),
+])
+def test_rescore_options_out_of_range_are_named_not_silently_reported(tmp_path, options, words):
+    """The library's rescore (``open_run(...).rescore``) checks what the command line checks: before, a negative
+    weight or a threshold of nan reported every retrieval "changed" to an empty list, and gamma 0 none re-scorable."""
+    trace = hand_made_trace(tmp_path / "trace.jsonl")
+    with pytest.raises(SimulacraError, match=re.escape(words)):
+        rescore_run(trace, **options)
 
 
 def test_rescore_raises_top_k_only_up_to_the_recorded_maximum(tmp_path):

@@ -6,8 +6,10 @@ import hashlib
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from numbers import Integral, Real
 from typing import Any
 
+from simulacra.errors import MemoryRecordError
 from simulacra.trace import LONG_TERM, SHORT_TERM, STATIC, RetrievedEntry
 from simulacra.trace import reinforced_as_add as reinforced_as_add  # re-exported: it moved to simulacra.trace
 
@@ -59,6 +61,39 @@ class MemoryRecord:
     long_term_since: float | None = None
     last_accessed: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # checked once here, so that a record no store can hold never reaches one: a Chroma write that fails
+        # after the in-process mirror took it would lose it and every later write of that tier. The common case
+        # (plain str, int and float fields) is one expression; anything else is looked at closely.
+        r, t, lt, la = self.rating, self.timestamp, self.long_term_since, self.last_accessed
+        if (type(self.id) is str and self.id and type(self.text) is str and self.text and not self.text.isspace()
+                and type(self.kind) is str and self.kind
+                and (r is None or (type(r) is int and 1 <= r <= 10))
+                and (t is None or (type(t) is float and math.isfinite(t)))
+                and (lt is None or (type(lt) is float and math.isfinite(lt)))
+                and (la is None or (type(la) is float and math.isfinite(la)))):
+            return
+        self._check()
+
+    def _check(self) -> None:
+        what = f"memory {self.id!r}"
+        if not isinstance(self.id, str) or not self.id:
+            raise MemoryRecordError(f"memory id must be a non-empty string, got {self.id!r}")
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise MemoryRecordError(f"{what}: text must be a non-empty string, got {self.text!r:.80}")
+        if not isinstance(self.kind, str) or not self.kind:
+            raise MemoryRecordError(f"{what}: kind must be a non-empty string (one of {', '.join(KINDS)}), got "
+                                    f"{self.kind!r}")
+        if self.rating is not None and (isinstance(self.rating, bool) or not isinstance(self.rating, Integral)
+                                        or not 1 <= self.rating <= 10):
+            raise MemoryRecordError(f"{what}: rating must be an integer 1..10 (or None for a static memory), got "
+                                    f"{self.rating!r}")
+        for name in ("timestamp", "long_term_since", "last_accessed"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, Real)
+                                      or not math.isfinite(value)):
+                raise MemoryRecordError(f"{what}: {name} must be a finite game minute (or None), got {value!r}")
 
     @property
     def evidence_ids(self) -> list[str]:

@@ -299,7 +299,11 @@ class MemoryTier:
         ids = [r.id for r in records]
         if len(set(ids)) != len(ids):
             raise ValueError(f"duplicate ids in one write to {self.tier}")
-        self._put(records, np.asarray(embeddings, dtype=np.float32).reshape(len(records), self.dim))
+        vectors = np.asarray(embeddings, dtype=np.float32)
+        if vectors.shape not in ((len(records), self.dim), (self.dim,) if len(records) == 1 else None):
+            raise ValueError(f"{self.tier}: {len(records)} memories need embeddings of shape ({len(records)}, "
+                             f"{self.dim}) (the store's dimension), got {vectors.shape}")
+        self._put(records, vectors.reshape(len(records), self.dim))
         if self.journal is not None:
             self._unjournaled.update(dict.fromkeys(ids))
         self._written()

@@ -526,8 +526,10 @@ class AgentMemory:
             lexical or hybrid relevance each result also carries its ``dense`` and ``lexical`` relevance.
         Raises:
             KeyError: an unknown tier or profile.
-            ValueError: an unknown mode; lexical or hybrid relevance without ``query_text``.
+            ValueError: an unknown mode; lexical or hybrid relevance without ``query_text``; a query embedding not
+                of shape ``(dim,)``, a ``now`` that is not a finite number, a ``top_k`` under 1.
         """
+        self._check_query(query_embedding, now, top_k)
         profile, params, _ = self.dated(profile, query_text, now)
         rule = rule or self.rule(top_k, threshold, mode, profile)
         names = self.readable if tiers is None else tuple(tiers)
@@ -540,6 +542,17 @@ class AgentMemory:
 
         with scoring_threads():
             return [fetched[p.tier][p.index] for p in select(names, fetch, rule)]
+
+    def _check_query(self, query_embedding: np.ndarray, now: float, top_k: int | None) -> None:
+        """A retrieval's arguments a store cannot score (else a numpy error from inside): ValueError naming it."""
+        dim = self.short_term.dim
+        if getattr(query_embedding, "shape", None) != (dim,):
+            raise ValueError(f"query_embedding: expected a vector of shape ({dim},) (the store's dimension), got "
+                             f"shape {getattr(query_embedding, 'shape', type(query_embedding).__name__)}")
+        if isinstance(now, bool) or not isinstance(now, (int, float, np.number)) or not math.isfinite(now):
+            raise ValueError(f"now: expected the game minute (a finite number), got {now!r}")
+        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1):
+            raise ValueError(f"top_k: expected a whole number >= 1, got {top_k!r}")
 
     def candidates(self, query_embedding: np.ndarray, now: float, top_k: int | None = None,
                    tiers: Sequence[str] | None = None, query_text: str | None = None,

@@ -404,10 +404,42 @@ def _key(ev: Any, player: Player, renderer: Any, screen: Any, run_dir: Path | No
     return True
 
 
+#: the smallest window the viewer lays out (map, panel and timeline), pixels
+MIN_SIZE = (800, 500)
+
+
+def check_view(replay: ReplayState, tick: int | None, agent: str | None, size: tuple[int, int]) -> None:
+    """What the window and the screenshot are asked to show, checked: ``tick`` one of the run's (``None``: the
+    default), ``agent`` one of its agents (``None``: nobody selected), ``size`` at least :data:`MIN_SIZE`.
+
+    Raises:
+        SimulacraError: naming the value and what the run has.
+    """
+    if tick is not None and (isinstance(tick, bool) or not isinstance(tick, int)
+                             or not replay.first_tick <= tick <= replay.last_tick):
+        raise SimulacraError(f"tick {tick!r}: this run has ticks {replay.first_tick}..{replay.last_tick}")
+    if agent is not None and agent not in replay.agents:
+        raise SimulacraError(f"agent {agent!r}: not in this run; agents are {', '.join(replay.agents)}")
+    ok = (isinstance(size, (tuple, list)) and len(size) == 2
+          and all(isinstance(v, int) and not isinstance(v, bool) for v in size))
+    if not ok or size[0] < MIN_SIZE[0] or size[1] < MIN_SIZE[1]:
+        raise SimulacraError(f"size must be (width, height) of at least {MIN_SIZE[0]}x{MIN_SIZE[1]} pixels, got "
+                             f"{size!r}")
+
+
 def save_screenshot(replay: ReplayState, tick: int, out: str | Path, selected: str | None = None,
                     size: tuple[int, int] = (1280, 800), view: View | None = None) -> Path:
-    """Render ``tick`` without a window (no display needed) and save it as PNG at ``out``; returns the path."""
+    """Render ``tick`` without a window (no display needed) and save it as PNG at ``out``; returns the path.
+
+    Raises:
+        SimulacraError: a tick, agent or size the run cannot show (:func:`check_view`), a path not ending in
+            ``.png``, or one that cannot be written.
+    """
     from simulacra.viewer.render import pygame, render_tick
+
+    check_view(replay, tick, selected, size)
+    if Path(out).suffix.lower() != ".png":
+        raise SimulacraError(f"the screenshot is a PNG: give a path ending in .png, got {str(out)!r}")
 
     surface, _ = render_tick(replay, tick, selected, size, view)
     out = Path(out)
