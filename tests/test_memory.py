@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from simulacra.config import MemoryConfig
+from simulacra.errors import SimulacraError
 from simulacra.memory.records import MemoryRecord, memory_id
 from simulacra.memory.stream import AgentMemory, open_chroma
 from tests.conftest import unit
@@ -223,3 +224,10 @@ def test_a_retrieval_or_write_the_store_cannot_score_is_named(tmp_path):
         mem.add([rec("ann", "The ferry was late.", 120, 4)], np.ones((1, DIM + 2)))
     assert [r.text for r in mem.short_term.records] == ["The mill wheel cracked."]
     assert [m.text for m in mem.retrieve(q, now=200, top_k=3)] == ["The mill wheel cracked."]
+
+
+def test_a_store_opened_with_an_embedder_of_another_size_says_so(tmp_path):
+    mem = make(tmp_path)
+    mem.add([rec("ann", "The mill wheel cracked.", 100, 6)], unit(1)[None])
+    with pytest.raises(SimulacraError, match="embeddings of 8 dimensions, the embedder given makes 12"):
+        AgentMemory("ann", tmp_path / "ann", MemoryConfig(relevance="dense"), 12, client=open_chroma(tmp_path / "ann"))

@@ -20,6 +20,7 @@ from functools import partial
 
 import numpy as np
 
+from simulacra.errors import SimulacraError
 from simulacra.killpoint import kill_point
 from simulacra.memory.chroma import OWNER_KEY
 from simulacra.memory.index import BOUND_MIN_ROWS, COLUMNS, MirrorIndex
@@ -116,7 +117,12 @@ class MemoryTier:
             ), "reading")
             for id_, doc, meta in zip(got["ids"], got["documents"], got["metadatas"]):
                 records.append(MemoryRecord.from_metadata(id_, doc or "", meta or {}))
-            vectors.append(np.asarray(got["embeddings"], dtype=np.float32).reshape(-1, self.dim))
+            got_vectors = np.asarray(got["embeddings"], dtype=np.float32)
+            if got_vectors.size and (got_vectors.ndim != 2 or got_vectors.shape[1] != self.dim):
+                raise SimulacraError(f"{self.tier}: the store holds embeddings of {got_vectors.shape[-1]} dimensions, "
+                                     f"the embedder given makes {self.dim}: open it with the embedding model it was "
+                                     f"written with")
+            vectors.append(got_vectors.reshape(-1, self.dim))
             if len(got["ids"]) < _PAGE:
                 break
             offset += _PAGE
