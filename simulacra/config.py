@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from simulacra.errors import ConfigError, read_yaml, validate_as
+from simulacra.errors import ConfigError, UnknownNameError, read_yaml, validate_as
 
 if TYPE_CHECKING:
     from simulacra.memory.timecue import TimeCue
@@ -692,13 +692,14 @@ def profile_overrides(memory: Any, profile: str | None) -> dict[str, Any]:
         memory: a :class:`MemoryConfig`, or its JSON form (a trace header's ``memory`` section).
         profile: the profile's name.
     Raises:
-        KeyError: a profile the section does not define.
+        UnknownNameError: (a ``KeyError``) a profile the section does not define.
     """
     if profile is None or profile == SITUATIONAL:
         return {}
     profiles = (memory.get("profiles") or {}) if isinstance(memory, Mapping) else memory.profiles
     if profile not in profiles:
-        raise KeyError(f"unknown retrieval profile {profile!r} (known: {', '.join([SITUATIONAL, *profiles])})")
+        raise UnknownNameError(f"unknown retrieval profile {profile!r} (known: "
+                               f"{', '.join([SITUATIONAL, *profiles])})")
     p = profiles[profile]
     if isinstance(p, RetrievalProfile):
         return p.overrides()

@@ -323,6 +323,14 @@ class MemoryRecordError(SimulacraError, ValueError):
     game time that is not a finite number), raised when the record is made, before anything is written."""
 
 
+class UnknownNameError(SimulacraError, KeyError):
+    """A retrieval profile or memory tier asked for by a name the config or store does not have; a ``KeyError``
+    too, as the methods raising it always documented. ``str()`` is the message (not ``KeyError``'s quoted repr)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class RaterError(SimulacraError):
     """The importance rater could not be reached or answered something unusable."""
 

@@ -231,3 +231,17 @@ def test_a_store_opened_with_an_embedder_of_another_size_says_so(tmp_path):
     mem.add([rec("ann", "The mill wheel cracked.", 100, 6)], unit(1)[None])
     with pytest.raises(SimulacraError, match="embeddings of 8 dimensions, the embedder given makes 12"):
         AgentMemory("ann", tmp_path / "ann", MemoryConfig(relevance="dense"), 12, client=open_chroma(tmp_path / "ann"))
+
+
+def test_an_unknown_profile_or_tier_is_a_simulacra_error_and_still_a_key_error(tmp_path):
+    from simulacra.errors import UnknownNameError
+
+    mem = make(tmp_path)
+    mem.add([rec("ann", "The mill wheel cracked.", 100, 6)], unit(1)[None])
+    for kw, words in ((dict(profile="nope"), "unknown retrieval profile 'nope'"),
+                      (dict(tiers=["nope"]), "ann: no memory tier 'nope' \\(tiers: static, short_term, long_term\\)"),
+                      (dict(tiers=["shared"]), "no memory tier 'shared'")):
+        with pytest.raises(UnknownNameError, match=words) as err:
+            mem.retrieve(unit(1), now=200, **kw)
+        assert isinstance(err.value, SimulacraError) and isinstance(err.value, KeyError)
+        assert not str(err.value).startswith(('"', "'"))  # the message, not KeyError's quoted repr

@@ -26,7 +26,7 @@ import numpy as np
 
 from simulacra.clock import MINUTES_PER_DAY
 from simulacra.config import SITUATIONAL, MemoryConfig
-from simulacra.errors import CheckpointError
+from simulacra.errors import CheckpointError, UnknownNameError
 from simulacra.memory.chroma import open_chroma
 from simulacra.memory.memo import LastAnswer
 from simulacra.memory.records import TIERS, MemoryRecord, RetrievedMemory, remarked
@@ -120,10 +120,13 @@ class AgentMemory:
         """The tier called ``name`` (``static``, ``short_term``, ``long_term`` or ``shared``).
 
         Raises:
-            KeyError: no such tier (``shared`` when the world has no shared memory).
+            UnknownNameError: (a ``KeyError``) no such tier (``shared`` when the world has no shared memory).
         """
         if name == "shared" and self.shared is not None:
             return self.shared
+        if name not in self.tiers:
+            known = [*self.tiers, *(["shared"] if self.shared is not None else [])]
+            raise UnknownNameError(f"{self.agent}: no memory tier {name!r} (tiers: {', '.join(known)})")
         return self.tiers[name]
 
     @property
