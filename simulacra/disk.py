@@ -26,8 +26,8 @@ def check_run_name(run_name: str) -> str:
     path (``a/b``, ``/tmp/x``), ``.`` or ``..`` would put the run, and ``--overwrite``'s deletion, elsewhere."""
     if (not run_name or run_name in (".", "..") or "/" in run_name or (os.altsep and os.altsep in run_name)
             or os.sep in run_name or "\0" in run_name):
-        raise RunFolderError(f"--run-name {run_name!r}: give a folder name, not a path; the run folder is made "
-                             "under --db-dir (choose the place with --db-dir)")
+        raise RunFolderError(f"run name {run_name!r} (--run-name): give a folder name, not a path; the run folder "
+                             "is made in the database folder (db_dir, --db-dir: choose the place there)")
     return run_name
 
 
@@ -104,8 +104,8 @@ def remove_run_folder(run_dir: str | Path) -> None:
     """
     if Path(run_dir).is_dir() and not is_run_folder(run_dir):
         raise RunFolderError(f"{run_dir} is not a simulacra run folder (it holds none of "
-                             f"{', '.join(RUN_FILES)}): --overwrite does not delete it; choose another "
-                             "--run-name or --db-dir")
+                             f"{', '.join(RUN_FILES)}): overwriting (--overwrite) does not delete it; choose "
+                             "another run name or database folder")
     try:
         shutil.rmtree(run_dir)
     except OSError as err:

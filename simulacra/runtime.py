@@ -294,13 +294,13 @@ def prepare_run(world_path: str | Path, config: Config, personas_dir: str | Path
     ids = agents if agents is not None else list(world.personas)
     unknown = [a for a in ids if a not in world.personas]
     if unknown:
-        raise SimulacraError(f"--agents: not residents of {world.source}: {', '.join(unknown)} (residents: "
+        raise SimulacraError(f"agents (--agents): not residents of {world.source}: {', '.join(unknown)} (residents: "
                              f"{', '.join(world.personas)})")
     if agents is not None and not ids:
-        raise SimulacraError(f"--agents: no resident named (residents: {', '.join(world.personas)})")
+        raise SimulacraError(f"agents (--agents): no resident named (residents: {', '.join(world.personas)})")
     if len(set(ids)) != len(ids):
         twice = sorted({a for a in ids if ids.count(a) > 1})
-        raise SimulacraError(f"--agents: listed more than once: {', '.join(twice)}")
+        raise SimulacraError(f"agents (--agents): listed more than once: {', '.join(twice)}")
     run_name = check_run_name(run_name or f"{Path(world_path).stem}-seed{config.simulation.seed}")
     run_dir = Path(db_dir) / run_name
     if resume:

@@ -299,12 +299,12 @@ def test_shipped_files_still_load():
 
 
 @pytest.mark.parametrize(("args", "phrases"), [
-    (["--run-name", "../victim", "--overwrite"], ["--run-name '../victim'", "a folder name, not a path"]),
-    (["--run-name", ".", "--overwrite"], ["--run-name '.'", "a folder name, not a path"]),
+    (["--run-name", "../victim", "--overwrite"], ["run name '../victim' (--run-name)", "a folder name, not a path"]),
+    (["--run-name", ".", "--overwrite"], ["run name '.' (--run-name)", "a folder name, not a path"]),
     (["--run-name", "/tmp/elsewhere", "--overwrite"], ["a folder name, not a path"]),
     (["--run-name", "notes", "--overwrite"], ["is not a simulacra run folder", "does not delete it"]),
-    (["--agents", "ann,ben,ann"], ["--agents: listed more than once: ann"]),
-    (["--agents", ","], ["--agents: no resident named"]),
+    (["--agents", "ann,ben,ann"], ["agents (--agents): listed more than once: ann"]),
+    (["--agents", ","], ["agents (--agents): no resident named"]),
     (["--seed", "-1"], ["simulation.seed", "greater than or equal to 0"]),
     (["--set", "memory.a_rec=inf"], ["memory.a_rec", "finite number"]),
 ])
