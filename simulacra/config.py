@@ -454,17 +454,6 @@ class RaterConfig(_Section):
 
     url: str = "http://127.0.0.1:5000/rate"
     timeout_s: float = Field(30.0, gt=0, description="seconds per HTTP request")
-
-    @field_validator("url")
-    @classmethod
-    def _an_http_url(cls, v: str) -> str:
-        from urllib.parse import urlparse
-
-        p = urlparse(v.strip())
-        if p.scheme not in ("http", "https") or not p.hostname:
-            raise ValueError(f"expected an http:// or https:// URL with a host (e.g. http://127.0.0.1:5000/rate), "
-                             f"got {v!r}")
-        return v.strip()
     start_local: bool = Field(True, description="rate in-process (no HTTP) when nothing answers at a loopback url")
     attempts: int = Field(3, ge=1, description="tries per request on connection errors, timeouts and 5xx "
                           "(exponential backoff from 0.2 s); then the run stops at its last complete tick")
@@ -481,6 +470,17 @@ class RaterConfig(_Section):
     on_weak_model: Literal["warn", "offline"] = Field(
         "warn", description="a weak LLM: warn and keep using it, or rate and reflect with the offline backend instead"
     )
+
+    @field_validator("url")
+    @classmethod
+    def _an_http_url(cls, v: str) -> str:
+        from urllib.parse import urlparse
+
+        p = urlparse(v.strip())
+        if p.scheme not in ("http", "https") or not p.hostname:
+            raise ValueError(f"expected an http:// or https:// URL with a host (e.g. http://127.0.0.1:5000/rate), "
+                             f"got {v!r}")
+        return v.strip()
 
 
 class SimulationConfig(_Section):

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import codecs
 import difflib
+import math
 import re
 import typing
+from numbers import Integral, Real
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +95,17 @@ class DuplicateKeyError(yaml.constructor.ConstructorError):
 
 
 _HHMM = re.compile(r"^[0-9]{1,2}:[0-9]{2}$")
+
+
+def is_whole(value: Any) -> bool:
+    """Whether ``value`` is an integer (a numpy one too), not a bool (``True`` is 1 to Python, not a count)."""
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
+def is_finite_number(value: Any) -> bool:
+    """Whether ``value`` is a real number (a numpy one too) that is finite, not a bool: ``nan`` and ``inf`` pass
+    every ``>=`` / ``<=`` range check the wrong way, so a bound alone does not refuse them."""
+    return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class DuplicatedKeys(dict):

@@ -22,7 +22,7 @@ from typing import Any
 from simulacra.cognition.mind import AgentView
 from simulacra.config import Config, apply_overrides, config_from_dict, recorded_config
 from simulacra.embeddings import same_embedding
-from simulacra.errors import SimulacraError
+from simulacra.errors import SimulacraError, is_whole
 from simulacra.memory.records import RetrievedMemory
 from simulacra.persona import Persona
 from simulacra.text import text_key
@@ -85,7 +85,7 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     if not ticks:
         raise SimulacraError(f"{run_dir}: the run has no tick")
     n = len(ticks) - 1 if tick is None else tick
-    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < len(ticks):
+    if not (is_whole(n) and 0 <= n < len(ticks)):
         raise SimulacraError(f"{run_dir}: tick {n} is outside the trace (0..{len(ticks) - 1})")
     now = int(ticks[n]["time"]) + int(header["tick_minutes"])
     ablate = recorded_ablations(header, f"{run_dir}/trace.jsonl header") if ablated else frozenset()

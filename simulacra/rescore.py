@@ -14,7 +14,6 @@ recorded relevance is the fused one.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from simulacra.config import SITUATIONAL, profile_overrides
-from simulacra.errors import SimulacraError
+from simulacra.errors import SimulacraError, is_finite_number, is_whole
 from simulacra.memory.scoring import SCORING_FIELDS, ScoringParams, TermRanges, combine, recency_of
 from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
 from simulacra.trace import REFLECT, REHEARSE, RETRIEVE, CandidateRow, RetrieveOp, TickRecord, read_trace
@@ -93,7 +92,7 @@ def check_options(**options: Any) -> None:
 
     def number(name: str) -> float | None:
         v = options.get(name)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+        if v is not None and not is_finite_number(v):
             raise SimulacraError(f"{name} must be a finite number, got {v!r}")
         return v
 
@@ -110,7 +109,7 @@ def check_options(**options: Any) -> None:
         raise SimulacraError(f"mode must be 'cascade' or 'merged', got {options['mode']!r}")
     for name, least in (("top_k", 1), ("static_top_k", 0)):
         v = options.get(name)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < least):
+        if v is not None and not (is_whole(v) and v >= least):
             raise SimulacraError(f"{name} must be an integer >= {least}, got {v!r}")
 
 

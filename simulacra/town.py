@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import sys
 import weakref
 from collections.abc import Callable, Mapping
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from simulacra.config import Config, apply_overrides, config_from_dict, load_config
-from simulacra.errors import ConfigError, SimulacraError
+from simulacra.errors import ConfigError, SimulacraError, is_finite_number, is_whole
 
 if TYPE_CHECKING:
     from simulacra.trace import Header, TickRecord
@@ -89,7 +88,7 @@ def make_config(config: Config | Mapping[str, Any] | str | Path | None = None, s
                                                f"{overrides!r:.80}")
     extra = list(overrides)
     if seed is not None:
-        if isinstance(seed, bool) or not isinstance(seed, int):
+        if not is_whole(seed):
             raise ConfigError(source, "seed", f"expected a whole number >= 0, got {seed!r}")
         extra.append(f"simulation.seed={seed}")
     if llm == "local":
@@ -107,19 +106,19 @@ def _close_quietly(sim) -> None:
         log.debug("closing a town at exit", exc_info=True)
 
 
-
 def check_hours(hours: float) -> float:
     """``hours`` (game hours to run) if it is a finite number >= 0, else :class:`SimulacraError`."""
-    if isinstance(hours, bool) or not isinstance(hours, (int, float)) or not (math.isfinite(hours) and hours >= 0):
+    if not (is_finite_number(hours) and hours >= 0):
         raise SimulacraError(f"hours must be a finite number >= 0, got {hours!r}")
     return hours
 
 
 def _whole(name: str, value: Any, least: int) -> int:
     """``value`` if it is an integer >= ``least`` (not a bool, not 2.5), else :class:`SimulacraError`."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+    if not (is_whole(value) and value >= least):
         raise SimulacraError(f"{name} must be a whole number >= {least}, got {value!r}")
-    return value
+    return int(value)
+
 
 class Town:
     """A running town: its world, clock, agents and their memories (a :class:`~simulacra.simulation.Simulation`).
@@ -173,7 +172,7 @@ class Town:
             raise SimulacraError(f"agents must be a list of resident ids (e.g. ['greta_lund']), got {agents!r:.80}")
         if run_name is not None and not isinstance(run_name, str):
             raise SimulacraError(f"run_name must be a folder name (a string), got {run_name!r}")
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        if not (is_whole(workers) and workers >= 1):
             raise SimulacraError(f"workers must be a whole number >= 1, got {workers!r}")
         cfg = make_config(config, seed, llm, overrides, **sections)
         sim = Simulation.create(world, cfg, personas_dir=personas_dir, db_dir=db_dir, run_name=run_name,

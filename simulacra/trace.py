@@ -681,38 +681,54 @@ def iter_trace(path: str | Path) -> Iterator[tuple[int, TraceRecord]]:
         raise TraceFormatError(f"{p}: no trace there (expected a run folder database/<run> or its trace.jsonl)")
     frame = FrameCheck(p)
     with p.open("rb") as fh:
-        for n, line in enumerate(fh, start=1):
+        for line in fh:
             try:
-                record = json.loads(line)  # bytes: a line cut inside a UTF-8 character fails here too
-            except ValueError as err:
+                record = frame.read(line)
+            except _NotJSON:
                 if not line.endswith(b"\n"):
                     log.warning("%s: line %d was cut while it was written (a killed run); read up to line %d",
-                                p, n, n - 1)
+                                p, frame.lines, frame.lines - 1)
                     return
-                raise TraceFormatError(f"{p}: line {n}: {getattr(err, 'msg', err)}") from None
-            frame.check(n, record)
-            yield n, record
+                raise
+            yield frame.lines, record
+
+
+class _NotJSON(TraceFormatError):
+    """A trace line that does not parse (which, last and without its newline, is a killed run's cut line)."""
 
 
 class FrameCheck:
-    """The frame of a trace's lines, checked line by line as :func:`iter_trace` describes (one rule for every
-    reader: :func:`iter_trace`, and the live viewer's :class:`simulacra.viewer.state.TraceFollower`)."""
+    """A trace's lines, read one after the other: parsed and their frame checked as :func:`iter_trace` describes
+    (one rule for every reader: :func:`iter_trace`, and the live viewer's
+    :class:`simulacra.viewer.state.TraceFollower`)."""
 
     def __init__(self, path: Path):
         self.path = path
+        self.lines = 0  # lines read so far: the number of the last one
         self.previous: int | None = None  # the tick of the line before
 
-    def check(self, n: int, record: Any) -> None:
-        """Line ``n`` (1-based) parsed as ``record``: raises :class:`TraceFormatError` naming the file and line."""
-        p = self.path
+    def read(self, line: bytes) -> Any:
+        """The next line's record (line 1: the header).
+
+        Raises:
+            TraceFormatError: the line is not JSON (bytes: a line cut inside a UTF-8 character too), not the
+                record expected there, or a tick out of sequence; naming the file and the line.
+        """
+        self.lines += 1
+        n, p = self.lines, self.path
+        try:
+            record = json.loads(line)
+        except ValueError as err:
+            raise _NotJSON(f"{p}: line {n}: {getattr(err, 'msg', err)}") from None
         if n == 1:
             _check_header(record, p)
-            return
+            return record
         tick = _check_tick(record, p, n)
         if self.previous is not None and tick != self.previous + 1:
             raise TraceFormatError(f"{p}: line {n}: tick {tick} follows tick {self.previous}: "
                                    f"{_tick_gap(tick, self.previous)}")
         self.previous = tick
+        return record
 
 
 #: keys every header has (every writer wrote them; readers index them) and every tick record (the same); the other

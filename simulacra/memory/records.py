@@ -6,10 +6,9 @@ import hashlib
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from numbers import Integral, Real
 from typing import Any
 
-from simulacra.errors import MemoryRecordError
+from simulacra.errors import MemoryRecordError, is_finite_number, is_whole
 from simulacra.trace import LONG_TERM, SHORT_TERM, STATIC, RetrievedEntry
 from simulacra.trace import reinforced_as_add as reinforced_as_add  # re-exported: it moved to simulacra.trace
 
@@ -85,14 +84,12 @@ class MemoryRecord:
         if not isinstance(self.kind, str) or not self.kind:
             raise MemoryRecordError(f"{what}: kind must be a non-empty string (one of {', '.join(KINDS)}), got "
                                     f"{self.kind!r}")
-        if self.rating is not None and (isinstance(self.rating, bool) or not isinstance(self.rating, Integral)
-                                        or not 1 <= self.rating <= 10):
+        if self.rating is not None and not (is_whole(self.rating) and 1 <= self.rating <= 10):
             raise MemoryRecordError(f"{what}: rating must be an integer 1..10 (or None for a static memory), got "
                                     f"{self.rating!r}")
         for name in ("timestamp", "long_term_since", "last_accessed"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, Real)
-                                      or not math.isfinite(value)):
+            if value is not None and not is_finite_number(value):
                 raise MemoryRecordError(f"{what}: {name} must be a finite game minute (or None), got {value!r}")
 
     @property

@@ -26,7 +26,7 @@ import numpy as np
 
 from simulacra.clock import MINUTES_PER_DAY
 from simulacra.config import SITUATIONAL, MemoryConfig
-from simulacra.errors import CheckpointError, UnknownNameError
+from simulacra.errors import CheckpointError, UnknownNameError, is_finite_number, is_whole
 from simulacra.memory.chroma import open_chroma
 from simulacra.memory.memo import LastAnswer
 from simulacra.memory.records import TIERS, MemoryRecord, RetrievedMemory, remarked
@@ -552,9 +552,9 @@ class AgentMemory:
         if getattr(query_embedding, "shape", None) != (dim,):
             raise ValueError(f"query_embedding: expected a vector of shape ({dim},) (the store's dimension), got "
                              f"shape {getattr(query_embedding, 'shape', type(query_embedding).__name__)}")
-        if isinstance(now, bool) or not isinstance(now, (int, float, np.number)) or not math.isfinite(now):
+        if not is_finite_number(now):
             raise ValueError(f"now: expected the game minute (a finite number), got {now!r}")
-        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1):
+        if top_k is not None and not (is_whole(top_k) and top_k >= 1):
             raise ValueError(f"top_k: expected a whole number >= 1, got {top_k!r}")
 
     def candidates(self, query_embedding: np.ndarray, now: float, top_k: int | None = None,

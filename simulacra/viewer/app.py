@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simulacra.errors import SimulacraError
+from simulacra.errors import SimulacraError, is_whole
 from simulacra.viewer.layout import PANELS, View
 from simulacra.viewer.state import ReplayState
 
@@ -415,13 +415,12 @@ def check_view(replay: ReplayState, tick: int | None, agent: str | None, size: t
     Raises:
         SimulacraError: naming the value and what the run has.
     """
-    if tick is not None and (isinstance(tick, bool) or not isinstance(tick, int)
-                             or not replay.first_tick <= tick <= replay.last_tick):
+    if tick is not None and not (is_whole(tick) and replay.first_tick <= tick <= replay.last_tick):
         raise SimulacraError(f"tick {tick!r}: this run has ticks {replay.first_tick}..{replay.last_tick}")
     if agent is not None and agent not in replay.agents:
         raise SimulacraError(f"agent {agent!r}: not in this run; agents are {', '.join(replay.agents)}")
     ok = (isinstance(size, (tuple, list)) and len(size) == 2
-          and all(isinstance(v, int) and not isinstance(v, bool) for v in size))
+          and all(is_whole(v) for v in size))
     if not ok or size[0] < MIN_SIZE[0] or size[1] < MIN_SIZE[1]:
         raise SimulacraError(f"size must be (width, height) of at least {MIN_SIZE[0]}x{MIN_SIZE[1]} pixels, got "
                              f"{size!r}")

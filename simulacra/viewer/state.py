@@ -419,7 +419,6 @@ class TraceFollower:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._offset = 0
-        self._lines = 0
         self._frame = FrameCheck(self.path)
         self.header: Header | None = None
 
@@ -430,8 +429,6 @@ class TraceFollower:
             TraceFormatError: a line that is not JSON, not the record expected or a tick out of sequence (the
                 checks of :func:`simulacra.trace.iter_trace`), naming the file and line.
         """
-        import json
-
         if not self.path.is_file():
             return []
         with self.path.open("rb") as fh:
@@ -443,13 +440,8 @@ class TraceFollower:
         self._offset += end + 1
         out = []
         for line in data[:end].split(b"\n"):  # lines end at b"\n" only: a text may hold U+2028 or \x1c
-            self._lines += 1
-            try:
-                record = json.loads(line)
-            except ValueError as err:  # not JSON, or not UTF-8
-                raise TraceFormatError(f"{self.path}: line {self._lines}: {getattr(err, 'msg', err)}") from None
-            self._frame.check(self._lines, record)
-            if self._lines == 1:
+            record = self._frame.read(line)
+            if self._frame.lines == 1:
                 self.header = record
             else:
                 out.append(record)
