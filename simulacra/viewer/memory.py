@@ -505,9 +505,8 @@ class MemoryIndex:
                 if ids:
                     members[agent] = ids
         out: dict[str, list[HeldSpan]] = {}
-        for agent in self._by_agent:
+        for agent, mine in self._by_agent.items():
             raw: list[tuple[int, int | None, str]] = []
-            mine = self._by_agent[agent]
             for mid in members.get(agent, ()):
                 m = mine[mid]
                 start: int | None = None
