@@ -309,8 +309,9 @@ def prepare_run(world_path: str | Path, config: Config, personas_dir: str | Path
     else:
         if run_dir.exists():
             if not overwrite:
-                raise RunExistsError(f"run folder {run_dir} exists; pass --overwrite or choose another --run-name, "
-                                     f"or continue it with: simulacra run --resume {run_dir}")
+                raise RunExistsError(f"run folder {run_dir} exists: replace it with overwrite (--overwrite), "
+                                     f"choose another run name (--run-name), or continue it with "
+                                     f"Town.resume({str(run_dir)!r}) (simulacra run --resume {run_dir})")
             forget_chroma_clients()
             remove_run_folder(run_dir)
         make_run_folder(run_dir)

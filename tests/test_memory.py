@@ -233,6 +233,17 @@ def test_a_store_opened_with_an_embedder_of_another_size_says_so(tmp_path):
         AgentMemory("ann", tmp_path / "ann", MemoryConfig(relevance="dense"), 12, client=open_chroma(tmp_path / "ann"))
 
 
+def test_a_store_path_that_is_a_file_is_named(tmp_path):
+    """A store's folder, or a folder above it, that is a file: a SimulacraError naming the file, not Chroma's or
+    pathlib's FileExistsError, and the file is left as it was."""
+    taken = tmp_path / "notes.txt"
+    taken.write_text("mine", encoding="utf-8")
+    for path in (taken, taken / "ann"):
+        with pytest.raises(SimulacraError, match=f"{path}: cannot hold a memory store: {taken} is a file"):
+            AgentMemory("ann", path, MemoryConfig(relevance="dense"), DIM)
+    assert taken.read_text(encoding="utf-8") == "mine"
+
+
 def test_an_unknown_profile_or_tier_is_a_simulacra_error_and_still_a_key_error(tmp_path):
     from simulacra.errors import UnknownNameError
 

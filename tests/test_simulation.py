@@ -123,8 +123,12 @@ def test_existing_run_is_not_overwritten_by_accident(tmp_path, rater_url, embedd
     from simulacra.errors import RunExistsError
 
     tiny_sim(tmp_path, rater_url, embedder, name="keep").close()
-    with pytest.raises(RunExistsError, match="--overwrite"):
+    with pytest.raises(RunExistsError, match="--overwrite") as raised:
         tiny_sim(tmp_path, rater_url, embedder, name="keep")
+    # the message speaks to both users: the API's argument and method, the command line's flags
+    message = str(raised.value)
+    assert "overwrite (--overwrite)" in message and "run name (--run-name)" in message
+    assert f"Town.resume({str(tmp_path / 'keep')!r})" in message and "simulacra run --resume" in message
 
 
 def run_cli(*args, cwd=ROOT):

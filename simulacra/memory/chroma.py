@@ -33,7 +33,7 @@ from urllib.parse import urlparse
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
-from simulacra.errors import CheckpointError, RunExistsError, StoreUnavailable
+from simulacra.errors import CheckpointError, RunExistsError, SimulacraError, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +54,17 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 def open_chroma(path: str | Path):
     """A persistent Chroma client at ``path`` (created if missing) with telemetry off; a new store's SQLite file
-    is made in write-ahead-log mode (:func:`use_wal`)."""
+    is made in write-ahead-log mode (:func:`use_wal`).
+
+    Raises:
+        SimulacraError: ``path`` (or a folder above it) is a file.
+    """
     import chromadb
     from chromadb.config import Settings
 
+    blocked = next((p for p in (Path(path), *Path(path).parents) if p.exists() and not p.is_dir()), None)
+    if blocked is not None:
+        raise SimulacraError(f"{path}: cannot hold a memory store: {blocked} is a file, not a folder")
     Path(path).mkdir(parents=True, exist_ok=True)
     use_wal(path)
     return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
@@ -332,7 +339,8 @@ class ChromaServer:
         if not resume and held:
             if not overwrite:
                 raise RunExistsError(f"{self} already holds {len(held)} collections of a run named {self.run} "
-                                     f"({held[0]}, ...); pass --overwrite to replace them or choose another --run-name")
+                                     f"({held[0]}, ...): replace them with overwrite (--overwrite) or choose "
+                                     "another run name (--run-name)")
             self.delete_run(held)
 
     def run_collections(self) -> list[str]:
