@@ -14,22 +14,21 @@ carry ``static_top_k``, ``static_threshold`` and ``max_top_k`` (the depth of the
 them as absent in older schema-2 traces (no static budget; candidates for the header's ``memory.max_top_k``
 rule, else for ``top_k``).
 
-**Record types.** Every record is typed here, once, as a ``TypedDict``: :class:`Header`, :class:`TickRecord` and
-what a tick holds (:class:`ActionRecord`, :class:`PlanState`, :class:`ConversationRecord` with its
-:class:`LineRecord` lines, :class:`DecisionRecord`, :class:`ProbeRecord`), and each memory operation, a union
-tagged by ``op`` (:data:`MemoryOp`: :class:`AddOp`, :class:`PostOp`, :class:`MoveOp`, :class:`ForgetOp`,
-:class:`ReinforceOp`, :class:`RehearseOp`, :class:`ReflectOp`, :class:`RetrieveOp`). At run time they are plain
-dicts: when a trace is read only each line's frame is checked (:func:`iter_trace`: a header, then tick records of
-consecutive ticks with their few keys every reader needs; a reader goes over GB traces), and the types cost nothing; for
-mypy they are checked shapes (a key misspelt, missing or unknown is an error). A ``NotRequired`` key is one the
-writer leaves out of some records (written only when it applies), or one that older schema-2 traces lack (a
-tick's ``decisions`` and ``plans``, a conversation's ``summary``, a line's ``memory_ids``, a retrieval's
-``profile``, ...): readers use ``.get`` for those and index the others (mypy checks the key of an index, not the
-key of a ``.get``). Writers build records through the constructors below (:func:`add_op`, :func:`line_record`,
-...), so that each record's shape is written in one place; readers compare with the constants (:data:`ADD`,
-:data:`SHORT_TERM`, :data:`PLAN_DAY`, :data:`FALLBACK`, ...), not with bare strings. ``tests/test_records.py``
-runs mypy over the writers and readers (``[tool.mypy]`` of ``pyproject.toml``) and checks every record of a real
-run's trace against these types, so that the types cannot drift from the bytes.
+**Record types.** Every record is typed here, once, as a ``TypedDict``: :class:`Header`, :class:`TickRecord` and what a
+tick holds (:class:`ActionRecord`, :class:`PlanState`, :class:`ConversationRecord` with its :class:`LineRecord` lines,
+:class:`DecisionRecord`, :class:`ProbeRecord`), and each memory operation, a union tagged by ``op`` (:data:`MemoryOp`:
+:class:`AddOp`, :class:`PostOp`, :class:`MoveOp`, :class:`ForgetOp`, :class:`ReinforceOp`, :class:`RehearseOp`,
+:class:`ReflectOp`, :class:`RetrieveOp`). At run time they are plain dicts: when a trace is read only each line's frame
+is checked (:func:`iter_trace`: a header, then tick records of consecutive ticks with the keys every tick record has,
+:data:`TICK_KEYS`; a reader goes over GB traces), and the types cost nothing; for mypy they are checked shapes (a key
+misspelt, missing or unknown is an error). A ``NotRequired`` key is one the writer leaves out of some records (written
+only when it applies), or one that older schema-2 traces lack (a tick's ``decisions`` and ``plans``, a conversation's
+``summary``, a line's ``memory_ids``, a retrieval's ``profile``, ...): readers use ``.get`` for those and index the
+others (mypy checks the key of an index, not the key of a ``.get``). Writers build records through the constructors
+below (:func:`add_op`, :func:`line_record`, ...), so that each record's shape is written in one place; readers compare
+with the constants (:data:`ADD`, :data:`SHORT_TERM`, :data:`PLAN_DAY`, :data:`FALLBACK`, ...), not with bare strings.
+``tests/test_records.py`` runs mypy over the writers and readers (``[tool.mypy]`` of ``pyproject.toml``) and checks
+every record of a real run's trace against these types, so that the types cannot drift from the bytes.
 """
 
 import json
@@ -659,12 +658,13 @@ def read_header(path: str | Path) -> Header:
 def iter_trace(path: str | Path) -> Iterator[tuple[int, TraceRecord]]:
     """Yield ``(line number, record)``: the :class:`Header` (line 1, validated), then the :class:`TickRecord` s.
 
-    Records are parsed and their frame checked, not validated whole (a reader of a GB trace pays for little more
-    than ``json.loads``): line 1 is an object with ``type`` ``header``, this :data:`SCHEMA_VERSION` and the keys of
-    :data:`HEADER_KEYS`; every later line an object with ``type`` ``tick``, the keys of :data:`TICK_KEYS` and an
-    integer ``tick`` one more than the line before's (the first may be any; the engine starts at 0, and a resumed
-    run truncates the file to its checkpoint and appends, so one file never repeats or skips a tick, nor holds a
-    second header). Past that, a record's shape is the writer's (:class:`TickRecord`).
+    Records are parsed and their frame checked, not validated whole (a reader of a GB trace pays for little more than
+    ``json.loads``): line 1 is an object with ``type`` ``header``, this :data:`SCHEMA_VERSION` and the keys of
+    :data:`HEADER_KEYS`; every later line an object with ``type`` ``tick``, the keys of :data:`TICK_KEYS` (each of its
+    JSON type: a list, an object, ...; their contents are not checked) and an integer ``tick`` one more than the line
+    before's (the first may be any; the engine starts at 0, and a resumed run truncates the file to its checkpoint and
+    appends, so one file never repeats or skips a tick, nor holds a second header). Past that, a record's shape is the
+    writer's (:class:`TickRecord`).
     A last line without its newline that is not a whole record is the tick a killed run was writing
     (:class:`TraceWriter` writes each line whole or, killed, part of it): it is left out with a warning, so a
     killed run reads up to its last complete tick.
@@ -731,11 +731,17 @@ class FrameCheck:
         return record
 
 
-#: keys every header has (every writer wrote them; readers index them) and every tick record (the same); the other
-#: keys of :class:`Header` and :class:`TickRecord` are not checked when a trace is read (a hand-made trace of a test
-#: or a notebook may leave them out)
+#: keys every header has (every writer wrote them; readers index them); the header's other keys are not checked when
+#: a trace is read
 HEADER_KEYS: Final = ("agents", "config")
-TICK_KEYS: Final = ("tick", "time", "memory")
+#: the keys every tick record has (:class:`TickRecord`'s required keys: every writer writes them and the readers index
+#: them), each with the JSON type it holds; ``decisions``, ``plans``, ``asleep`` and ``probes`` may be absent
+TICK_KEYS: Final = {"tick": int, "time": (int, float), "clock": str, "positions": dict, "actions": dict,
+                    "events": list, "object_changes": dict, "conversations": list, "memory": list}
+
+
+_EXPECTED: Final[dict[Any, str]] = {int: "an integer", (int, float): "a number", str: "a string", dict: "an object",
+                                    list: "a list"}
 
 
 def _kind(value: Any) -> str:
@@ -775,9 +781,9 @@ def _check_tick(record: Any, p: Path, n: int) -> int:
             raise TraceFormatError(f"{p}: line {n}: a second header (two traces joined?); a trace has one, line 1")
         raise TraceFormatError(f"{p}: line {n}: expected a tick record (an object with 'type': 'tick'), got "
                                f"{_kind(record)}")
-    for key in TICK_KEYS:
-        if key not in record:
-            raise TraceFormatError(f"{p}: line {n}: the tick record has no {key!r}")
+    missing = [k for k in TICK_KEYS if k not in record]
+    if missing:
+        raise TraceFormatError(f"{p}: line {n}: the tick record has no {', '.join(repr(k) for k in missing)}")
     tick = record["tick"]
     if type(tick) is not int or tick < 0:
         raise TraceFormatError(f"{p}: line {n}: 'tick' is {json.dumps(tick)}, expected a tick number (an integer "
@@ -785,8 +791,9 @@ def _check_tick(record: Any, p: Path, n: int) -> int:
     if type(record["time"]) not in (int, float):
         raise TraceFormatError(f"{p}: line {n}: 'time' is {json.dumps(record['time'])}, expected a game minute (a "
                                f"number)")
-    if type(record["memory"]) is not list:
-        raise TraceFormatError(f"{p}: line {n}: 'memory' is {_kind(record['memory'])}, expected a list")
+    for key, kind in TICK_KEYS.items():
+        if type(record[key]) not in (kind if isinstance(kind, tuple) else (kind,)):
+            raise TraceFormatError(f"{p}: line {n}: {key!r} is {_kind(record[key])}, expected {_EXPECTED[kind]}")
     return tick
 
 

@@ -218,8 +218,9 @@ def constructed_run(tmp_path: Path) -> Run:
 
     def tick(n, time, positions, conversations=(), decisions=(), walking=()):
         actions = {a: {"type": "move" if a in walking else "act"} for a in positions}
-        return {"type": "tick", "tick": n, "time": time, "positions": positions, "actions": actions,
-                "conversations": list(conversations), "decisions": list(decisions), "memory": []}
+        return {"type": "tick", "tick": n, "time": time, "clock": "08:00", "positions": positions,
+                "actions": actions, "events": [], "object_changes": {}, "conversations": list(conversations),
+                "decisions": list(decisions), "memory": []}
 
     def talk(x, y, topic=None, n=1, summary="", history=None):
         lines = [{"speaker": (x, y)[i % 2], "listener": (y, x)[i % 2], "text": "hi", "topic": topic if i == 0 else None}

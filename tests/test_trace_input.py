@@ -79,7 +79,26 @@ CORRUPTIONS: dict[str, tuple[Callable[[list[bytes]], list[bytes]], int, str]] = 
                               r"'tick' is \"0\", expected a tick number"),
     "memory not a list": (edited_tick(4, lambda r: r.update(memory={})), 4, r"'memory' is an empty object"),
     "time not a number": (edited_tick(4, lambda r: r.update(time=None)), 4, r"'time' is null"),
+    "a tick without conversations": (edited_tick(3, lambda r: r.pop("conversations")), 3,
+                                     r"the tick record has no 'conversations'"),
+    "a tick without positions or clock": (edited_tick(2, lambda r: [r.pop("positions"), r.pop("clock")]), 2,
+                                          r"the tick record has no 'clock', 'positions'"),
+    "conversations not a list": (edited_tick(4, lambda r: r.update(conversations={"a": 1})), 4,
+                                 r"'conversations' is an object with.*expected a list"),
+    "positions not an object": (edited_tick(4, lambda r: r.update(positions=[])), 4,
+                                r"'positions' is a list, expected an object"),
 }
+
+
+def test_the_keys_checked_are_the_tick_records_required_keys():
+    """The frame check and the tick record's type (what the writers write) name the same keys."""
+    import typing
+
+    from simulacra.trace import TICK_KEYS, TickRecord
+
+    hints = typing.get_type_hints(TickRecord, include_extras=True)
+    required = {k for k, v in hints.items() if typing.get_origin(v) is not typing.NotRequired} - {"type"}
+    assert set(TICK_KEYS) == required
 
 
 def read_all(run: Path) -> None:

@@ -50,7 +50,8 @@ def write_run(run: Path, agents, ops=(), end=NOW, memory: dict | None = None) ->
     cfg = Config().to_dict()
     cfg["memory"].update(memory or {})
     header = {"type": "header", "schema_version": 2, "config": cfg, "agents": list(agents), "start_minute": 0}
-    tick = {"type": "tick", "tick": 0, "time": end, "memory": list(ops)}
+    tick = {"type": "tick", "tick": 0, "time": end, "clock": "00:00", "positions": {}, "actions": {}, "events": [],
+            "object_changes": {}, "conversations": [], "memory": list(ops)}
     (run / "trace.jsonl").write_text(json.dumps(header) + "\n" + json.dumps(tick) + "\n", encoding="utf-8")
 
 
