@@ -67,8 +67,10 @@ def candidates(dated_grid: bool = False, latest_grid: bool = False):
     return out
 
 
-def measure(qdir: Path, db: Path, embedder, dated_grid: bool = False, latest_grid: bool = False) -> dict:
-    """Every candidate on the query files of ``qdir`` whose run is under ``db``."""
+def measure(qdir: Path, db: Path, embedder, dated_grid: bool = False, latest_grid: bool = False,
+            third_person: bool | None = None) -> dict:
+    """Every candidate on the query files of ``qdir`` whose run is under ``db``; ``third_person``: whether the
+    queries are put in the third person (``memory.third_person_queries``; ``None``: as each run was made)."""
     import yaml
 
     from simulacra import tune as t
@@ -80,7 +82,8 @@ def measure(qdir: Path, db: Path, embedder, dated_grid: bool = False, latest_gri
             continue
         info = t.read_run(db / run)
         run_memory = run_memory or info.config.memory
-        prepared += t.prepare(db / run, t.load_queries(qfile, info.start_minute), embedder, qfile, run=info)
+        prepared += t.prepare(db / run, t.load_queries(qfile, info.start_minute), embedder, qfile, run=info,
+                              third_person=third_person)
     scored = [p for p in prepared if p.relevant]
     held = [p for p in scored if p.query.split == "heldout"]
     train = [p for p in scored if p.query.split != "heldout"]
@@ -139,14 +142,18 @@ def main(argv: list[str] | None = None) -> int:
                     "settings (a_rec 0.05 / 0.1 / 0.25 / 0.5, gamma 0.99 / 0.9 / 0.5 / 0.25)")
     ap.add_argument("--stemmer", action="store_true", help="BM25 over stemmed words (PyStemmer's Snowball English, "
                     "pip install PyStemmer): what the lexical relevance would score with a stemming tokeniser")
+    ap.add_argument("--third-person", choices=("on", "off"), help="put the queries in the third person (the agent "
+                    "named for 'I', 'me', 'my') or not, whatever the runs' memory.third_person_queries")
     args = ap.parse_args(argv)
+    third_person = None if args.third_person is None else args.third_person == "on"
     if args.stemmer:
         stem_words()
     embedder = build_embedder()
     results = {}
     for pair in args.pairs:
         qdir, _, db = pair.partition(":")
-        r = results[pair] = measure(Path(qdir), Path(db or "database"), embedder, args.dated_grid, args.latest_grid)
+        r = results[pair] = measure(Path(qdir), Path(db or "database"), embedder, args.dated_grid, args.latest_grid,
+                                    third_person)
         print(f"\n== {pair}: {r['queries']} queries with a findable memory, {r['heldout']} held out, "
               f"{r['named_time']} name a time, {r['latest']} ask for the latest ({r['latest_heldout']} held out)")
         print(f"{'setting':<40} {'all: recall / MRR / nDCG':>26} {'held-out':>22} {'naming a time':>22} "

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from simulacra.errors import ConfigError, UnknownNameError, read_yaml, validate_as
 
 if TYPE_CHECKING:
+    from simulacra.memory.perspective import Person
     from simulacra.memory.timecue import TimeCue
 
 
@@ -185,6 +186,13 @@ class MemoryConfig(_Section):
         "none", description="term scaling: none (seed 003); minmax = recency, importance and relevance each rescaled "
         "to [0, 1] over the tier's memories per retrieval (as the Generative Agents implementation)",
     )
+    third_person_queries: bool = Field(
+        True, description="a question put to a resident (an interview's or a recall probe's 'you', 'your') or in its "
+        "own voice (a labelled query's 'I', 'me', 'my', simulacra tune) is embedded and matched with the resident's "
+        "name in place of those pronouns, as its memories are written, unless it asks what the resident saw "
+        "(simulacra.memory.perspective; docs/memory.md, measured on the labelled queries); false: as asked (seed 003, "
+        "presets/seed003.yaml)",
+    )
     short_term_min_entries: int = Field(3, ge=0, description="consolidate only when short-term holds more")
     consolidation_interval_minutes: int = Field(60, gt=0, description="game minutes between consolidations")
     consolidation_age_minutes: int = Field(60, ge=0, description="short-term entries older than this leave")
@@ -316,6 +324,17 @@ class MemoryConfig(_Section):
                 where = "" if name == SITUATIONAL else f"profiles.{name}: "
                 raise ValueError(f"{where}the weights a_rec, a_imp and a_rel are all 0")
         return self
+
+    def query_text(self, text: str, name: str, person: Person) -> str:
+        """The text a retrieval embeds and matches for question ``text`` of the resident named ``name``, asked in
+        the ``person`` (``"first"``: its own question; ``"second"``: one put to it): the question in the third person
+        (:func:`simulacra.memory.perspective.third_person`) when :attr:`third_person_queries`, else ``text``. The one
+        place the rule is applied (interviews and recall probes, :func:`simulacra.interview.recall_query`; ``simulacra
+        tune``). The engine's own questions are not put through it ("What do I know about ...?" of a conversation:
+        docs/memory.md)."""
+        from simulacra.memory.perspective import third_person
+
+        return third_person(text, name, person) if self.third_person_queries else text
 
     def profile_of(self, purpose: str) -> str:
         """The profile name of a retrieval made for ``purpose`` (a :data:`PURPOSES` entry or a trace label such as
@@ -710,7 +729,7 @@ def profile_overrides(memory: Any, profile: str | None) -> dict[str, Any]:
 #: before retrieval profiles retrieved for every purpose with the memory section's own fields)
 PREDATED: dict[str, dict[str, Any]] = {"memory": {"decay_importance_exponent": 0.0, "purposes": {},
                                                   "rate_news_by_topic": False, "retold_bonus": 0,
-                                                  "day_summary": False},
+                                                  "day_summary": False, "third_person_queries": False},
                                        "embedding": {"backend": "torch"},
                                        "simulation": {"gossip": "tell-all", "meeting_draws": "stream"}}
 

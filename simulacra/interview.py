@@ -62,7 +62,8 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
             can be a GB); ``tick`` then indexes these records.
 
     Returns:
-        ``{"agent", "name", "question", "time", "clock" ("day 2 (Sunday, rest day) 09:00"), "answer", "source",
+        ``{"agent", "name", "question", "query" (the text retrieved with: the question in the third person,
+        ``memory.third_person_queries``), "time", "clock" ("day 2 (Sunday, rest day) 09:00"), "answer", "source",
         "profile" (the retrieval profile of interviews, ``memory.purposes``; ``recall`` by default), "used": [memory
         dicts], "retrieved": [memory dicts], "ablations": [the ablations applied], "forgotten": what it forgot
         that is as relevant as what it recalled (:func:`forgotten`; ``[]`` under an ablation)}``; each memory dict
@@ -127,7 +128,7 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         episodic = [m["relevance"] if m.get("dense") is None else m["dense"] for m in answer["retrieved"]
                     if m["tier"] != "static"]
         full = len(answer["retrieved"]) >= max(profile.top_k, config.cognition.memories_in_prompt)
-        lost = forgotten(ticks[: n + 1], agent, held, embedder, question,
+        lost = forgotten(ticks[: n + 1], agent, held, embedder, answer["query"],
                          min(episodic) if full and episodic else profile.threshold, config.memory.distance,
                          start_weekday, rest_days, now=now, later=ticks[n + 1:])
     return {**answer, "tick": n, "ablations": sorted(ablate), "forgotten": lost}
@@ -188,19 +189,20 @@ def ask(memory, mind, embedder, config: Config, persona: Persona, question: str,
     from simulacra.clock import format_game_time, weekday_of
 
     profile = config.memory.profile_of("interview")
-    found = recalled(memory, embedder.embed([question])[0], question, now, config, profile)
-    used_profile, named = config.memory.dated(profile, question, now)  # what recalled() retrieved with
+    query = recall_query(question, persona.name, config)
+    found = recalled(memory, embedder.embed([query])[0], query, now, config, profile)
+    used_profile, named = config.memory.dated(profile, query, now)  # what recalled() retrieved with
     latest = None
     if named is None and used_profile != profile:  # switched to the profile's latest profile
         from simulacra.memory.timecue import asks_latest
 
-        latest = asks_latest(question)
+        latest = asks_latest(query)
     view = AgentView(persona.id, persona, now, place, tuple(found), names, place_names,
                      weekday=weekday_of(now, start_weekday))
     d = mind.interview(view, question)
     by_id = {m.id: m for m in found}
     return {
-        "agent": persona.id, "name": names[persona.id], "question": question, "time": now,
+        "agent": persona.id, "name": names[persona.id], "question": question, "query": query, "time": now,
         "clock": format_game_time(now, start_weekday, rest_days),
         "answer": d.value.text, "source": d.source, "mind": mind.name, "profile": used_profile,
         **({} if named is None else {"named_time": named.as_list()}),
@@ -208,6 +210,13 @@ def ask(memory, mind, embedder, config: Config, persona: Persona, question: str,
         "used": [by_id[i].to_dict() for i in d.value.memory_ids if i in by_id],
         "retrieved": [m.to_dict() for m in found],
     }
+
+
+def recall_query(question: str, name: str, config: Config) -> str:
+    """The text :func:`recalled` embeds and matches for ``question`` put to the resident named ``name`` (an
+    interview's, a recall probe's): the question with "you" and "your" as the resident's name
+    (:meth:`MemoryConfig.query_text <simulacra.config.MemoryConfig.query_text>`, ``memory.third_person_queries``)."""
+    return config.memory.query_text(question, name, "second")
 
 
 def recalled(memory, question_embedding, question: str, now: float, config: Config,
@@ -220,7 +229,8 @@ def recalled(memory, question_embedding, question: str, now: float, config: Conf
 
     Args:
         memory: the agent's :class:`~simulacra.memory.stream.AgentMemory` (or an ablated view of it).
-        question_embedding: the question's embedding, shape ``(dim,)``.
+        question_embedding: the embedding of ``question``, shape ``(dim,)``.
+        question: the text retrieved with (:func:`recall_query` of the question asked).
     """
     profile = config.memory.profile_of("interview") if profile is None else profile
     used, _ = config.memory.dated(profile, question, now)  # the profile that retrieves (a dated one if switched)
@@ -258,7 +268,8 @@ def format_interview(r: dict[str, Any]) -> str:
         named = f" (profile {r['profile']}: recency from {describe_named(r['named_time'])})"
     elif r.get("asked_latest"):  # the question asked for the latest (memory.profiles.*.latest)
         named = f" (profile {r['profile']}: asked for the latest, \"{r['asked_latest']}\")"
-    out.append(f"memories retrieved for the question: {len(r['retrieved'])}{named}")
+    asked_as = f", asked as \"{r['query']}\"" if r.get("query", r["question"]) != r["question"] else ""
+    out.append(f"memories retrieved for the question{asked_as}: {len(r['retrieved'])}{named}")
     out += [f"  {m['score']:.3f}  {m['tier']:<10} {m['text']}" for m in r["retrieved"]]
     if r.get("forgotten"):  # what it once held, as relevant as what it recalled
         out.append("once held and forgotten, as relevant as what was recalled (relevance):")

@@ -49,7 +49,7 @@ import yaml
 
 from simulacra.clock import MINUTES_PER_DAY, day_number, day_start, format_hhmm
 from simulacra.errors import SimulacraError
-from simulacra.trace import ADD, FORGET, REINFORCE, AddOp, reinforced_as_add
+from simulacra.trace import ADD, FORGET, REINFORCE, AddOp, agent_names, reinforced_as_add
 
 #: the "latest" forms of a ``said`` question: the answer is the last line between the two about the words
 _LAST_HEARD = "What did {s} tell me the last time we talked about {a}?"
@@ -113,8 +113,7 @@ def read_facts(run_dir: str | Path) -> RunFacts:
     if not path.is_file():
         raise SimulacraError(f"{run_dir}: not a run folder (no trace.jsonl)")
     header, ticks = stream_trace(path)
-    personas = header.get("personas") or {}
-    names = {a: (personas.get(a) or {}).get("name", a) for a in header.get("agents", [])}
+    names = agent_names(header)
     facts = RunFacts(Path(run_dir).name, int(header.get("seed", 0)), names, float(header.get("start_minute", 0)))
     for rec in ticks:
         facts.end = float(rec["time"])

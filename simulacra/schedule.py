@@ -104,7 +104,7 @@ def probe_stage(state: TownState, rt: Runtime, now: int, tick: int,
     Raises:
         KeyError: a profile the run's config does not define.
     """
-    from simulacra.interview import recalled
+    from simulacra.interview import recall_query, recalled
     from simulacra.tick import view_of
 
     probes = schedule_of(rt).get("probes") if probes is None else probes
@@ -119,23 +119,26 @@ def probe_stage(state: TownState, rt: Runtime, now: int, tick: int,
         cfg.memory.overrides_of(name)  # an unknown profile fails here, before any work
     asks = [(pid, a, a["query"].replace("{name}", rt.names[pid]))
             for a in probes["asks"] if a["after"] <= at for pid in rt.agents]
-    queries = list(dict.fromkeys(q for _, _, q in asks))
-    vectors = dict(zip(queries, rt.embedder.embed(queries))) if queries else {}
+    # the text retrieved with: the question put to the resident, "you" as its name (as an interview retrieves)
+    text_of = {(pid, query): recall_query(query, rt.names[pid], cfg) for pid, _, query in asks}
+    texts = list(dict.fromkeys(text_of.values()))
+    vectors = dict(zip(texts, rt.embedder.embed(texts))) if texts else {}
     out: list[ProbeAsk] = []
     memories: dict[str, list[Any]] = {}
     answered: list[tuple[int, Sequence]] = []
     for pid, ask, query in asks:
         mem = rt.memories[pid]
+        text = text_of[(pid, query)]
         results: dict[str, list[str]] = {}
         for name in profiles:
-            got = recalled(mem, vectors[query], query, at, cfg, name)
+            got = recalled(mem, vectors[text], text, at, cfg, name)
             results[name] = [m.id for m in got]
             for m in got:
                 memories.setdefault(m.id, [m.text, m.kind, m.tier, None if m.record is None else m.record.timestamp])
             if name == interview:
                 answered.append((len(out), got))
         if interview not in profiles and probes.get("answer"):
-            answered.append((len(out), recalled(mem, vectors[query], query, at, cfg, interview)))
+            answered.append((len(out), recalled(mem, vectors[text], text, at, cfg, interview)))
         out.append({"agent": pid, "about": ask["about"], "query": query, "results": results})
     if probes.get("answer") and answered:
         def answer(item):

@@ -36,7 +36,7 @@ import logging
 import math
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal, cast
 
@@ -644,6 +644,14 @@ def stream_trace(path: str | Path) -> tuple[Header, Iterator[TickRecord]]:
     for _, header in records:
         return header, (record for _, record in records)
     raise TraceFormatError(f"{path}: empty trace")
+
+
+def agent_names(header: Header | Mapping[str, Any], agents: Iterable[str] | None = None) -> dict[str, str]:
+    """Agent id -> the resident's name, as the header's ``personas`` give it, for ``agents`` (default the header's
+    ``agents``, in order); an agent without a persona or a name there is named by its id (a hand-made trace)."""
+    personas = header.get("personas") or {}
+    return {a: str((personas.get(a) or {}).get("name") or a)
+            for a in (header.get("agents") or [] if agents is None else agents)}
 
 
 def read_header(path: str | Path) -> Header:

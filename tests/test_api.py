@@ -87,9 +87,17 @@ def test_interview_a_live_town_as_the_cli_interviews_its_run(tmp_path, rater_url
             town.interview("nobody", question)
         with pytest.raises(SimulacraError, match="the question is empty"):
             town.interview(agent, "  ")
+        # "you" is the resident: retrieved with its name (memory.third_person_queries), the question kept as asked
+        told = town.interview(agent, "Who told you about the well?")
+        assert told["question"] == "Who told you about the well?"
+        assert told["query"] == f"Who told {town.agents[agent]} about the well?"
+        from simulacra.interview import format_interview
+
+        assert f'asked as "Who told {town.agents[agent]} about the well?"' in format_interview(told)
+        assert live["query"] == question and "asked as" not in format_interview(live)
     offline = open_run(town.run_dir).interview(agent, question)
     assert live["retrieved"], "the agent recalls nothing: the test asks nothing"
-    for key in ("answer", "retrieved", "used", "time", "clock", "profile"):
+    for key in ("answer", "retrieved", "used", "time", "clock", "profile", "query"):
         assert live[key] == offline[key], key
 
 

@@ -46,7 +46,7 @@ import numpy as np
 
 from simulacra.clock import MINUTES_PER_HOUR
 from simulacra.evaluation.scenario import Fact, Scenario
-from simulacra.trace import ENGAGEMENT, POST, Header, LineRecord, TickRecord, read_trace
+from simulacra.trace import ENGAGEMENT, POST, Header, LineRecord, TickRecord, agent_names, read_trace
 
 #: cosine similarity (MiniLM embeddings) at or above which a text holds a fact (see the module docstring)
 SIMILARITY = 0.7
@@ -195,7 +195,11 @@ class Knowledge:
 
     def retrieve(self, agent: str, question: str, minute: int):
         """What ``agent`` retrieves for ``question`` at game minute ``minute`` (memories formed at or after it left
-        out; the run's ``top_k``), under the profile of the ``knowledge`` purpose (``memory.purposes``)."""
+        out; the run's ``top_k``), under the profile of the ``knowledge`` purpose (``memory.purposes``), the question
+        put to the resident as an interview puts it (:func:`simulacra.interview.recall_query`)."""
+        from simulacra.interview import recall_query
+
+        question = recall_query(question, agent_names(self.run.header, [agent])[agent], self.config)
         if question not in self._q:
             self._q[question] = self.embedder.embed([question])[0]
         profile = self.config.memory.profile_of("knowledge")

@@ -44,6 +44,8 @@ class PreparedQuery:
     #: whether the query asks for the latest and names no time (:func:`simulacra.memory.timecue.asks_latest`), for
     #: settings with a latest setting
     latest: bool = False
+    #: the text embedded and matched: the query in the third person (``memory.third_person_queries``), else as asked
+    text: str = ""
 
     def named_window(self, setting: Setting) -> tuple[float, float] | None:
         """The window recency is measured from when ``setting`` retrieves this query: the named time when the
@@ -102,7 +104,7 @@ def timed_text(text: str, timestamp: float | None) -> str:
 
 def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, queries_file: str | Path = "<queries>",
             hide_future: bool = True, run: RunInfo | None = None, embed_time: bool = False,
-            reembed: bool = False) -> list[PreparedQuery]:
+            reembed: bool = False, third_person: bool | None = None) -> list[PreparedQuery]:
     """Embed the queries once and read every tier's raw columns once per query (stores are only read).
 
     Args:
@@ -112,6 +114,9 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
             changed).
         reembed: score with the memories embedded again by ``embedder`` instead of their stored vectors (another
             embedding backend's quality over the same run, ``bench.embedding``; the stores are not changed).
+        third_person: whether a query is put in the third person, the agent named for "I", "me", "my", before it
+            is embedded and matched (:meth:`MemoryConfig.query_text <simulacra.config.MemoryConfig.query_text>`, as
+            the engine does with its own questions); ``None``: as the run's ``memory.third_person_queries``.
     Raises:
         InputError: an unknown agent or expected memory (naming ``queries_file`` and the query index).
         TuneError: a missing store.
@@ -130,12 +135,16 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
             raise InputError(file, f"queries.{q.index}.agent",
                              f"{q.agent!r} is not an agent of {rdir.name} ({', '.join(run.agents)})")
     dim = int(embedder.dim)
-    vectors = embedder.embed(list(dict.fromkeys(q.query for q in queries)))
-    vec_of = dict(zip(dict.fromkeys(q.query for q in queries), vectors))
+    # a query is the agent's own question: "I", "me", "my" are the agent (memory.third_person_queries)
+    memory_rule = mem_cfg if third_person is None else mem_cfg.model_copy(update={"third_person_queries": third_person})
+    agent_names = run.names
+    text_of = [memory_rule.query_text(q.query, agent_names[q.agent], "first") for q in queries]
+    vectors = embedder.embed(list(dict.fromkeys(text_of)))
+    vec_of = dict(zip(dict.fromkeys(text_of), vectors))
     stores = RunStores(mem_cfg, rdir, run.header)
     memories: dict[str, AgentMemory] = {}
     out = []
-    for q in queries:
+    for q, text in zip(queries, text_of):
         if q.agent not in memories:
             location = stores.location(q.agent)
             if not location.has_store(q.agent):
@@ -155,7 +164,7 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
             created = np.array([np.nan if r.timestamp is None else r.timestamp for r in tier_records], dtype=float)
             keep = ~(created > now) if hide_future else np.ones(len(created), dtype=bool)  # NaN (static) stays
             rows = np.flatnonzero(keep)
-            inputs = tier.scoring_inputs(vec_of[q.query], mem_cfg.recency_from).take(rows)
+            inputs = tier.scoring_inputs(vec_of[text], mem_cfg.recency_from).take(rows)
             texts = [tier_records[i].text for i in rows]
             if embed_time or reembed:
                 if embed_time:
@@ -163,13 +172,13 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
                 again = MirrorIndex(dim, mem_cfg.distance, bound_min_rows=None)
                 again.append(embedder.embed(texts) if texts else np.zeros((0, dim), np.float32),
                              np.zeros((len(texts), COLUMNS)))
-                inputs = replace(inputs, distance=again.distances(vec_of[q.query]))
+                inputs = replace(inputs, distance=again.distances(vec_of[text]))
             lexical = LexicalIndex()  # BM25 over the memories of the tier at the query's time
             lexical.append(texts)
-            inputs = replace(inputs, lexical=np.array(lexical.relevance(q.query)))
+            inputs = replace(inputs, lexical=np.array(lexical.relevance(text)))
             tiers.append(TierInputs(name, [tier_records[i].id for i in rows], inputs))
-        named = time_cue(q.query, now)
+        named = time_cue(text, now)
         out.append(PreparedQuery(q, now, tiers, relevant, missing, named,
-                                 named is None and asks_latest(q.query) is not None))
+                                 named is None and asks_latest(text) is not None, text))
     return out
 

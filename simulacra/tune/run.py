@@ -17,6 +17,7 @@ from simulacra.trace import (
     Header,
     PostOp,
     TraceFormatError,
+    agent_names,
     reinforced_as_add,
     stream_trace,
 )
@@ -40,6 +41,11 @@ class RunInfo:
     agents: list[str]
     added: dict[str, list[AddOp | PostOp]]  # owner (:data:`SHARED` for the shared tier) -> add/post operations
     header: Header  # the trace header (where the stores are: :class:`simulacra.runtime.RunStores`)
+
+    @property
+    def names(self) -> dict[str, str]:
+        """Agent id -> the resident's name (the header's personas; an agent without one is named by its id)."""
+        return agent_names(self.header, self.agents)
 
 
 def read_run(run_dir: str | Path) -> RunInfo:

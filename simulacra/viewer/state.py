@@ -34,6 +34,7 @@ from simulacra.trace import (
     RetrieveOp,
     TickRecord,
     TraceFormatError,
+    agent_names,
     read_trace,
 )
 from simulacra.viewer.memory import HeldSpan, MemoryIndex, StaticRule
@@ -163,7 +164,7 @@ class ReplayState:
         self.paths: list[tuple[str, str]] = [(a, b) for a, b in world.get("paths", [])]
         self.agents: list[str] = list(header.get("agents") or ticks[0]["positions"])
         personas = header.get("personas") or {}
-        self.names = {pid: (personas.get(pid) or {}).get("name", pid) for pid in self.agents}
+        self.names = agent_names(header, self.agents)
         #: the places residents go to: their homes and their routines' steps (the names placed first on the map)
         self.destinations: set[str] = {
             str(place) for p in personas.values() if isinstance(p, dict)

@@ -1,0 +1,134 @@
+"""Questions put in the third person before retrieval (memory.third_person_queries, simulacra.memory.perspective):
+the rules, the setting, and what it changes in a real retrieval, an interview and tune."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simulacra.config import EmbeddingConfig, MemoryConfig, config_from_dict, load_config, recorded_config
+from simulacra.memory.perspective import third_person
+from simulacra.memory.records import MemoryRecord, memory_id
+from simulacra.memory.stream import AgentMemory
+from simulacra.presets import preset_path
+
+ANN = "Ann Archer"
+
+
+@pytest.mark.parametrize("person, asked, retrieved", [
+    ("second", "Who told you about the rider?", "Who told Ann Archer about the rider?"),
+    ("second", "Are you sure your dog is back?", "Is Ann Archer sure Ann Archer's dog is back?"),
+    ("second", "Have you heard from yourself? Is it yours?",
+     "Has Ann Archer heard from Ann Archer? Is it Ann Archer's?"),
+    ("second", "You're at the forge; you'd go, you've been, you'll come.",
+     "Ann Archer is at the forge; Ann Archer would go, Ann Archer has been, Ann Archer will come."),
+    ("second", "What do you know? Were you there? You were.", "What does Ann Archer know? Was Ann Archer there? "
+                                                              "Ann Archer was."),
+    ("second", "What did I tell you?", "What did I tell Ann Archer?"),  # the interviewer's "I" stays
+    ("first", "What am I planning at 13:20?", "What is Ann Archer planning at 13:20?"),
+    ("first", "Who told me about lunch? What do I know about my mill?",
+     "Who told Ann Archer about lunch? What does Ann Archer know about Ann Archer's mill?"),
+    ("first", "I\u2019m here. i was there, I have been, myself.",
+     "Ann Archer is here. Ann Archer was there, Ann Archer has been, Ann Archer."),
+    ("first", "When did I last talk with Ben?", "When did Ann Archer last talk with Ben?"),
+    ("first", "What did Ben tell me the last time we talked?", "What did Ben tell Ann Archer the last time we talked?"),
+    ("first", "What did you tell me?", "What did you tell Ann Archer?"),  # a second person stays
+    ("first", "What happened at the mine? Irish mice, Imogen, memory.",  # words holding "I", "me", "my": kept
+     "What happened at the mine? Irish mice, Imogen, memory."),
+    ("second", "Nothing to change here.", "Nothing to change here."),
+    # what the resident saw: its observations do not name it, so the question stays as asked
+    ("second", "What did you see at the forge?", "What did you see at the forge?"),
+    ("first", "What did I see Kofi doing at 15:30? Have I noticed?", "What did I see Kofi doing at 15:30? Have I "
+                                                                     "noticed?"),
+])
+def test_the_pronouns_of_the_resident_become_its_name(person, asked, retrieved):
+    assert third_person(asked, ANN, person) == retrieved
+
+
+def test_a_name_with_regex_characters_is_put_in_as_it_is():
+    assert third_person("Who told you?", r"Jo \1 {n} Smith", "second") == r"Who told Jo \1 {n} Smith?"
+
+
+@pytest.mark.parametrize("person, name", [("third", ANN), ("second", "  ")])
+def test_an_unknown_person_or_a_blank_name_is_a_value_error(person, name):
+    with pytest.raises(ValueError, match="person|name"):
+        third_person("Who told you?", name, person)
+
+
+def test_the_setting_is_on_by_default_off_for_seed003_and_for_runs_recorded_before_it():
+    assert MemoryConfig().third_person_queries is True
+    assert load_config(preset_path("seed003")).memory.third_person_queries is False
+    old = config_from_dict(recorded_config({"memory": {"a_rec": 0.25}}))  # a header without the key
+    assert old.memory.third_person_queries is False
+    off = MemoryConfig(third_person_queries=False)
+    assert off.query_text("Who told you?", ANN, "second") == "Who told you?"
+    assert MemoryConfig().query_text("Who told you?", ANN, "second") == "Who told Ann Archer?"
+
+
+def _store(tmp_path: Path, embedder) -> AgentMemory:
+    """Ann's memories: a sighting of Cal talking about the rope, Ben telling her, the event itself, Ann at the well."""
+    mem = AgentMemory("ann", tmp_path / "ann", MemoryConfig(), embedder.dim)
+    texts = [("Cal Carter is talking about the well rope at the square.", "observation", 3),
+             ('Ben Brook said to Ann Archer: "The well rope snapped this morning."', "dialogue", 3),
+             ("The well rope at the square is frayed and snapped.", "event", 4)]
+    records = [MemoryRecord(id=memory_id("ann", 600 + 10 * i, t), text=t, kind=k, rating=r, timestamp=600.0 + 10 * i,
+                            tick=60 + i) for i, (t, k, r) in enumerate(texts)]
+    mem.add(records, embedder.embed([r.text for r in records]))
+    return mem
+
+
+def test_asked_who_told_her_she_recalls_the_line_she_heard_not_the_sighting(tmp_path):
+    """Real embeddings and BM25: "Who told you about the well rope?" as asked finds the sighting of Cal talking
+    about it first (no memory says "you"); with Ann named, Ben's line to her comes first."""
+    from simulacra.embeddings import build_embedder
+
+    embedder = build_embedder(EmbeddingConfig(exact=False))
+    mem = _store(tmp_path, embedder)
+    question = "Who told you about the well rope?"
+
+    def first(text: str) -> str:
+        return mem.retrieve(embedder.embed([text])[0], 700, query_text=text, profile="recall")[0].text
+
+    assert first(question).startswith("Cal Carter is talking")
+    asked = MemoryConfig().query_text(question, ANN, "second")
+    assert asked == "Who told Ann Archer about the well rope?"
+    assert first(asked).startswith("Ben Brook said to Ann Archer")
+
+
+def test_tune_retrieves_a_labelled_query_as_the_engine_would_its_own_question(tmp_path):
+    """A labelled query is the agent's own question: tune embeds and matches it with "I", "me", "my" as the agent's
+    name when the run's memory.third_person_queries is on (a run recorded before the setting: as asked), and the
+    lexical relevance follows the text: the line that names Ann comes first only when she is named."""
+    import json
+
+    from simulacra import tune as t
+    from tests.conftest import unit
+    from tests.test_tune import DIM, NOW, DictEmbedder, add_ops, rec, write_queries, write_run
+
+    run = tmp_path / "run"
+    mem = AgentMemory("ann", run / "ann", MemoryConfig(), DIM)
+    heard = rec("ann", 'Ben Brook said to Ann Archer: "the rope snapped"', 3, NOW - 60, kind="dialogue")
+    seen = rec("ann", "Cal Carter is talking about the rope", 3, NOW - 50)
+    mem.short_term.upsert([heard, seen], np.stack([unit(1, 1), unit(1, 1)]))  # dense ties: BM25 decides
+    write_run(run, ["ann"], add_ops("ann", [heard, seen]))
+    header, tick = (run / "trace.jsonl").read_text(encoding="utf-8").splitlines()
+    header = {**json.loads(header), "personas": {"ann": {"name": ANN}}}
+    (run / "trace.jsonl").write_text(json.dumps(header) + "\n" + tick + "\n", encoding="utf-8")
+    question = "Who told me about the rope?"
+    qfile = write_queries(tmp_path / "q.yaml", [{"agent": "ann", "query": question, "expected": [{"id": heard.id}]}])
+    named = f"Who told {ANN} about the rope?"
+    embedder = DictEmbedder({question: unit(1), named: unit(1)})
+    on, = t.prepare(run, t.load_queries(qfile), embedder, qfile)
+    off, = t.prepare(run, t.load_queries(qfile), embedder, qfile, third_person=False)
+    assert (on.text, off.text) == (named, question)
+    recall = t.baseline_settings(profile="recall")["defaults"]
+    memory = t.read_run(run).config.memory
+    assert t.retrieve_ids(on, recall, memory)[0] == heard.id
+    assert t.retrieve_ids(off, recall, memory)[0] == seen.id
+    # a run recorded before the setting (its header without the key) is tuned as it ran
+    del header["config"]["memory"]["third_person_queries"]
+    (run / "trace.jsonl").write_text(json.dumps(header) + "\n" + tick + "\n", encoding="utf-8")
+    before, = t.prepare(run, t.load_queries(qfile), embedder, qfile)
+    assert before.text == question
