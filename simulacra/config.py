@@ -348,11 +348,13 @@ class MemoryConfig(_Section):
         query asks for the latest without naming a time (:func:`~simulacra.memory.timecue.asks_latest`); else
         ``(profile, None)``. The one place the switch is decided (the engine's retrieval, its trace record and
         ``simulacra tune`` call it)."""
+        from simulacra.memory.perspective import asked
         from simulacra.memory.timecue import asks_latest, time_cue
 
         dated, latest = self.dated_link(profile), self.latest_link(profile)
         if (dated is None and latest is None) or not query:
             return profile, None
+        query = asked(query)  # a question put in the third person is read for time words as it was asked
         cue = time_cue(query, now)
         if cue is not None:
             return (dated, cue) if dated is not None else (profile, None)

@@ -196,13 +196,13 @@ def ask(memory, mind, embedder, config: Config, persona: Persona, question: str,
     if named is None and used_profile != profile:  # switched to the profile's latest profile
         from simulacra.memory.timecue import asks_latest
 
-        latest = asks_latest(query)
+        latest = asks_latest(question)
     view = AgentView(persona.id, persona, now, place, tuple(found), names, place_names,
                      weekday=weekday_of(now, start_weekday))
     d = mind.interview(view, question)
     by_id = {m.id: m for m in found}
     return {
-        "agent": persona.id, "name": names[persona.id], "question": question, "query": query, "time": now,
+        "agent": persona.id, "name": names[persona.id], "question": question, "query": str(query), "time": now,
         "clock": format_game_time(now, start_weekday, rest_days),
         "answer": d.value.text, "source": d.source, "mind": mind.name, "profile": used_profile,
         **({} if named is None else {"named_time": named.as_list()}),

@@ -132,3 +132,27 @@ def test_tune_retrieves_a_labelled_query_as_the_engine_would_its_own_question(tm
     (run / "trace.jsonl").write_text(json.dumps(header) + "\n" + tick + "\n", encoding="utf-8")
     before, = t.prepare(run, t.load_queries(qfile), embedder, qfile)
     assert before.text == question
+
+
+@pytest.mark.parametrize("name", ["Siobhan O'Brien", "Maria de la Cruz Reyes"])
+def test_time_words_are_read_from_the_question_as_asked(name):
+    """"When did you last talk with Ben?" asks for the latest; the name put in ("did Siobhan O'Brien last", five
+    words between "did" and "last") must not hide it: the switch reads the question as asked, and a rewritten
+    question keeps it through pickling (a Ray worker's) and copying."""
+    import copy
+    import pickle
+
+    from simulacra.memory.perspective import Rewritten, asked
+
+    config = MemoryConfig()
+    question = "When did you last talk with Ben?"
+    text = config.query_text(question, name, "second")
+    assert isinstance(text, Rewritten) and text == f"When did {name} last talk with Ben?" and asked(text) == question
+    assert config.dated("recall", text, 5000) == ("latest", None)
+    assert config.dated("recall", str(text), 5000)[0] == "recall"  # what reading the rewritten words would do
+    for again in (pickle.loads(pickle.dumps(text)), copy.deepcopy(text)):
+        assert again == text and asked(again) == question
+    # a named time is read as asked too, and a question left as it is stays a plain str
+    assert config.dated("recall", config.query_text("What did you do at 15:30?", name, "second"), 20 * 60)[0] \
+        == "dated"
+    assert type(config.query_text("What did you see at 15:30?", name, "second")) is str

@@ -67,12 +67,35 @@ _RULES: dict[Person, list[tuple[re.Pattern[str], str]]] = {
 }
 
 
+class Rewritten(str):
+    """A question put in the third person (a ``str``: what is embedded and matched) that keeps the question as
+    asked (:attr:`asked`). The words that name a time or ask for the latest are read from the question as asked
+    (:meth:`MemoryConfig.dated <simulacra.config.MemoryConfig.dated>`): a name put in ("When did Siobhan O'Brien
+    last talk with Ben?") must not hide "did you last" from them."""
+
+    asked: str
+
+    def __new__(cls, text: str, asked: str) -> Rewritten:
+        out = super().__new__(cls, text)
+        out.asked = asked
+        return out
+
+    def __getnewargs__(self) -> tuple[str, str]:  # type: ignore[override]  # pickled with what it was asked as
+        return str(self), self.asked
+
+
+def asked(text: str) -> str:
+    """The question as asked: :attr:`Rewritten.asked` of a rewritten question, else ``text`` itself."""
+    return text.asked if isinstance(text, Rewritten) else text
+
+
 def third_person(text: str, name: str, person: Person) -> str:
     """``text`` with the ``person`` pronouns of the resident named ``name`` replaced by ``name`` (the module
     docstring has the rules): ``third_person("Who told you about the rider?", "Greta Lund", "second")`` ->
     ``"Who told Greta Lund about the rider?"``; ``"What am I planning at 13:20?"`` in the first person -> ``"What
-    is Greta Lund planning at 13:20?"``. A text without such a pronoun, or one that asks what the resident
-    perceived (:data:`PERCEIVING`: "What did you see at the forge?"), is returned as it is.
+    is Greta Lund planning at 13:20?"``, as a :class:`Rewritten` that keeps the question as asked. A text without
+    such a pronoun, or one that asks what the resident perceived (:data:`PERCEIVING`: "What did you see at the
+    forge?"), is returned as it is.
 
     Raises:
         ValueError: ``person`` is neither ``"first"`` nor ``"second"``, or ``name`` is blank.
@@ -83,9 +106,10 @@ def third_person(text: str, name: str, person: Person) -> str:
         raise ValueError("name: expected the resident's name, got a blank one")
     if PERCEIVING.search(text):
         return text
+    out = text
     for pattern, replacement in _RULES[person]:
-        text = pattern.sub(lambda m, r=replacement: r.format(n=name, verb=_verb(m)), text)
-    return text
+        out = pattern.sub(lambda m, r=replacement: r.format(n=name, verb=_verb(m)), out)
+    return text if out == text else Rewritten(out, text)
 
 
 def _verb(match: re.Match[str]) -> str:

@@ -177,8 +177,8 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
             lexical.append(texts)
             inputs = replace(inputs, lexical=np.array(lexical.relevance(text)))
             tiers.append(TierInputs(name, [tier_records[i].id for i in rows], inputs))
-        named = time_cue(text, now)
+        named = time_cue(q.query, now)  # time words are read from the query as asked, as the engine reads them
         out.append(PreparedQuery(q, now, tiers, relevant, missing, named,
-                                 named is None and asks_latest(text) is not None, text))
+                                 named is None and asks_latest(q.query) is not None, str(text)))
     return out
 
