@@ -329,9 +329,9 @@ class MemoryConfig(_Section):
         """The text a retrieval embeds and matches for question ``text`` of the resident named ``name``, asked in
         the ``person`` (``"first"``: its own question; ``"second"``: one put to it): the question in the third person
         (:func:`simulacra.memory.perspective.third_person`) when :attr:`third_person_queries`, else ``text``. The one
-        place the rule is applied (interviews and recall probes, :func:`simulacra.interview.recall_query`; ``simulacra
-        tune``). The engine's own questions are not put through it ("What do I know about ...?" of a conversation:
-        docs/memory.md)."""
+        place the rule is applied (interviews, recall probes and knowledge checks,
+        :func:`simulacra.interview.recall_query`; ``simulacra tune``). The engine's own questions are not put
+        through it ("What do I know about ...?" of a conversation: docs/memory.md)."""
         from simulacra.memory.perspective import third_person
 
         return third_person(text, name, person) if self.third_person_queries else text

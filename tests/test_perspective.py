@@ -38,6 +38,8 @@ ANN = "Ann Archer"
     ("first", "What happened at the mine? Irish mice, Imogen, memory.",  # words holding "I", "me", "my": kept
      "What happened at the mine? Irish mice, Imogen, memory."),
     ("second", "Nothing to change here.", "Nothing to change here."),
+    # "notice board", "watchman", "lookout": not verbs of seeing, so the question is put in the third person
+    ("second", "What did you read on the notice board?", "What did Ann Archer read on the notice board?"),
     # what the resident saw: its observations do not name it, so the question stays as asked
     ("second", "What did you see at the forge?", "What did you see at the forge?"),
     ("first", "What did I see Kofi doing at 15:30? Have I noticed?", "What did I see Kofi doing at 15:30? Have I "
@@ -45,6 +47,15 @@ ANN = "Ann Archer"
 ])
 def test_the_pronouns_of_the_resident_become_its_name(person, asked, retrieved):
     assert third_person(asked, ANN, person) == retrieved
+
+
+@pytest.mark.parametrize("name, person, asked, retrieved", [
+    ("My Tran", "first", "What am I planning, and my plan?", "What is My Tran planning, and My Tran's plan?"),
+    ("You Wei", "second", "Are you the baker?", "Is You Wei the baker?"),
+    ("Jean-Me Duval", "first", "What did I tell Ben?", "What did Jean-Me Duval tell Ben?"),
+])
+def test_the_name_goes_in_once_and_no_rule_reads_it_again(name, person, asked, retrieved):
+    assert third_person(asked, name, person) == retrieved
 
 
 def test_a_name_with_regex_characters_is_put_in_as_it_is():
@@ -97,7 +108,7 @@ def test_asked_who_told_her_she_recalls_the_line_she_heard_not_the_sighting(tmp_
     assert first(asked).startswith("Ben Brook said to Ann Archer")
 
 
-def test_tune_retrieves_a_labelled_query_as_the_engine_would_its_own_question(tmp_path):
+def test_tune_retrieves_a_labelled_query_as_an_interview_retrieves_a_question(tmp_path):
     """A labelled query is the agent's own question: tune embeds and matches it with "I", "me", "my" as the agent's
     name when the run's memory.third_person_queries is on (a run recorded before the setting: as asked), and the
     lexical relevance follows the text: the line that names Ann comes first only when she is named."""

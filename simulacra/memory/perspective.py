@@ -21,10 +21,13 @@ what the resident saw, watched, noticed, observed, looked at, spotted or witness
 asked: naming the resident there favours the memories of itself over the sighting asked about ("What did I see Kofi
 doing at 15:30?" lost 0.045 nDCG on the questions that name a time when it was named, and the rest gained).
 
-The rules are word rules for English, not a parser: the pronouns of the person given (and the verb right after a
-subject pronoun, or right before an inverted one, when it is a form of *be*, *have* or *do*), whatever the case of
-their first letter; the other person's pronouns (in an interview, the interviewer's "I") and "we" are left as they
-are.
+The rules are word rules for English, not a parser: the pronouns of the person given, whatever the case of their
+first letter, and the verb right after a subject pronoun when it is *am*, *are*, *were*, *have* or *was*, or right
+before an inverted one when it is *am*, *are*, *were*, *have* or *do* ("do you" -> "does Ann Archer"); negative forms
+("aren't you") and other verbs keep their form ("Ann Archer don't"), which the embedding and BM25 barely notice. The
+other person's pronouns (in an interview, the interviewer's "I"), "we" and quoted speech inside the question are not
+told apart: a "you" inside a quote is named too. A resident's name is put in after all rules ran, so no rule reads
+it; another resident's name that holds a pronoun as a word ("My Tran") is not told apart either.
 """
 
 from __future__ import annotations
@@ -36,8 +39,12 @@ from typing import Literal
 Person = Literal["first", "second"]
 
 #: a question about what the resident perceived: its answers, observations, do not name it (module docstring)
-PERCEIVING = re.compile(r"\b(?:see|sees|saw|seen|seeing|watch\w*|notic\w*|observ\w*|look\w*|spot\w*|"
-                        r"witness\w*)\b", re.I)
+PERCEIVING = re.compile(r"\b(?:see|sees|saw|seen|seeing|watch|watches|watched|watching|noticed|noticing|observe|"
+                        r"observes|observed|observing|look|looks|looked|looking|spot|spotted|spotting|witness|"
+                        r"witnessed|witnessing)\b", re.I)  # the verbs' forms only: not "watchman", "notice board"
+
+#: where the name goes while the rules run (no rule matches it)
+_NAME = "\x00"
 
 _VERBS = {"am": "is", "are": "is", "were": "was", "have": "has", "do": "does", "was": "was"}
 
@@ -107,9 +114,9 @@ def third_person(text: str, name: str, person: Person) -> str:
     if PERCEIVING.search(text):
         return text
     out = text
-    for pattern, replacement in _RULES[person]:
-        out = pattern.sub(lambda m, r=replacement: r.format(n=name, verb=_verb(m)), out)
-    return text if out == text else Rewritten(out, text)
+    for pattern, replacement in _RULES[person]:  # the name goes in last: no rule reads the names it put in
+        out = pattern.sub(lambda m, r=replacement: r.format(n=_NAME, verb=_verb(m)), out)
+    return text if out == text else Rewritten(out.replace(_NAME, name), text)
 
 
 def _verb(match: re.Match[str]) -> str:

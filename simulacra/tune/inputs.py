@@ -116,7 +116,7 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
             embedding backend's quality over the same run, ``bench.embedding``; the stores are not changed).
         third_person: whether a query is put in the third person, the agent named for "I", "me", "my", before it
             is embedded and matched (:meth:`MemoryConfig.query_text <simulacra.config.MemoryConfig.query_text>`, as
-            the engine does with its own questions); ``None``: as the run's ``memory.third_person_queries``.
+            an interview does with "you"); ``None``: as the run's ``memory.third_person_queries``.
     Raises:
         InputError: an unknown agent or expected memory (naming ``queries_file`` and the query index).
         TuneError: a missing store.
