@@ -117,18 +117,17 @@ def probe_stage(state: TownState, rt: Runtime, now: int, tick: int,
     profiles = list(dict.fromkeys(probes["profiles"]))
     for name in profiles:
         cfg.memory.overrides_of(name)  # an unknown profile fails here, before any work
-    asks = [(pid, a, a["query"].replace("{name}", rt.names[pid]))
-            for a in probes["asks"] if a["after"] <= at for pid in rt.agents]
-    # the text retrieved with: the question put to the resident, "you" as its name (as an interview retrieves)
-    text_of = {(pid, query): recall_query(query, rt.names[pid], cfg) for pid, _, query in asks}
-    texts = list(dict.fromkeys(text_of.values()))
+    # each ask with the text retrieved with: the question put to the resident, "you" as its name (as an interview)
+    asks = [(pid, a, query, recall_query(query, rt.names[pid], cfg))
+            for a in probes["asks"] if a["after"] <= at for pid in rt.agents
+            for query in [a["query"].replace("{name}", rt.names[pid])]]
+    texts = list(dict.fromkeys(text for *_, text in asks))
     vectors = dict(zip(texts, rt.embedder.embed(texts))) if texts else {}
     out: list[ProbeAsk] = []
     memories: dict[str, list[Any]] = {}
     answered: list[tuple[int, Sequence]] = []
-    for pid, ask, query in asks:
+    for pid, ask, query, text in asks:
         mem = rt.memories[pid]
-        text = text_of[(pid, query)]
         results: dict[str, list[str]] = {}
         for name in profiles:
             got = recalled(mem, vectors[text], text, at, cfg, name)

@@ -191,6 +191,7 @@ class Knowledge:
         # the run's own stores, embedded (in its shards' folders on Ray workers) or on a server
         stores = RunStores(self.config.memory, run.run_dir, run.header)
         self.memories = {a: stores.memory(a, embedder.dim) for a in run.agents}
+        self.names = agent_names(run.header)
         self._q: dict[str, np.ndarray] = {}
 
     def retrieve(self, agent: str, question: str, minute: int):
@@ -199,7 +200,7 @@ class Knowledge:
         put to the resident as an interview puts it (:func:`simulacra.interview.recall_query`)."""
         from simulacra.interview import recall_query
 
-        question = recall_query(question, agent_names(self.run.header, [agent])[agent], self.config)
+        question = recall_query(question, self.names[agent], self.config)
         if question not in self._q:
             self._q[question] = self.embedder.embed([question])[0]
         profile = self.config.memory.profile_of("knowledge")
@@ -415,10 +416,10 @@ def history(run: Run, sc: Scenario, sim: Similarity, model=None, seed: int | Non
     convs = int(usage.get("conversations", 0))
     tokens = sum(int(v) for k, v in usage.items() if k.endswith("_tokens"))
     facts = [f for f in sc.facts if not f.control]
-    personas = run.header.get("personas", {})
+    names = agent_names(run.header, run.header.get("personas") or ())
 
     def name(a: str) -> str:
-        return (personas.get(a) or {}).get("name", a)
+        return names.get(a, a)
 
     probes: list[dict[str, Any]] = []
     for t in run.ticks:
