@@ -346,19 +346,17 @@ class MemoryConfig(_Section):
         query names: ``(profile's dated profile, the cue)`` when the profile has one and the query names a time
         (:func:`simulacra.memory.timecue.time_cue`); ``(profile's latest profile, None)`` when it has one and the
         query asks for the latest without naming a time (:func:`~simulacra.memory.timecue.asks_latest`); else
-        ``(profile, None)``. The one place the switch is decided (the engine's retrieval, its trace record and
-        ``simulacra tune`` call it)."""
-        from simulacra.memory.perspective import asked
-        from simulacra.memory.timecue import asks_latest, time_cue
+        ``(profile, None)``; the time words read by :func:`~simulacra.memory.timecue.time_words`. The one place
+        the switch is decided (the engine's retrieval, its trace record and ``simulacra tune`` call it)."""
+        from simulacra.memory.timecue import time_words
 
         dated, latest = self.dated_link(profile), self.latest_link(profile)
-        if (dated is None and latest is None) or not query:
+        if dated is None and latest is None:
             return profile, None
-        query = asked(query)  # a question put in the third person is read for time words as it was asked
-        cue = time_cue(query, now)
+        cue, latest_words = time_words(query, now)
         if cue is not None:
             return (dated, cue) if dated is not None else (profile, None)
-        return (latest, None) if latest is not None and asks_latest(query) else (profile, None)
+        return (latest, None) if latest is not None and latest_words else (profile, None)
 
     def _link(self, profile: str | None, kind: str) -> str | None:
         p = self.profiles.get(profile) if profile is not None else None

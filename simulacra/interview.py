@@ -194,9 +194,9 @@ def ask(memory, mind, embedder, config: Config, persona: Persona, question: str,
     used_profile, named = config.memory.dated(profile, query, now)  # what recalled() retrieved with
     latest = None
     if named is None and used_profile != profile:  # switched to the profile's latest profile
-        from simulacra.memory.timecue import asks_latest
+        from simulacra.memory.timecue import time_words
 
-        latest = asks_latest(question)
+        latest = time_words(query, now)[1]
     view = AgentView(persona.id, persona, now, place, tuple(found), names, place_names,
                      weekday=weekday_of(now, start_weekday))
     d = mind.interview(view, question)

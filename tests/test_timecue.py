@@ -104,6 +104,19 @@ def test_a_question_that_asks_for_the_latest(text, words):
     assert asks_latest(text) == words
 
 
+def test_a_named_time_wins_over_the_latest_and_both_are_read_as_asked():
+    from simulacra.memory.perspective import third_person
+    from simulacra.memory.timecue import time_words
+
+    cue, latest = time_words("What did I last do at 15:30?", NOW)
+    assert cue is not None and cue.words == "15:30" and latest is None  # about 15:30, not the latest
+    assert time_words("When did I last see Kofi?", NOW) == (None, "did I last")
+    assert time_words("", NOW) == time_words(None, NOW) == (None, None)
+    # a name of five words put in for "you" would push "did ... last" apart: the question as asked is read
+    named = third_person("When did you last talk with Ben?", "Siobhan Mary O'Brien de Vries", "second")
+    assert "last" in named and time_words(named, NOW) == (None, "did you last")
+
+
 def test_age_is_measured_from_the_named_window_zero_inside_it():
     ref = np.array([100.0, 200.0, 250.0, 400.0, np.nan])
     assert age_from(ref, 500.0).tolist()[:4] == [400, 300, 250, 100]

@@ -217,6 +217,22 @@ def asks_latest(text: str | None) -> str | None:
     return None if m is None else m.group(0)
 
 
+def time_words(text: str | None, now: float) -> tuple[TimeCue | None, str | None]:
+    """What question ``text`` asked at game minute ``now`` says about time: ``(the time it names, None)``
+    (:func:`time_cue`), else ``(None, the words that ask for the latest or None)`` (:func:`asks_latest`): a question
+    that names a time is about that time, not the latest. Read from the question as asked
+    (:func:`simulacra.memory.perspective.asked`: a name put in for "you" hides no "did you last"). The one reading
+    of a question's time words (:meth:`MemoryConfig.dated <simulacra.config.MemoryConfig.dated>`, ``simulacra
+    tune``, ``simulacra interview``)."""
+    from simulacra.memory.perspective import asked
+
+    if not text:
+        return None, None
+    text = asked(text)
+    cue = time_cue(text, now)
+    return (cue, None) if cue is not None else (None, asks_latest(text))
+
+
 def describe_named(named: list | TimeCue) -> str:
     """A named time as people read it: ``'day 3 15:30, named by "at 15:30"'`` or ``'day 2 18:00 to day 3 00:00,
     named by "last night"'``, from a :class:`TimeCue` or its trace form ``[start, end, words]``."""

@@ -14,7 +14,7 @@ import numpy as np
 from simulacra.clock import format_game_time, format_hhmm
 from simulacra.errors import InputError
 from simulacra.memory.scoring import ScoringInputs
-from simulacra.memory.timecue import TimeCue, asks_latest, time_cue
+from simulacra.memory.timecue import TimeCue, time_words
 from simulacra.trace import AddOp, PostOp
 from simulacra.tune.queries import LabelledQuery
 from simulacra.tune.run import SHARED, RunInfo, TuneError, read_run
@@ -39,9 +39,9 @@ class PreparedQuery:
     tiers: list[TierInputs]
     relevant: set[str]
     missing: list[tuple[str, str]] = field(default_factory=list)  # (expected, reason)
-    #: the time the query names (:func:`simulacra.memory.timecue.time_cue` at :attr:`now`), for dated settings
+    #: the time the query names (:func:`simulacra.memory.timecue.time_words` at :attr:`now`), for dated settings
     named: TimeCue | None = None
-    #: whether the query asks for the latest and names no time (:func:`simulacra.memory.timecue.asks_latest`), for
+    #: whether the query asks for the latest and names no time (:func:`simulacra.memory.timecue.time_words`), for
     #: settings with a latest setting
     latest: bool = False
     #: the text embedded and matched: the query in the third person (``memory.third_person_queries``), else as asked
@@ -177,8 +177,7 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
             lexical.append(texts)
             inputs = replace(inputs, lexical=np.array(lexical.relevance(text)))
             tiers.append(TierInputs(name, [tier_records[i].id for i in rows], inputs))
-        named = time_cue(q.query, now)  # time words are read from the query as asked, as the engine reads them
-        out.append(PreparedQuery(q, now, tiers, relevant, missing, named,
-                                 named is None and asks_latest(q.query) is not None, str(text)))
+        named, latest = time_words(q.query, now)  # read from the query as asked, as the engine reads them
+        out.append(PreparedQuery(q, now, tiers, relevant, missing, named, latest is not None, str(text)))
     return out
 
