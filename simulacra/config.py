@@ -330,8 +330,9 @@ class MemoryConfig(_Section):
         the ``person`` (``"first"``: its own question; ``"second"``: one put to it): the question in the third person
         (:func:`simulacra.memory.perspective.third_person`) when :attr:`third_person_queries`, else ``text``. The one
         place the rule is applied (interviews, recall probes and knowledge checks,
-        :func:`simulacra.interview.recall_query`; ``simulacra tune``). The engine's own questions are not put
-        through it ("What do I know about ...?" of a conversation: docs/memory.md)."""
+        :func:`simulacra.interview.recall_query`; ``simulacra tune``). The engine's own question before a
+        conversation ("What do I know about <name>?") is not put through it: measured, it then returns the asker's
+        own plans and talks with others instead of what concerns the other (docs/memory.md)."""
         from simulacra.memory.perspective import third_person
 
         return third_person(text, name, person) if self.third_person_queries else text

@@ -432,7 +432,9 @@ class Run:
     @property
     def agents(self) -> dict[str, str]:
         """id -> full name of the run's agents."""
-        return {a: self.header["personas"][a]["name"] for a in self.header["agents"]}
+        from simulacra.trace import agent_names
+
+        return agent_names(self.header)
 
     @property
     def config(self) -> Config:

@@ -32,7 +32,7 @@ from typing import Any, cast
 from simulacra.clock import MINUTES_PER_DAY, day_number, format_hhmm
 from simulacra.evaluation.metrics import Run, Similarity, heard_times
 from simulacra.evaluation.scenario import Scenario
-from simulacra.trace import ADD, POST, REINFORCE, Header, ProbeRecord, TickRecord
+from simulacra.trace import ADD, POST, REINFORCE, Header, ProbeRecord, TickRecord, agent_names
 
 #: the age buckets of the report, in game days: [low, high)
 AGE_BUCKETS: tuple[tuple[float, float], ...] = ((0, 1), (1, 3), (3, 7), (7, 14), (14, 21), (21, 31))
@@ -66,7 +66,7 @@ class Scan:
     @classmethod
     def of(cls, header: Header, records: Iterable[TickRecord]) -> Scan:
         """Scan tick ``records`` (a trace's lines after the header, in order)."""
-        names = {pid: p["name"] for pid, p in header["personas"].items()}
+        names = agent_names(header, header["personas"])
         slim: list[TickRecord] = []
         probes: list[ProbeRecord] = []
         seen: dict[tuple[str, str], tuple[int, int]] = {}
@@ -107,7 +107,7 @@ class Scan:
     @cached_property
     def names(self) -> dict[str, str]:
         """Agent id -> name."""
-        return {pid: p["name"] for pid, p in self.header["personas"].items()}
+        return agent_names(self.header, self.header["personas"])
 
     def run(self, run_dir="") -> Run:
         """A :class:`Run` over the slim ticks (enough for :func:`heard_times`)."""
