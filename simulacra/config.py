@@ -187,9 +187,10 @@ class MemoryConfig(_Section):
         "to [0, 1] over the tier's memories per retrieval (as the Generative Agents implementation)",
     )
     third_person_queries: bool = Field(
-        True, description="a question put to a resident (an interview's or a recall probe's 'you', 'your') or in its "
-        "own voice (a labelled query's 'I', 'me', 'my', simulacra tune) is embedded and matched with the resident's "
-        "name in place of those pronouns, as its memories are written, unless it asks what the resident saw "
+        True, description="a question put to a resident (an interview's or a recall probe's 'you', 'your') or in "
+        "its own voice (a labelled query's 'I', 'me', 'my', simulacra tune) is matched by the lexical (BM25) "
+        "relevance with the resident's name in place of those pronouns, as its memories are written, and embedded as "
+        "asked, unless it asks what the resident saw "
         "(simulacra.memory.perspective; docs/memory.md, measured on the labelled queries); false: as asked (seed 003, "
         "presets/seed003.yaml)",
     )
@@ -326,10 +327,11 @@ class MemoryConfig(_Section):
         return self
 
     def query_text(self, text: str, name: str, person: Person) -> str:
-        """The text a retrieval embeds and matches for question ``text`` of the resident named ``name``, asked in
-        the ``person`` (``"first"``: its own question; ``"second"``: one put to it): the question in the third person
-        (:func:`simulacra.memory.perspective.third_person`) when :attr:`third_person_queries`, else ``text``. The one
-        place the rule is applied (interviews, recall probes and knowledge checks,
+        """The text a retrieval matches (lexical relevance) for question ``text`` of the resident named ``name``,
+        asked in the ``person`` (``"first"``: its own question; ``"second"``: one put to it): the question in the
+        third person (:func:`simulacra.memory.perspective.third_person`) when :attr:`third_person_queries`, else
+        ``text``; the embedding is of :func:`simulacra.memory.perspective.embedded` of it (the question as asked).
+        The one place the rule is applied (interviews, recall probes and knowledge checks,
         :func:`simulacra.interview.recall_query`; ``simulacra tune``). The engine's own question before a
         conversation ("What do I know about <name>?") is not put through it: measured, it then returns the asker's
         own plans and talks with others instead of what concerns the other (docs/memory.md)."""

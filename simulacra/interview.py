@@ -23,6 +23,7 @@ from simulacra.cognition.mind import AgentView
 from simulacra.config import Config, apply_overrides, config_from_dict, recorded_config
 from simulacra.embeddings import same_embedding
 from simulacra.errors import SimulacraError, is_whole
+from simulacra.memory.perspective import embedded
 from simulacra.memory.records import RetrievedMemory
 from simulacra.persona import Persona
 from simulacra.text import text_key
@@ -62,11 +63,13 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
             can be a GB); ``tick`` then indexes these records.
 
     Returns:
-        ``{"agent", "name", "question", "query" (the text retrieved with: the question in the third person,
-        ``memory.third_person_queries``), "time", "clock" ("day 2 (Sunday, rest day) 09:00"), "answer", "source",
-        "profile" (the retrieval profile of interviews, ``memory.purposes``; ``recall`` by default), "used": [memory
-        dicts], "retrieved": [memory dicts], "ablations": [the ablations applied], "forgotten": what it forgot
-        that is as relevant as what it recalled (:func:`forgotten`; ``[]`` under an ablation)}``; each memory dict
+        ``{"agent", "name", "question", "query" (the words the lexical relevance matched: the question in the
+        third person, ``memory.third_person_queries``; the embedding is of the question as asked,
+        :func:`simulacra.memory.perspective.embedded`), "time", "clock" ("day 2 (Sunday, rest day) 09:00"),
+        "answer", "source", "profile" (the retrieval profile of interviews, ``memory.purposes``; ``recall`` by
+        default), "used": [memory dicts], "retrieved": [memory dicts], "ablations": [the ablations applied],
+        "forgotten": what it forgot that is as relevant as what it recalled (:func:`forgotten`; ``[]`` under an
+        ablation)}``; each memory dict
         has id, text, tier, kind, recency, importance, relevance, score. ``retrieved`` lists each text once (the
         best-scoring memory holding it).
     Raises:
@@ -128,7 +131,8 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         episodic = [m["relevance"] if m.get("dense") is None else m["dense"] for m in answer["retrieved"]
                     if m["tier"] != "static"]
         full = len(answer["retrieved"]) >= max(profile.top_k, config.cognition.memories_in_prompt)
-        lost = forgotten(ticks[: n + 1], agent, held, embedder, answer["query"],
+        query = recall_query(question, personas[agent].name, config)  # embedded as answer() embedded it
+        lost = forgotten(ticks[: n + 1], agent, held, embedder, query,
                          min(episodic) if full and episodic else profile.threshold, config.memory.distance,
                          start_weekday, rest_days, now=now, later=ticks[n + 1:])
     return {**answer, "tick": n, "ablations": sorted(ablate), "forgotten": lost}
@@ -171,7 +175,7 @@ def forgotten(ticks: Sequence[TickRecord], agent: str, memory, embedder, questio
         return []
     gone = list(last.values())
     vectors = embedder.embed([op["text"] for op, _, _ in gone])
-    relevance = relevance_from_distance(distances_in(space, vectors, embedder.embed([question])[0]))
+    relevance = relevance_from_distance(distances_in(space, vectors, embedder.embed([embedded(question)])[0]))
     order = sorted((i for i in range(len(gone)) if relevance[i] >= floor - 1e-9),
                    key=lambda i: (-relevance[i], -gone[i][1], gone[i][0]["id"]))
     return [{"id": op["id"], "text": op["text"], "tier": op["tier"], "relevance": round(float(relevance[i]), 6),
@@ -190,7 +194,7 @@ def ask(memory, mind, embedder, config: Config, persona: Persona, question: str,
 
     profile = config.memory.profile_of("interview")
     query = recall_query(question, persona.name, config)
-    found = recalled(memory, embedder.embed([query])[0], query, now, config, profile)
+    found = recalled(memory, embedder.embed([embedded(query)])[0], query, now, config, profile)
     used_profile, named = config.memory.dated(profile, query, now)  # what recalled() retrieved with
     latest = None
     if named is None and used_profile != profile:  # switched to the profile's latest profile
@@ -213,9 +217,10 @@ def ask(memory, mind, embedder, config: Config, persona: Persona, question: str,
 
 
 def recall_query(question: str, name: str, config: Config) -> str:
-    """The text :func:`recalled` embeds and matches for ``question`` put to the resident named ``name`` (an
-    interview's, a recall probe's): the question with "you" and "your" as the resident's name
-    (:meth:`MemoryConfig.query_text <simulacra.config.MemoryConfig.query_text>`, ``memory.third_person_queries``)."""
+    """The text :func:`recalled` matches for ``question`` put to the resident named ``name`` (an interview's, a
+    recall probe's): the question with "you" and "your" as the resident's name (:meth:`MemoryConfig.query_text
+    <simulacra.config.MemoryConfig.query_text>`, ``memory.third_person_queries``); embed
+    :func:`~simulacra.memory.perspective.embedded` of it."""
     return config.memory.query_text(question, name, "second")
 
 
@@ -229,8 +234,9 @@ def recalled(memory, question_embedding, question: str, now: float, config: Conf
 
     Args:
         memory: the agent's :class:`~simulacra.memory.stream.AgentMemory` (or an ablated view of it).
-        question_embedding: the embedding of ``question``, shape ``(dim,)``.
-        question: the text retrieved with (:func:`recall_query` of the question asked).
+        question_embedding: the embedding of :func:`~simulacra.memory.perspective.embedded` ``(question)`` (the
+            question as asked), shape ``(dim,)``.
+        question: the text the lexical relevance matches (:func:`recall_query` of the question asked).
     """
     profile = config.memory.profile_of("interview") if profile is None else profile
     used, _ = config.memory.dated(profile, question, now)  # the profile that retrieves (a dated one if switched)
@@ -268,8 +274,8 @@ def format_interview(r: dict[str, Any]) -> str:
         named = f" (profile {r['profile']}: recency from {describe_named(r['named_time'])})"
     elif r.get("asked_latest"):  # the question asked for the latest (memory.profiles.*.latest)
         named = f" (profile {r['profile']}: asked for the latest, \"{r['asked_latest']}\")"
-    asked_as = f", asked as \"{r['query']}\"" if r.get("query", r["question"]) != r["question"] else ""
-    out.append(f"memories retrieved for the question{asked_as}: {len(r['retrieved'])}{named}")
+    matched = f", words matched as \"{r['query']}\"" if r.get("query", r["question"]) != r["question"] else ""
+    out.append(f"memories retrieved for the question{matched}: {len(r['retrieved'])}{named}")
     out += [f"  {m['score']:.3f}  {m['tier']:<10} {m['text']}" for m in r["retrieved"]]
     if r.get("forgotten"):  # what it once held, as relevant as what it recalled
         out.append("once held and forgotten, as relevant as what was recalled (relevance):")

@@ -105,6 +105,7 @@ def probe_stage(state: TownState, rt: Runtime, now: int, tick: int,
         KeyError: a profile the run's config does not define.
     """
     from simulacra.interview import recall_query, recalled
+    from simulacra.memory.perspective import embedded
     from simulacra.tick import view_of
 
     probes = schedule_of(rt).get("probes") if probes is None else probes
@@ -121,7 +122,7 @@ def probe_stage(state: TownState, rt: Runtime, now: int, tick: int,
     asks = [(pid, a, query, recall_query(query, rt.names[pid], cfg))
             for a in probes["asks"] if a["after"] <= at for pid in rt.agents
             for query in [a["query"].replace("{name}", rt.names[pid])]]
-    texts = list(dict.fromkeys(text for *_, text in asks))
+    texts = list(dict.fromkeys(embedded(text) for *_, text in asks))  # the name is matched, not embedded
     vectors = dict(zip(texts, rt.embedder.embed(texts))) if texts else {}
     out: list[ProbeAsk] = []
     memories: dict[str, list[Any]] = {}
@@ -130,7 +131,7 @@ def probe_stage(state: TownState, rt: Runtime, now: int, tick: int,
         mem = rt.memories[pid]
         results: dict[str, list[str]] = {}
         for name in profiles:
-            got = recalled(mem, vectors[text], text, at, cfg, name)
+            got = recalled(mem, vectors[embedded(text)], text, at, cfg, name)
             results[name] = [m.id for m in got]
             for m in got:
                 memories.setdefault(m.id, [m.text, m.kind, m.tier, None if m.record is None else m.record.timestamp])

@@ -93,8 +93,8 @@ def test_interview_a_live_town_as_the_cli_interviews_its_run(tmp_path, rater_url
         assert told["query"] == f"Who told {town.agents[agent]} about the well?"
         from simulacra.interview import format_interview
 
-        assert f'asked as "Who told {town.agents[agent]} about the well?"' in format_interview(told)
-        assert live["query"] == question and "asked as" not in format_interview(live)
+        assert f'words matched as "Who told {town.agents[agent]} about the well?"' in format_interview(told)
+        assert live["query"] == question and "words matched as" not in format_interview(live)
     offline = open_run(town.run_dir).interview(agent, question)
     assert live["retrieved"], "the agent recalls nothing: the test asks nothing"
     for key in ("answer", "retrieved", "used", "time", "clock", "profile", "query"):

@@ -199,10 +199,11 @@ class Knowledge:
         out; the run's ``top_k``), under the profile of the ``knowledge`` purpose (``memory.purposes``), the question
         put to the resident as an interview puts it (:func:`simulacra.interview.recall_query`)."""
         from simulacra.interview import recall_query
+        from simulacra.memory.perspective import embedded
 
         question = recall_query(question, self.names[agent], self.config)
         if question not in self._q:
-            self._q[question] = self.embedder.embed([question])[0]
+            self._q[question] = self.embedder.embed([embedded(question)])[0]
         profile = self.config.memory.profile_of("knowledge")
         k = self.config.memory.for_profile(profile).top_k
         mem = self.memories[agent]

@@ -13,6 +13,7 @@ import numpy as np
 
 from simulacra.clock import format_game_time, format_hhmm
 from simulacra.errors import InputError
+from simulacra.memory.perspective import embedded
 from simulacra.memory.scoring import ScoringInputs
 from simulacra.memory.timecue import TimeCue, time_words
 from simulacra.trace import AddOp, PostOp
@@ -44,7 +45,8 @@ class PreparedQuery:
     #: whether the query asks for the latest and names no time (:func:`simulacra.memory.timecue.time_words`), for
     #: settings with a latest setting
     latest: bool = False
-    #: the text embedded and matched: the query in the third person (``memory.third_person_queries``), else as asked
+    #: the text the lexical relevance matched: the query in the third person (``memory.third_person_queries``), else
+    #: as asked; the embedding is of the query as asked (:func:`simulacra.memory.perspective.embedded`)
     text: str = ""
 
     def named_window(self, setting: Setting) -> tuple[float, float] | None:
@@ -114,9 +116,9 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
             changed).
         reembed: score with the memories embedded again by ``embedder`` instead of their stored vectors (another
             embedding backend's quality over the same run, ``bench.embedding``; the stores are not changed).
-        third_person: whether a query is put in the third person, the agent named for "I", "me", "my", before it
-            is embedded and matched (:meth:`MemoryConfig.query_text <simulacra.config.MemoryConfig.query_text>`, as
-            an interview does with "you"); ``None``: as the run's ``memory.third_person_queries``.
+        third_person: whether a query is put in the third person, the agent named for "I", "me", "my", before its
+            words are matched (:meth:`MemoryConfig.query_text <simulacra.config.MemoryConfig.query_text>`, as an
+            interview does with "you"; embedded as asked); ``None``: as the run's ``memory.third_person_queries``.
     Raises:
         InputError: an unknown agent or expected memory (naming ``queries_file`` and the query index).
         TuneError: a missing store.
@@ -139,8 +141,8 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
     memory_rule = mem_cfg if third_person is None else mem_cfg.model_copy(update={"third_person_queries": third_person})
     agent_names = run.names
     text_of = [memory_rule.query_text(q.query, agent_names[q.agent], "first") for q in queries]
-    vectors = embedder.embed(list(dict.fromkeys(text_of)))
-    vec_of = dict(zip(dict.fromkeys(text_of), vectors))
+    unique = list(dict.fromkeys(embedded(text) for text in text_of))  # the name is matched, not embedded
+    vec_of = dict(zip(unique, embedder.embed(unique)))
     stores = RunStores(mem_cfg, rdir, run.header)
     memories: dict[str, AgentMemory] = {}
     out = []
@@ -164,7 +166,7 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
             created = np.array([np.nan if r.timestamp is None else r.timestamp for r in tier_records], dtype=float)
             keep = ~(created > now) if hide_future else np.ones(len(created), dtype=bool)  # NaN (static) stays
             rows = np.flatnonzero(keep)
-            inputs = tier.scoring_inputs(vec_of[text], mem_cfg.recency_from).take(rows)
+            inputs = tier.scoring_inputs(vec_of[embedded(text)], mem_cfg.recency_from).take(rows)
             texts = [tier_records[i].text for i in rows]
             if embed_time or reembed:
                 if embed_time:
@@ -172,7 +174,7 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
                 again = MirrorIndex(dim, mem_cfg.distance, bound_min_rows=None)
                 again.append(embedder.embed(texts) if texts else np.zeros((0, dim), np.float32),
                              np.zeros((len(texts), COLUMNS)))
-                inputs = replace(inputs, distance=again.distances(vec_of[text]))
+                inputs = replace(inputs, distance=again.distances(vec_of[embedded(text)]))
             lexical = LexicalIndex()  # BM25 over the memories of the tier at the query's time
             lexical.append(texts)
             inputs = replace(inputs, lexical=np.array(lexical.relevance(text)))
