@@ -8,7 +8,8 @@ the tuned best; and the same with the memories' game day and time put in their e
 :func:`simulacra.tune.timed_text`), for the settings found without it. Writes
 ``bench/results/retrieval_quality.json`` and, with ``--plot``, the bar chart of :func:`simulacra.tune.plot_metrics`.
 
-Usage: ``python -m bench.retrieval_quality [--db-dir database] [--grid options] [--plot docs/tuning-metrics.png]``
+Usage: ``python -m bench.retrieval_quality [--db-dir database] [--grid options] [--plot docs/tuning-metrics.png]
+[--third-person on|off]``
 """
 
 from __future__ import annotations
@@ -42,9 +43,12 @@ def main() -> None:
     ap.add_argument("--grid", default="options", help="a grid of simulacra.tune.GRIDS, or 'baselines' (no search)")
     ap.add_argument("--plot", default=None)
     ap.add_argument("--no-embed-time", action="store_true", help="skip the day-and-time-in-the-text experiment")
+    ap.add_argument("--third-person", choices=("on", "off"), help="put the queries in the third person (the agent "
+                    "named for 'I', 'me', 'my') or not, whatever the runs' memory.third_person_queries [as each run]")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "retrieval_quality.json"))
     args = ap.parse_args()
 
+    third_person = None if args.third_person is None else args.third_person == "on"
     pairs = []
     for qfile in sorted(Path(args.queries).glob("*.yaml")):
         run = (yaml.safe_load(qfile.read_text(encoding="utf-8")) or {}).get("run")
@@ -64,7 +68,8 @@ def main() -> None:
                 embedder = build_embedder(emb)
             queries = t.load_queries(qfile, info.start_minute)
             try:
-                prepared[timed] += t.prepare(run_dir, queries, embedder, qfile, run=info, embed_time=timed)
+                prepared[timed] += t.prepare(run_dir, queries, embedder, qfile, run=info, embed_time=timed,
+                                             third_person=third_person)
             except SimulacraError as err:  # a file that does not fit its run (or an unfinished run): said, not scored
                 print(f"skipped {qfile}: {err}")
     if args.grid == "baselines":  # no search: the baselines and the defaults under each relevance variant

@@ -131,8 +131,7 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         episodic = [m["relevance"] if m.get("dense") is None else m["dense"] for m in answer["retrieved"]
                     if m["tier"] != "static"]
         full = len(answer["retrieved"]) >= max(profile.top_k, config.cognition.memories_in_prompt)
-        query = recall_query(question, personas[agent].name, config)  # embedded as answer() embedded it
-        lost = forgotten(ticks[: n + 1], agent, held, embedder, query,
+        lost = forgotten(ticks[: n + 1], agent, held, embedder, question,  # embedded as ask() embedded it
                          min(episodic) if full and episodic else profile.threshold, config.memory.distance,
                          start_weekday, rest_days, now=now, later=ticks[n + 1:])
     return {**answer, "tick": n, "ablations": sorted(ablate), "forgotten": lost}

@@ -129,16 +129,17 @@ def probe_stage(state: TownState, rt: Runtime, now: int, tick: int,
     answered: list[tuple[int, Sequence]] = []
     for pid, ask, query, text in asks:
         mem = rt.memories[pid]
+        vector = vectors[embedded(text)]
         results: dict[str, list[str]] = {}
         for name in profiles:
-            got = recalled(mem, vectors[embedded(text)], text, at, cfg, name)
+            got = recalled(mem, vector, text, at, cfg, name)
             results[name] = [m.id for m in got]
             for m in got:
                 memories.setdefault(m.id, [m.text, m.kind, m.tier, None if m.record is None else m.record.timestamp])
             if name == interview:
                 answered.append((len(out), got))
         if interview not in profiles and probes.get("answer"):
-            answered.append((len(out), recalled(mem, vectors[text], text, at, cfg, interview)))
+            answered.append((len(out), recalled(mem, vector, text, at, cfg, interview)))
         out.append({"agent": pid, "about": ask["about"], "query": query, "results": results})
     if probes.get("answer") and answered:
         def answer(item):

@@ -122,9 +122,10 @@ def test_the_name_is_matched_by_its_words_and_the_question_embedded_as_asked(tmp
 
 
 def test_tune_retrieves_a_labelled_query_as_an_interview_retrieves_a_question(tmp_path):
-    """A labelled query is the agent's own question: tune embeds and matches it with "I", "me", "my" as the agent's
-    name when the run's memory.third_person_queries is on (a run recorded before the setting: as asked), and the
-    lexical relevance follows the text: the line that names Ann comes first only when she is named."""
+    """A labelled query is the agent's own question: tune matches its words with "I", "me", "my" as the agent's
+    name when the run's memory.third_person_queries is on (a run recorded before the setting: as asked) and embeds
+    it as asked (the embedder knows only the question as asked), and the lexical relevance follows the text: the
+    line that names Ann comes first only when she is named."""
     import json
 
     from simulacra import tune as t
@@ -143,7 +144,7 @@ def test_tune_retrieves_a_labelled_query_as_an_interview_retrieves_a_question(tm
     question = "Who told me about the rope?"
     qfile = write_queries(tmp_path / "q.yaml", [{"agent": "ann", "query": question, "expected": [{"id": heard.id}]}])
     named = f"Who told {ANN} about the rope?"
-    embedder = DictEmbedder({question: unit(1), named: unit(1)})
+    embedder = DictEmbedder({question: unit(1)})  # embedding the named text would be a KeyError
     on, = t.prepare(run, t.load_queries(qfile), embedder, qfile)
     off, = t.prepare(run, t.load_queries(qfile), embedder, qfile, third_person=False)
     assert (on.text, off.text) == (named, question)
@@ -180,3 +181,53 @@ def test_time_words_are_read_from_the_question_as_asked(name):
     assert config.dated("recall", config.query_text("What did you do at 15:30?", name, "second"), 20 * 60)[0] \
         == "dated"
     assert type(config.query_text("What did you see at 15:30?", name, "second")) is str
+
+
+class _Recording:
+    """An embedder that records every text it is asked to embed (and embeds it with the real one)."""
+
+    def __init__(self, inner):
+        self.inner, self.texts = inner, []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def embed(self, texts):
+        self.texts += list(texts)
+        return self.inner.embed(texts)
+
+
+def test_no_retrieval_embeds_the_question_with_the_residents_name(tmp_path, rater_url, embedder):
+    """Every place a question put to a resident is retrieved with embeds it as asked and matches it named: an
+    interview and its list of what was forgotten, a recall probe (under its profiles and, when the interview's profile
+    is not among them, for the answer), a knowledge check. A broken call site would embed "Who told <name> ...?"."""
+    from simulacra.evaluation.metrics import Knowledge, Run, Similarity
+    from simulacra.interview import interview
+    from simulacra.schedule import probe_stage
+    from simulacra.trace import agent_names
+    from tests.test_rescore import tiny_run
+
+    question = "Who told you about the well?"
+    recorder = _Recording(embedder)
+    with tiny_run(tmp_path, rater_url, recorder, "embedded") as sim:
+        sim.run(6)
+        names = dict(sim.rt.names)
+        named = {f"Who told {n} about the well?" for n in names.values()}
+        recorder.texts.clear()
+        now = sim.state.now
+        record = probe_stage(sim.state, sim.rt, now, 6, {"minutes": [now], "profiles": ["situational"], "answer": True,
+                                                       "asks": [{"after": 0, "query": question, "about": "well"}]})
+        assert record is not None and record["interview"] == "recall"  # not among the probe's profiles
+        assert all(a["results"]["situational"] and a.get("answer") for a in record["asks"])
+        assert question in recorder.texts and not named & set(recorder.texts)
+    agent = next(iter(names))
+    recorder.texts.clear()
+    answer = interview(sim.run_dir, agent, question, embedder=recorder)
+    assert answer["query"] == f"Who told {names[agent]} about the well?" and answer["retrieved"]
+    assert question in recorder.texts and not named & set(recorder.texts)
+    recorder.texts.clear()
+    run = Run.load(sim.run_dir)
+    know = Knowledge(run, recorder, Similarity(embedder))
+    assert agent_names(run.header) == names
+    assert all(know.retrieve(a, question, run.end) for a in names)
+    assert recorder.texts == [question]  # once for every resident: the cache is keyed by what is embedded

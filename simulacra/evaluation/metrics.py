@@ -202,14 +202,15 @@ class Knowledge:
         from simulacra.memory.perspective import embedded
 
         question = recall_query(question, self.names[agent], self.config)
-        if question not in self._q:
-            self._q[question] = self.embedder.embed([embedded(question)])[0]
+        key = embedded(question)  # what is embedded: the question as asked, the same for every agent
+        if key not in self._q:
+            self._q[key] = self.embedder.embed([key])[0]
         profile = self.config.memory.profile_of("knowledge")
         k = self.config.memory.for_profile(profile).top_k
         mem = self.memories[agent]
         every = sum(mem.counts().values()) + (len(mem.shared) if mem.shared is not None else 0)
         # all memories ranked, then those formed before ``minute``: the top k the agent would have had then
-        got = mem.retrieve(self._q[question], minute, top_k=max(k, every), query_text=question, profile=profile)
+        got = mem.retrieve(self._q[key], minute, top_k=max(k, every), query_text=question, profile=profile)
         return [m for m in got if m.record is None or m.record.timestamp is None or m.record.timestamp < minute][:k]
 
     def knows(self, agent: str, fact: Fact, minute: int) -> bool:

@@ -27,7 +27,8 @@ doing at 15:30?" lost 0.045 nDCG on the questions that name a time when it was n
 The rules are word rules for English, not a parser: the pronouns of the person given, whatever the case of their
 first letter, and the verb right after a subject pronoun when it is *am*, *are*, *were*, *have* or *was*, or right
 before an inverted one when it is *am*, *are*, *were*, *have* or *do* ("do you" -> "does Ann Archer"); negative forms
-("aren't you") and other verbs keep their form ("Ann Archer don't"), which the embedding and BM25 barely notice. The
+("aren't you") and other verbs keep their form ("Ann Archer don't"), which BM25 does not read (the embedding is of the
+question as asked). The
 other person's pronouns (in an interview, the interviewer's "I"), "we" and quoted speech inside the question are not
 told apart: a "you" inside a quote is named too. A resident's name is put in after all rules ran, so no rule reads
 it; another resident's name that holds a pronoun as a word ("My Tran") is not told apart either.
@@ -103,9 +104,10 @@ def embedded(query: str) -> str:
     """The text a retrieval embeds for ``query`` (dense relevance): the question as asked (:func:`asked`). The
     resident's name that :func:`third_person` puts in is matched by the lexical (BM25) relevance only, where its
     weight is its rarity in the resident's own store; in the embedding it moves the whole question towards the
-    resident (its persona facts, routines and own plans). Measured (module docstring): naming it in both signals
-    scored lower than in either one. The one place this is decided (interviews, recall probes, knowledge checks,
-    ``simulacra tune``)."""
+    resident (its persona facts, routines and own plans). Measured (module docstring; docs/memory.md): under the
+    recall profile on the one- and two-day labels, naming it in both signals scored lower than in either one alone;
+    on the thirty-day labels the three were within 0.002. The one place this is decided (interviews, their list of
+    what was forgotten, recall probes, knowledge checks, ``simulacra tune``)."""
     return asked(query)
 
 
