@@ -78,7 +78,8 @@ def main() -> None:
                     replace(d, relevance="hybrid", hybrid_weight=0.5), replace(d, normalize="minmax")]
     else:
         settings = t.grid_settings(args.grid)
-    out: dict = {"runs": [str(r) for r, _ in pairs], "grid": args.grid, "settings": len(settings)}
+    out: dict = {"runs": [str(r) for r, _ in pairs], "grid": args.grid, "settings": len(settings),
+                 "third_person": args.third_person or "as each run"}
     base = t.baseline_settings()
     best = None
     for timed, prep in prepared.items():
