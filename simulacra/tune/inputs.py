@@ -159,6 +159,7 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
         records = [r for name in names for r in mem.tier(name).records]
         trace_ops = run.added.get(q.agent, []) + (run.added.get(SHARED, []) if shared is not None else [])
         relevant, missing = _resolve(q, file, records, trace_ops, now, hide_future)
+        vector = vec_of[embedded(text)]
         tiers = []
         for name in names:
             tier = mem.tier(name)
@@ -166,7 +167,7 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
             created = np.array([np.nan if r.timestamp is None else r.timestamp for r in tier_records], dtype=float)
             keep = ~(created > now) if hide_future else np.ones(len(created), dtype=bool)  # NaN (static) stays
             rows = np.flatnonzero(keep)
-            inputs = tier.scoring_inputs(vec_of[embedded(text)], mem_cfg.recency_from).take(rows)
+            inputs = tier.scoring_inputs(vector, mem_cfg.recency_from).take(rows)
             texts = [tier_records[i].text for i in rows]
             if embed_time or reembed:
                 if embed_time:
@@ -174,7 +175,7 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
                 again = MirrorIndex(dim, mem_cfg.distance, bound_min_rows=None)
                 again.append(embedder.embed(texts) if texts else np.zeros((0, dim), np.float32),
                              np.zeros((len(texts), COLUMNS)))
-                inputs = replace(inputs, distance=again.distances(vec_of[embedded(text)]))
+                inputs = replace(inputs, distance=again.distances(vector))
             lexical = LexicalIndex()  # BM25 over the memories of the tier at the query's time
             lexical.append(texts)
             inputs = replace(inputs, lexical=np.array(lexical.relevance(text)))
