@@ -24,6 +24,8 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+from bench import add_third_person_option, third_person_choice
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -142,10 +144,9 @@ def main(argv: list[str] | None = None) -> int:
                     "settings (a_rec 0.05 / 0.1 / 0.25 / 0.5, gamma 0.99 / 0.9 / 0.5 / 0.25)")
     ap.add_argument("--stemmer", action="store_true", help="BM25 over stemmed words (PyStemmer's Snowball English, "
                     "pip install PyStemmer): what the lexical relevance would score with a stemming tokeniser")
-    ap.add_argument("--third-person", choices=("on", "off"), help="put the queries in the third person (the agent "
-                    "named for 'I', 'me', 'my') or not, whatever the runs' memory.third_person_queries")
+    add_third_person_option(ap)
     args = ap.parse_args(argv)
-    third_person = None if args.third_person is None else args.third_person == "on"
+    third_person = third_person_choice(args)
     if args.stemmer:
         stem_words()
     embedder = build_embedder()

@@ -20,6 +20,8 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+from bench import add_third_person_option, third_person_choice
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -43,12 +45,11 @@ def main() -> None:
     ap.add_argument("--grid", default="options", help="a grid of simulacra.tune.GRIDS, or 'baselines' (no search)")
     ap.add_argument("--plot", default=None)
     ap.add_argument("--no-embed-time", action="store_true", help="skip the day-and-time-in-the-text experiment")
-    ap.add_argument("--third-person", choices=("on", "off"), help="put the queries in the third person (the agent "
-                    "named for 'I', 'me', 'my') or not, whatever the runs' memory.third_person_queries [as each run]")
+    add_third_person_option(ap)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "retrieval_quality.json"))
     args = ap.parse_args()
 
-    third_person = None if args.third_person is None else args.third_person == "on"
+    third_person = third_person_choice(args)
     pairs = []
     for qfile in sorted(Path(args.queries).glob("*.yaml")):
         run = (yaml.safe_load(qfile.read_text(encoding="utf-8")) or {}).get("run")

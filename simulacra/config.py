@@ -349,17 +349,25 @@ class MemoryConfig(_Section):
         query names: ``(profile's dated profile, the cue)`` when the profile has one and the query names a time
         (:func:`simulacra.memory.timecue.time_cue`); ``(profile's latest profile, None)`` when it has one and the
         query asks for the latest without naming a time (:func:`~simulacra.memory.timecue.asks_latest`); else
-        ``(profile, None)``; the time words read by :func:`~simulacra.memory.timecue.time_words`. The one place
-        the switch is decided (the engine's retrieval, its trace record and ``simulacra tune`` call it)."""
+        ``(profile, None)``. The first two fields of :meth:`switch`, the one place the switch is decided (the
+        engine's retrieval, its trace record and ``simulacra tune`` call it)."""
+        used, cue, _ = self.switch(profile, query, now)
+        return used, cue
+
+    def switch(self, profile: str | None, query: str | None,
+               now: float) -> tuple[str | None, TimeCue | None, str | None]:
+        """:meth:`dated`, and the words that ask for the latest when the switch is to the latest profile (else
+        ``None``): ``(profile used, time named, latest words)``, the time words read once by
+        :func:`~simulacra.memory.timecue.time_words`."""
         from simulacra.memory.timecue import time_words
 
         dated, latest = self.dated_link(profile), self.latest_link(profile)
         if dated is None and latest is None:
-            return profile, None
+            return profile, None, None
         cue, latest_words = time_words(query, now)
         if cue is not None:
-            return (dated, cue) if dated is not None else (profile, None)
-        return (latest, None) if latest is not None and latest_words else (profile, None)
+            return (dated, cue, None) if dated is not None else (profile, None, None)
+        return (latest, None, latest_words) if latest is not None and latest_words else (profile, None, None)
 
     def _link(self, profile: str | None, kind: str) -> str | None:
         p = self.profiles.get(profile) if profile is not None else None

@@ -194,12 +194,7 @@ def ask(memory, mind, embedder, config: Config, persona: Persona, question: str,
     profile = config.memory.profile_of("interview")
     query = recall_query(question, persona.name, config)
     found = recalled(memory, embedder.embed([embedded(query)])[0], query, now, config, profile)
-    used_profile, named = config.memory.dated(profile, query, now)  # what recalled() retrieved with
-    latest = None
-    if named is None and used_profile != profile:  # switched to the profile's latest profile
-        from simulacra.memory.timecue import time_words
-
-        latest = time_words(query, now)[1]
+    used_profile, named, latest = config.memory.switch(profile, query, now)  # what recalled() retrieved with
     view = AgentView(persona.id, persona, now, place, tuple(found), names, place_names,
                      weekday=weekday_of(now, start_weekday))
     d = mind.interview(view, question)
