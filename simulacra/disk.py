@@ -1,4 +1,5 @@
-"""The run folder's disk, checked before the first tick: writable, and with enough free space.
+"""The run folder's disk, checked before the first tick: writable, and with enough free space; and held by one
+writer at a time.
 
 A run that cannot write its trace or checkpoint would fail at its first tick with an ``OSError`` deep in a stage;
 :func:`check_run_folder` says so at once, naming the folder, what is wrong and what to do.
@@ -9,9 +10,12 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import weakref
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from simulacra.errors import RunFolderError
+from simulacra.errors import RunFolderError, RunInUseError
 
 MB = 1024 * 1024
 
@@ -29,6 +33,64 @@ def check_run_name(run_name: str) -> str:
         raise RunFolderError(f"run name {run_name!r} (--run-name): give a folder name, not a path; the run folder "
                              "is made in the database folder (db_dir, --db-dir: choose the place there)")
     return run_name
+
+
+#: the lock files this process holds (:func:`hold_run_folder`), to say whose town holds a folder; weak, so that a
+#: town dropped without being closed lets its folder go when it is collected (the lock's own finaliser releases it)
+_HELD: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+
+
+def run_lock_path(run_dir: str | Path) -> Path:
+    """The lock file of run folder ``run_dir``: ``.<run name>.lock`` beside it in the database folder (outside the
+    folder, so that ``--overwrite`` can delete the folder while holding it)."""
+    run_dir = Path(run_dir)
+    return run_dir.parent / f".{run_dir.name}.lock"
+
+
+def hold_run_folder(run_dir: str | Path) -> Callable[[], None]:
+    """Hold run folder ``run_dir`` for this writer until the returned function is called (an OS file lock,
+    ``filelock``: released by the system too when the process ends, however it ends). A town takes it before it
+    creates, replaces or resumes the folder (:func:`simulacra.runtime.prepare_run`) and lets it go when it is
+    closed; readers (``interview``, ``inspect``, ``replay``, ``open_run``) do not take it.
+
+    Raises:
+        RunInUseError: another town holds the folder: one of this process (a notebook's earlier ``Town`` of the
+            same run: close it first) or of another process (a ``simulacra run``).
+        RunFolderError: the database folder cannot be created.
+    """
+    from filelock import FileLock, Timeout
+
+    path = run_lock_path(run_dir)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise RunFolderError(f"the database folder {path.parent} cannot be created ({err.strerror or err}); make its "
+                             "parent writable or choose another --db-dir") from None
+    key = str(path.resolve())
+    held = _HELD.get(key)
+    if held is not None and held.is_locked:
+        raise RunInUseError(f"run folder {run_dir} is open in another town of this process: close that one first "
+                            f"(town.close(), or use it: `with Town.create(...) as town:` closes it at the block's "
+                            f"end), or choose another run name")
+    lock = FileLock(str(path), thread_local=False)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise RunInUseError(f"run folder {run_dir} is being written by another process (a `simulacra run`, "
+                            f"`simulacra evaluate` or a notebook's town): wait for it to end or stop it, or choose "
+                            f"another run name") from None
+    except OSError as err:
+        raise RunFolderError(f"the run folder's lock {path} cannot be taken ({err.strerror or err}); make "
+                             f"{path.parent} writable or choose another --db-dir") from None
+    _HELD[key] = lock
+
+    def release() -> None:
+        if _HELD.get(key) is lock:
+            del _HELD[key]
+        if lock.is_locked:
+            lock.release()
+
+    return release
 
 
 def is_run_folder(run_dir: str | Path) -> bool:

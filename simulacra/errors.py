@@ -367,6 +367,11 @@ class RunFolderError(SimulacraError):
     raised before the first tick."""
 
 
+class RunInUseError(RunFolderError):
+    """Another town (in this process or another) holds the run folder for writing: two writers would interleave or
+    delete each other's ticks and memories (:func:`simulacra.disk.hold_run_folder`)."""
+
+
 class ScenarioError(InputError):
     """A scenario file under ``scenarios/`` is invalid, or disagrees with its world."""
 

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from simulacra.config import Config, MemoryConfig
-from simulacra.disk import check_run_folder, check_run_name, make_run_folder, remove_run_folder
+from simulacra.disk import check_run_folder, check_run_name, hold_run_folder, make_run_folder, remove_run_folder
 from simulacra.errors import CheckpointError, RunExistsError, SimulacraError
 from simulacra.memory.chroma import ChromaServer, EmbeddedChroma
 from simulacra.memory.journal import StoreJournal
@@ -242,6 +242,7 @@ def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Pa
         CheckpointError: ``resume`` and the run folder does not exist, or its Chroma server holds none of its
             collections.
         RunFolderError: the run folder cannot be created or written, or its disk is short of free space.
+        RunInUseError: another town (of this process or another) holds the run folder.
         StoreUnavailable: no Chroma server answers at ``memory.chroma_url``.
         RaterError: no rater answers at a ``rater.url`` that is not loopback.
         LLMError: the configured model cannot be set up (missing key, bundled model not installed).
@@ -288,8 +289,10 @@ def prepare_run(world_path: str | Path, config: Config, personas_dir: str | Path
                 db_dir: str | Path = "database", run_name: str | None = None, overwrite: bool = False,
                 agents: list[str] | None = None, resume: bool = False, stores: bool = True):
     """The part of :func:`build_runtime` that needs no model: the world and personas (validated), the residents
-    simulated, the run folder (made, or checked on ``resume``), and with ``stores`` the stores' location claimed.
-    Returns ``(world, agent ids, run folder, location or None, closers)``. Raises as :func:`build_runtime`."""
+    simulated, the run folder held for this writer (:func:`simulacra.disk.hold_run_folder`) and made, or checked on
+    ``resume``, and with ``stores`` the stores' location claimed. Returns ``(world, agent ids, run folder, location
+    or None, closers)``; the closers (the folder's release first, so it is let go last) are the caller's to call.
+    Raises as :func:`build_runtime`."""
     world = load_world(world_path, personas_dir)
     ids = agents if agents is not None else list(world.personas)
     unknown = [a for a in ids if a not in world.personas]
@@ -301,26 +304,31 @@ def prepare_run(world_path: str | Path, config: Config, personas_dir: str | Path
     if len(set(ids)) != len(ids):
         twice = sorted({a for a in ids if ids.count(a) > 1})
         raise SimulacraError(f"agents (--agents): listed more than once: {', '.join(twice)}")
-    run_name = check_run_name(run_name or f"{Path(world_path).stem}-seed{config.simulation.seed}")
+    run_name = check_run_name(run_name if run_name is not None
+                              else f"{Path(world_path).stem}-seed{config.simulation.seed}")
     run_dir = Path(db_dir) / run_name
-    if resume:
-        if not run_dir.is_dir():
-            raise CheckpointError(f"{run_dir}: no such run folder to resume")
-    else:
-        if run_dir.exists():
-            if not overwrite:
-                raise RunExistsError(f"run folder {run_dir} exists: replace it with overwrite (--overwrite), "
-                                     f"choose another run name (--run-name), or continue it with "
-                                     f"Town.resume({str(run_dir)!r}) (simulacra run --resume {run_dir})")
-            forget_chroma_clients()
-            remove_run_folder(run_dir)
-        make_run_folder(run_dir)
-    check_run_folder(run_dir, config.simulation.min_free_mb, remove_on_error=not resume)
-    if not stores:
-        return world, ids, run_dir, None, []
-    location = store_location(config.memory, run_dir)
-    location.claim(resume, overwrite)
-    closers: list[Callable[[], None]] = [] if location.journal is None else [location.journal.close]
+    if resume and not run_dir.is_dir():
+        raise CheckpointError(f"{run_dir}: no such run folder to resume")
+    if not resume and run_dir.exists() and not overwrite:
+        raise RunExistsError(f"run folder {run_dir} exists: replace it with overwrite (--overwrite), "
+                             f"choose another run name (--run-name), or continue it with "
+                             f"Town.resume({str(run_dir)!r}) (simulacra run --resume {run_dir})")
+    release = hold_run_folder(run_dir)  # before the folder is replaced or reopened: one writer at a time
+    try:
+        if not resume:
+            if run_dir.exists():
+                forget_chroma_clients()
+                remove_run_folder(run_dir)
+            make_run_folder(run_dir)
+        check_run_folder(run_dir, config.simulation.min_free_mb, remove_on_error=not resume)
+        if not stores:
+            return world, ids, run_dir, None, [release]
+        location = store_location(config.memory, run_dir)
+        location.claim(resume, overwrite)
+    except BaseException:
+        release()
+        raise
+    closers: list[Callable[[], None]] = [release] if location.journal is None else [release, location.journal.close]
     return world, ids, run_dir, location, closers
 
 

@@ -83,6 +83,7 @@ from simulacra.trace import (
     TraceFormatError,
     TraceWriter,
     read_header,
+    trace_has_ticks,
 )
 
 log = logging.getLogger(__name__)
@@ -402,17 +403,22 @@ class Simulation:
         """
         from simulacra.cluster import RayShards, town_mind
 
-        world, ids, run_dir, _, _ = prepare_run(world_path, config, personas_dir, db_dir, run_name, overwrite,
-                                                agents, resume=resume, stores=False)
-        if config.memory.chroma_url:  # the run's collections on the server, checked once, before any worker writes
-            from simulacra.memory.chroma import ChromaServer
+        world, ids, run_dir, _, closers = prepare_run(world_path, config, personas_dir, db_dir, run_name, overwrite,
+                                                      agents, resume=resume, stores=False)
+        try:
+            if config.memory.chroma_url:  # the run's collections on the server, checked once, before any worker writes
+                from simulacra.memory.chroma import ChromaServer
 
-            ChromaServer(config.memory.chroma_url, run_dir.name, config.memory.chroma_retry_s,
-                         config.memory.chroma_timeout_s).claim(resume, overwrite)
-        spec, config = _ray_spec(world_path, config, personas_dir, run_dir, ids, resume)
-        cluster = RayShards({**spec, "ablate": sorted(ablate)}, shard_agents(ids, workers), address)
+                ChromaServer(config.memory.chroma_url, run_dir.name, config.memory.chroma_retry_s,
+                             config.memory.chroma_timeout_s).claim(resume, overwrite)
+            spec, config = _ray_spec(world_path, config, personas_dir, run_dir, ids, resume)
+            cluster = RayShards({**spec, "ablate": sorted(ablate)}, shard_agents(ids, workers), address)
+        except BaseException:
+            for c in reversed(closers):
+                c()
+            raise
         return Runtime(world=world, config=config, run_dir=run_dir, agents=list(ids), embedder=None, rater=None,
-                       mind=town_mind(cluster.infos[0]), memories={}, closers=[cluster.close]), cluster
+                       mind=town_mind(cluster.infos[0]), memories={}, closers=[*closers, cluster.close]), cluster
 
     @classmethod
     def _start_again(cls, run_dir: Path, embedder, allow_changed: bool, rater_url: str | None,
@@ -421,14 +427,20 @@ class Simulation:
         again, in the same folder, from the settings its trace header records (config, world, personas, agents).
 
         Raises:
-            CheckpointError: not even a trace header was written (the settings are unknown), the run is a
-                scenario's (``simulacra evaluate`` sets it up), or an input file changed (unless allowed).
+            CheckpointError: not even a trace header was written (the settings are unknown), the trace holds ticks
+                (the checkpoint was lost: starting again would replace them), the run is a scenario's
+                (``simulacra evaluate`` sets it up), or an input file changed (unless allowed).
         """
         try:
             read_header(run_dir)
         except TraceFormatError:
             raise CheckpointError(f"{run_dir}: stopped before it recorded its settings (no checkpoint, no trace "
                                   f"header): start it again with its arguments and --overwrite") from None
+        if trace_has_ticks(run_dir):  # the first checkpoint precedes the first tick: this one was lost
+            raise CheckpointError(f"{run_dir}: no {CHECKPOINT}, but its trace holds ticks: the checkpoint was "
+                                  f"deleted or lost, so the run cannot be taken up where it stopped. Put "
+                                  f"{CHECKPOINT} back, or start the run again from its first tick with its "
+                                  f"arguments and --overwrite (its ticks and memories are then replaced)")
         config, world_path, header = _recorded_run(run_dir, allow_changed, rater_url, chroma_url)
         if header.get("scenario") is not None:
             raise CheckpointError(f"cannot resume {run_dir}: a scenario run stopped before its first tick; run "

@@ -120,6 +120,17 @@ def _whole(name: str, value: Any, least: int) -> int:
     return int(value)
 
 
+def _flat(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested dict as ``{"section.field": value}`` (a profile's fields one level further down)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, Mapping):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
 class Town:
     """A running town: its world, clock, agents and their memories (a :class:`~simulacra.simulation.Simulation`).
 
@@ -134,6 +145,7 @@ class Town:
     def __init__(self, sim):
         self.sim = sim
         self._finalizer = weakref.finalize(self, _close_quietly, sim)
+        self._recorded = _flat(sim.config.model_dump(mode="json"))  # the config its trace header records
 
     # ----------------------------------------------------------------- making one
     @classmethod
@@ -204,6 +216,9 @@ class Town:
 
     @property
     def config(self) -> Config:
+        """The run's config, as its trace header records it. Read it; a field changed on a running town is refused
+        at the next :meth:`run` or :meth:`step` (the trace records the config once, and ``rescore``, ``tune`` and
+        resume read it there): make a town with the setting instead (``Town.create(..., memory={...})``)."""
         return self.sim.config
 
     @property
@@ -213,6 +228,7 @@ class Town:
 
     @property
     def ticks_done(self) -> int:
+        """The ticks run so far (0 for a new town); the next tick's number."""
         return self.sim.ticks_done
 
     @property
@@ -279,14 +295,15 @@ class Town:
         Raises:
             KeyboardInterrupt: after the town is brought back to its last checkpoint (when the interrupt cut a
                 tick), so that it can run on.
-            SimulacraError: a closed town, or a bad length; other exceptions of a failed tick propagate (the last
-                checkpoint stays resumable).
+            SimulacraError: a closed town, a bad length, or its :attr:`config` changed since it was made or
+                resumed; other exceptions of a failed tick propagate (the last checkpoint stays resumable).
         """
         from tqdm import tqdm
 
         from simulacra.clock import day_number
 
         self._check_open()
+        self._check_config()
         n = self.ticks_for(hours, days, ticks)
         if on_tick is not None and not callable(on_tick):
             raise SimulacraError(f"on_tick must be a function of the tick's result, got {on_tick!r:.80}")
@@ -321,8 +338,12 @@ class Town:
 
     def step(self):
         """Run one tick; returns its :class:`~simulacra.simulation.TickResult` (``record``: the trace record,
-        ``notable``: its readable lines). The tick is checkpointed like every tick of :meth:`run`."""
+        ``notable``: its readable lines). The tick is checkpointed like every tick of :meth:`run`.
+
+        Raises:
+            SimulacraError: a closed town, or its :attr:`config` changed since it was made or resumed."""
         self._check_open()
+        self._check_config()
         try:
             return self.sim.step()
         except KeyboardInterrupt:
@@ -343,6 +364,7 @@ class Town:
         sim.close()
         self.sim = Simulation.resume(sim.run_dir, embedder=embedder, ray_address=address)
         self._finalizer = weakref.finalize(self, _close_quietly, self.sim)
+        self._recorded = _flat(self.sim.config.model_dump(mode="json"))
         print(f"simulacra: interrupted in the middle of a tick; the town is back at its last checkpoint "
               f"({self.ticks_done} ticks, {self.clock})", file=sys.stderr)
 
@@ -394,6 +416,18 @@ class Town:
     @property
     def closed(self) -> bool:
         return not self._finalizer.alive
+
+    def _check_config(self) -> None:
+        """Refuse to run on with a config other than the one the trace header records (a field set on
+        :attr:`config` of a running town): its ticks would be recorded as scored with the header's."""
+        now = _flat(self.sim.config.model_dump(mode="json"))
+        changed = [k for k in sorted(set(now) | set(self._recorded)) if now.get(k) != self._recorded.get(k)]
+        if changed:
+            said = ", ".join(f"{k} {self._recorded.get(k)!r} -> {now.get(k)!r}" for k in changed[:4])
+            raise SimulacraError(f"town.config was changed after the town was made ({said}"
+                                 f"{', ...' if len(changed) > 4 else ''}): a run's config is recorded once, in its "
+                                 f"trace header, and rescore, tune and resume read it there. Put it back, or make a "
+                                 f"town with the setting (Town.create(..., memory={{...}}, overrides=[...]))")
 
     def _check_open(self) -> None:
         if self.closed:

@@ -663,6 +663,18 @@ def read_header(path: str | Path) -> Header:
     return stream_trace(path)[0]
 
 
+def trace_has_ticks(path: str | Path) -> bool:
+    """Whether the trace of run folder (or ``trace.jsonl``) ``path`` holds anything after its header line: a tick
+    record, whole or cut. Reads two lines at most; ``False`` when there is no trace."""
+    p = Path(path)
+    p = p / "trace.jsonl" if p.is_dir() else p
+    if not p.is_file():
+        return False
+    with p.open("rb") as fh:
+        fh.readline()
+        return bool(fh.readline().strip())
+
+
 def iter_trace(path: str | Path) -> Iterator[tuple[int, TraceRecord]]:
     """Yield ``(line number, record)``: the :class:`Header` (line 1, validated), then the :class:`TickRecord` s.
 

@@ -115,6 +115,46 @@ def test_a_closed_town_says_how_to_take_it_up(tmp_path, rater_url):
     assert len(_ticks(town.run_dir)) == 2
 
 
+def test_one_town_at_a_time_writes_a_run_folder(tmp_path, rater_url):
+    """A second town on an open town's run folder (a notebook cell run again, a `simulacra run` beside it) is
+    refused before it touches the folder: otherwise the two interleave ticks, or an overwrite deletes the folder
+    under the first. Closed, the folder is free again."""
+    from simulacra.errors import RunFolderError, RunInUseError
+
+    def create(**kw):
+        return Town.create(DATA / "tiny.yaml", rater={"url": rater_url}, db_dir=tmp_path,
+                           **{"run_name": "one", **TINY, **kw})
+
+    town = create()
+    town.run(ticks=2, progress=False)
+    before = _ticks(town.run_dir)
+    with pytest.raises(RunInUseError, match="open in another town of this process: close that one first"):
+        Town.resume(town.run_dir, rater_url=rater_url)
+    with pytest.raises(RunInUseError, match="open in another town of this process"):
+        create(overwrite=True)
+    r = subprocess.run([sys.executable, "-m", "simulacra.cli", "run", "--resume", str(town.run_dir), "--ticks", "4",
+                        "--rater-url", rater_url, "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and "being written by another process" in r.stderr, r.stderr
+    assert _ticks(town.run_dir) == before  # nobody else wrote
+    town.run(ticks=1, progress=False)  # the first town goes on as if alone
+    assert _ticks(town.run_dir)[:2] == before and len(_ticks(town.run_dir)) == 3
+    town.config.memory.a_rec = 0.0  # the trace header says 0.25: refused, not recorded as if scored with it
+    with pytest.raises(SimulacraError, match=r"town.config was changed after the town was made \(memory.a_rec "
+                                             r"0.25 -> 0.0\)"):
+        town.run(ticks=1, progress=False)
+    with pytest.raises(SimulacraError, match="memory.a_rec"):
+        town.step()
+    town.config.memory.a_rec = 0.25  # put back: it goes on
+    town.step()
+    assert len(_ticks(town.run_dir)) == 4
+    town.close()
+    with create(overwrite=True) as again:  # free once closed
+        again.run(ticks=1, progress=False)
+    assert len(_ticks(town.run_dir)) == 1
+    with pytest.raises(RunFolderError, match="run name ''"):
+        create(run_name="")
+
+
 def test_an_interrupt_in_the_middle_of_a_tick_brings_the_town_back_to_its_checkpoint(tmp_path, monkeypatch,
                                                                                       rater_url):
     """A notebook cell interrupted while a tick is half done: the town goes back to its last checkpoint, and

@@ -316,7 +316,8 @@ def test_a_resumed_run_keeps_the_world_order_of_its_agents(tmp_path, rater_url, 
 def test_a_run_stopped_before_its_first_checkpoint_starts_again_from_its_header(tmp_path, rater_url, reference):
     """Stopped while it was being set up (its trace header written, its first checkpoint not yet renamed into
     place), a run has no tick to resume: ``--resume`` starts it again from the settings its header records, and it
-    runs as the uninterrupted run did. With no header either, the message says what to do."""
+    runs as the uninterrupted run did. A run whose checkpoint is lost after it ran ticks is not started again (that
+    would replace them). With no header either, the message says what to do."""
     _, ref_ticks = reference
     r = cli(tmp_path, rater_url, *[a if a != str(TICKS) else "0" for a in new_run_args("early")])
     assert r.returncode == 0, r.stderr
@@ -326,7 +327,11 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_again_from_its_header(
     assert r.returncode == 0, r.stderr
     assert "stopped before its first checkpoint: starting it again" in r.stderr
     assert [json.loads(x) for x in tick_lines(run_dir) if x] == ref_ticks[:3]
-    (run_dir / "checkpoint.json").unlink()
+    (run_dir / "checkpoint.json").unlink()  # lost after ticks were run: starting again would replace them
+    trace = (run_dir / "trace.jsonl").read_bytes()
+    r = cli(tmp_path, rater_url, "--resume", str(run_dir), "--ticks", "5")
+    assert r.returncode == 2 and "no checkpoint.json, but its trace holds ticks" in r.stderr, r.stderr
+    assert "--overwrite" in r.stderr and (run_dir / "trace.jsonl").read_bytes() == trace
     (run_dir / "trace.jsonl").unlink()
     r = cli(tmp_path, rater_url, "--resume", str(run_dir))
     assert r.returncode == 2 and "no checkpoint, no trace header" in r.stderr and "--overwrite" in r.stderr
