@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from simulacra.errors import ConfigError, UnknownNameError, read_yaml, validate_as
+from simulacra.errors import ConfigError, DuplicateKeyError, UniqueKeyLoader, UnknownNameError, read_yaml, validate_as
 
 if TYPE_CHECKING:
     from simulacra.memory.perspective import Person
@@ -60,7 +60,8 @@ class RetrievalProfile(_Section):
         fusion: the hybrid fusion (``memory.fusion``: weighted or rrf).
         rrf_k: k of reciprocal-rank fusion (``memory.rrf_k``).
         normalize: the term scaling (``memory.normalize``: none or minmax).
-        threshold: a memory scoring below this is not used (``memory.threshold``).
+        threshold: a memory scoring below this is not used (``memory.threshold``); under the highest score the
+            profile's weights allow, ``a_rec + a_imp + a_rel``.
         top_k: memories returned by one retrieval (``memory.top_k``).
         retrieval: the retrieval rule (``memory.retrieval``: cascade or merged).
         static_top_k: the static budget (``memory.static_top_k``).
@@ -142,7 +143,10 @@ class MemoryConfig(_Section):
     recency_from: Literal["created", "last_access"] = Field(
         "created", description="age measured from creation (seed 003) or last access (Generative Agents)"
     )
-    threshold: float = Field(0.35, description="a memory scoring below this is not used (seed 003)")
+    threshold: float = Field(
+        0.35, description="a memory scoring below this is not used (seed 003); under a_rec + a_imp + a_rel, the "
+        "highest score a memory can get (each term is at most 1)",
+    )
     top_k: int = Field(5, ge=1, description="memories returned by one retrieval")
     retrieval: Literal["cascade", "merged"] = Field(
         "merged",
@@ -321,10 +325,27 @@ class MemoryConfig(_Section):
                     raise ValueError(f"profiles.{name}.{kind}: unknown profile {link!r} (a profile of "
                                      f"memory.profiles: {', '.join(self.profiles)})")
         for name in [SITUATIONAL, *self.profiles]:
-            if all(v == 0 for v in self.weights(name)):
+            weights = self.weights(name)
+            if all(v == 0 for v in weights):
                 where = "" if name == SITUATIONAL else f"profiles.{name}: "
                 raise ValueError(f"{where}the weights a_rec, a_imp and a_rel are all 0")
+            self._check_reachable(name, sum(weights))
         return self
+
+    def _check_reachable(self, name: str, top: float) -> None:
+        """Refuse a threshold of profile ``name`` no memory can reach: recency, importance and relevance each lie in
+        [0, 1] (under ``normalize: minmax`` too), so the highest score possible is ``top = a_rec + a_imp + a_rel``
+        (:mod:`simulacra.memory.scoring`), and a threshold at or above it makes every retrieval return nothing."""
+        threshold = self.threshold if name == SITUATIONAL else self.profiles[name].threshold
+        if threshold is None or threshold < top:  # no threshold of its own: the section's, checked against its weights
+            return
+        whose = "the section's" if name == SITUATIONAL else f"profile {name}'s"
+        why = (f"at or above {top:g}, the highest score a memory can get under {whose} weights (a_rec + a_imp + "
+               f"a_rel; each term is at most 1), so no memory would ever be retrieved")
+        if name == SITUATIONAL:
+            raise ValueError(f"threshold {threshold:g} is {why}; expected memory.threshold under {top:g}")
+        raise ValueError(f"profiles.{name}.threshold {threshold:g} is {why}; expected "
+                         f"memory.profiles.{name}.threshold under {top:g}")
 
     def query_text(self, text: str, name: str, person: Person) -> str:
         """The text a retrieval matches (lexical relevance) for question ``text`` of the resident named ``name``,
@@ -794,10 +815,12 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...], source: str | Path = "<config>"
                     ) -> dict[str, Any]:
     """``data`` (nested dicts, changed in place and returned) with ``"section.field=value"`` overrides applied;
-    the value is parsed as YAML (``0.3``, ``null``, ``true``).
+    the value is parsed as YAML (``0.3``, ``null``, ``true``) by the loader config files are read with
+    (:class:`~simulacra.errors.UniqueKeyLoader`): a clock time such as ``23:00`` stays the string ``"23:00"`` (plain
+    YAML 1.1 reads it as the base-60 integer 1380), and a key given twice in one mapping is refused.
 
     Raises:
-        ConfigError: a malformed override, or a section that is not a mapping.
+        ConfigError: a malformed override, a value giving a key twice, or a section that is not a mapping.
     """
     for item in overrides:
         key, sep, raw = item.partition("=")
@@ -805,7 +828,10 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
         if not sep or len(parts) != 2 or not all(parts):
             raise ConfigError("--set", item, "expected section.field=value, e.g. memory.a_rec=0.3")
         try:
-            value = yaml.safe_load(raw)
+            value = yaml.load(raw, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass, as read_yaml's
+        except DuplicateKeyError as err:
+            raise ConfigError("--set", item, f"key {err.key!r} given twice in one mapping; expected each key "
+                                             f"once") from None
         except yaml.YAMLError:
             value = raw
         section = data.setdefault(parts[0], {})

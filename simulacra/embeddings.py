@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -30,8 +30,9 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 class Embedder(Protocol):
     """Turns texts into vectors.
 
-    ``embed(texts)`` returns a float32 array of shape ``(len(texts), dim)``; rows are unit-length for
-    the default model, so Chroma's squared-L2 distance lies in [0, 4].
+    ``embed(texts)`` takes a list of strings (one ``str`` is refused with a ``TypeError``, :func:`check_texts`) and
+    returns a float32 array of shape ``(len(texts), dim)``; rows are unit-length for the default model, so Chroma's
+    squared-L2 distance lies in [0, 4].
     """
 
     name: str
@@ -95,6 +96,26 @@ def _quiet_export():
         root.removeFilter(mute)
 
 
+def check_texts(texts: Sequence[str]) -> list[str]:
+    """``texts`` as a list, once each item is known to be a string: what every embedder's ``embed`` checks first.
+
+    Raises:
+        TypeError: ``texts`` is one string (it would be embedded character by character) or not iterable, or an
+            item is not a string (naming its index).
+    """
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"texts: expected a list of strings, got one {type(texts).__name__} {texts!r:.40}; wrap a "
+                        f"single text in a list: embed([text])")
+    try:
+        out = list(texts)
+    except TypeError:
+        raise TypeError(f"texts: expected a list of strings, got {type(texts).__name__}") from None
+    for i, text in enumerate(out):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{i}]: expected a string, got {type(text).__name__} {text!r:.40}")
+    return out
+
+
 class EmbeddingError(SimulacraError):
     """The embedding model cannot be set up (a backend's package missing, an export that failed)."""
 
@@ -152,11 +173,16 @@ class SentenceTransformerEmbedder:
         or the in-process rater's, which serves each request on a new thread): torch's OpenMP pool belongs to the
         thread that starts it, so a new thread per call paid for a new pool and cold caches (measured, 25 agents,
         exact embedding: 11.3 ms per text on the rater's threads against 8.2 ms on the simulation's; docs/scale.md).
-        Calls are served one at a time (torch inference is not re-entrant-safe across our threads)."""
+        Calls are served one at a time (torch inference is not re-entrant-safe across our threads).
+
+        Raises:
+            TypeError: ``texts`` is one string or not a list of strings (:func:`check_texts`).
+        """
+        texts = check_texts(texts)
         model = self._load()
         if len(texts) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return self._worker.submit(self._encode, model, list(texts)).result()
+        return self._worker.submit(self._encode, model, texts).result()
 
     def _encode(self, model, texts: list[str]) -> np.ndarray:
         import torch
@@ -390,8 +416,12 @@ class CachedEmbedder:
         return self.inner.dim
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed ``texts``, computing only the ones not cached, in one batch; returns float32 ``(n, dim)``."""
-        texts = list(texts)
+        """Embed ``texts``, computing only the ones not cached, in one batch; returns float32 ``(n, dim)``.
+
+        Raises:
+            TypeError: ``texts`` is one string or not a list of strings (:func:`check_texts`).
+        """
+        texts = check_texts(texts)
         with self._lock:
             missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
         if missing:
@@ -442,9 +472,16 @@ def build_embedder(config=None, cached: bool = True) -> Embedder:
 
     Args:
         config: a :class:`simulacra.config.EmbeddingConfig` (default: its defaults).
+    Raises:
+        TypeError: ``config`` is not an :class:`~simulacra.config.EmbeddingConfig` (a backend name, a mapping).
     """
     from simulacra.config import EmbeddingConfig
 
+    if config is not None and not isinstance(config, EmbeddingConfig):
+        hint = ("EmbeddingConfig.model_validate(mapping)" if isinstance(config, Mapping)
+                else "e.g. EmbeddingConfig(backend='onnx')")
+        raise TypeError(f"config: expected an EmbeddingConfig (the run config's embedding section; {hint}), got "
+                        f"{type(config).__name__} {config!r:.40}")
     e = config if config is not None else EmbeddingConfig()
     if e.backend in ONNX_BACKENDS:
         model = OnnxEmbedder(e.model, e.device, e.batch_size, e.exact, e.threads, ONNX_BACKENDS[e.backend],

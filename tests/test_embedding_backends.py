@@ -156,3 +156,26 @@ def test_a_header_without_a_backend_was_embedded_with_torch():
 
     assert config_from_dict(recorded_config({"embedding": {"model": "all-MiniLM-L6-v2"}})).embedding.backend == \
         "torch"
+
+
+@pytest.mark.parametrize("cached", [True, False])
+def test_embed_refuses_one_string_and_names_a_non_string_item(cached):
+    """One str used to be embedded character by character ((9, 384) for "some text"), and None failed inside
+    sentence-transformers: a TypeError before the model is loaded."""
+    e = build_embedder(EmbeddingConfig(backend="torch"), cached=cached)
+    with pytest.raises(TypeError, match=r"texts: expected a list of strings, got one str"):
+        e.embed("some text")
+    with pytest.raises(TypeError, match=r"texts\[1\]: expected a string, got NoneType"):
+        e.embed(["fine", None])
+    with pytest.raises(TypeError, match="texts: expected a list of strings, got int"):
+        e.embed(5)
+    if cached:
+        assert len(e) == 0 and e.misses == 0  # nothing cached or counted
+    else:
+        assert e._model is None  # refused before the model was loaded
+
+
+@pytest.mark.parametrize("config", ["onnx", {"backend": "torch"}, 3])
+def test_build_embedder_asks_for_an_embedding_config(config):
+    with pytest.raises(TypeError, match=f"config: expected an EmbeddingConfig.*got {type(config).__name__}"):
+        build_embedder(config)

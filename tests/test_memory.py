@@ -186,7 +186,8 @@ def test_access_marks_reach_every_tier_even_from_a_generator(tmp_path):
         "kept": 1.0, "fresh": 1.0}
 
 
-@pytest.mark.parametrize("field, value", [("text", None), ("text", "  "), ("rating", "7"), ("rating", 11),
+@pytest.mark.parametrize("field, value", [("kind", "obsrvation"), ("kind", ""), ("kind", None),
+                                          ("text", None), ("text", "  "), ("rating", "7"), ("rating", 11),
                                           ("rating", 0), ("rating", 5.5), ("rating", True),
                                           ("timestamp", float("nan")), ("timestamp", float("inf")),
                                           ("long_term_since", "noon")])
@@ -224,6 +225,74 @@ def test_a_retrieval_or_write_the_store_cannot_score_is_named(tmp_path):
         mem.add([rec("ann", "The ferry was late.", 120, 4)], np.ones((1, DIM + 2)))
     assert [r.text for r in mem.short_term.records] == ["The mill wheel cracked."]
     assert [m.text for m in mem.retrieve(q, now=200, top_k=3)] == ["The mill wheel cracked."]
+
+
+def test_a_retrieval_that_could_only_answer_nothing_or_fail_inside_is_named(tmp_path):
+    """A nan query embedding or threshold silently returned []; a query_text or threshold of the wrong type failed
+    inside the tokenizer or numpy; a blank query_text under hybrid relevance was taken, and the error for a missing
+    one did not name the argument."""
+    mem = make(tmp_path, relevance="hybrid")
+    mem.add([rec("ann", "The mill wheel cracked.", 100, 6)], unit(1)[None])
+    q = unit(1)
+    for kw, error, words in ((dict(query_embedding=np.full(DIM, np.nan)), ValueError, "query_embedding: expected "
+                              "finite"),
+                             (dict(query_embedding=np.array(["x"] * DIM)), ValueError, "query_embedding: expected "
+                              "finite"),
+                             (dict(query_text=5), TypeError, "query_text: expected the query's text"),
+                             (dict(query_text="   "), ValueError, "query_text: hybrid relevance"),
+                             (dict(query_text=None), ValueError, "query_text: hybrid relevance"),
+                             (dict(threshold=float("nan")), ValueError, "threshold: expected a finite number"),
+                             (dict(threshold="high"), TypeError, "threshold: expected a number")):
+        args = {"query_embedding": q, "now": 200, "query_text": "mill wheel", **kw}
+        with pytest.raises(error, match=words):
+            mem.retrieve(**args)
+    with pytest.raises(ValueError, match="query_text: hybrid relevance"):
+        mem.candidates(q, 200, query_text="")
+    assert [m.text for m in mem.retrieve(q, 200, query_text="mill wheel", threshold=float("-inf"))] == [
+        "The mill wheel cracked."]
+    assert make(tmp_path / "dense").retrieve(q, 200, query_text="  ") == []  # dense relevance needs no text
+
+
+def test_a_write_or_call_with_bad_arguments_fails_before_it_changes_anything(tmp_path):
+    """add with fewer embeddings than records raised IndexError after it had counted their ratings towards the
+    next reflection; consolidate("700") stored a str that failed the next call; most_important(-1) dropped the last
+    memory; mark_accessed of one id str marked its characters."""
+    mem = make(tmp_path)
+    first = rec("ann", "The mill wheel cracked.", 100, 6)
+    mem.add([first], unit(1)[None])
+    three = [rec("ann", f"memory {i}", 110 + i, 5) for i in range(3)]
+    for emb in (unit(1)[None], np.stack([unit(1)] * 4), unit(1), np.ones((3, DIM + 1))):
+        with pytest.raises(ValueError, match=r"embeddings: 3 memories need embeddings of shape \(3, 8\)"):
+            mem.add(three, emb)
+    with pytest.raises(ValueError, match="memory ids given more than once"):
+        mem.add([three[0], three[0]], np.stack([unit(1)] * 2))
+    assert mem.importance_since_reflection == 6 and mem.short_term.ids == [first.id]
+    with pytest.raises(ValueError, match="now: expected the game minute.*'700'"):
+        mem.consolidate("700")
+    assert mem.last_consolidation is None
+    mem.consolidate(700)
+    assert mem.last_consolidation == 700
+    for n, error in ((-1, ValueError), ("3", TypeError), (1.5, TypeError)):
+        with pytest.raises(error, match="n: expected how many memories, an integer >= 0"):
+            mem.most_important(800, n, tiers=("short_term",))
+    assert mem.most_important(800, 0, tiers=("short_term",)) == []
+    with pytest.raises(TypeError, match="ids: expected an iterable of memory ids"):
+        mem.mark_accessed(first.id, 800)
+    with pytest.raises(ValueError, match="now:"):
+        mem.mark_accessed([first.id], "800")
+    assert mem.short_term.get(first.id).last_accessed is None
+
+
+@pytest.mark.parametrize("config, dim, error, words", [
+    ({"top_k": 3}, DIM, TypeError, "config: expected a MemoryConfig"),
+    (None, "384", TypeError, "dim: expected the embedding dimension, an integer"),
+    (None, 8.0, TypeError, "dim: expected"),
+    (None, 0, ValueError, "dim: expected the embedding dimension, an integer >= 1"),
+])
+def test_a_memory_made_with_a_wrong_config_or_dimension_says_so(tmp_path, config, dim, error, words):
+    with pytest.raises(error, match=words):
+        AgentMemory("ann", tmp_path / "ann", MemoryConfig() if config is None else config, dim)
+    assert not (tmp_path / "ann").exists()  # refused before a store was opened
 
 
 def test_a_store_opened_with_an_embedder_of_another_size_says_so(tmp_path):

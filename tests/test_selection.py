@@ -155,3 +155,16 @@ def test_the_default_reaches_episodic_memory_and_seed003_stops_at_static(tmp_pat
         share[name] = len(episodic) / len(ops)
     # measured on this world: 0.881 (hybrid default; 1.0 under dense relevance) and 0.025; the issue's bar is 0.5
     assert share["default"] >= 0.8 and share["seed003"] <= 0.1
+
+
+@pytest.mark.parametrize("field, value, error", [
+    *[(f, v, ValueError) for f in ("threshold", "static_threshold") for v in (float("nan"), float("inf"))],
+    *[(f, v, TypeError) for f in ("threshold", "static_threshold") for v in ("high", True)],
+    ("threshold", None, TypeError),  # a static_threshold of None is "as threshold"
+])
+def test_a_threshold_no_score_can_pass_is_refused(field, value, error):
+    """nan compares false with every score (a retrieval silently returned nothing); a str failed inside numpy."""
+    with pytest.raises(error, match=f"^{field}: expected"):
+        RetrievalRule("merged", 3, **{"threshold": 0.35, field: value})
+    assert RetrievalRule("merged", 3, float("-inf")).threshold == float("-inf")  # -inf: no threshold
+    assert RetrievalRule("merged", 3, np.float64(0.5), static_threshold=None).threshold == 0.5

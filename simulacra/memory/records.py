@@ -20,6 +20,7 @@ from simulacra.trace import reinforced_as_add as reinforced_as_add  # re-exporte
 #: summary of an agent's day (:mod:`simulacra.cognition.summary`).
 KINDS = ("observation", "dialogue", "plan", "event", "reflection", "persona", "world", "notice", "conversation",
          "intention", "summary")
+_KINDS = frozenset(KINDS)
 
 #: an agent's own tiers, in seed 003's retrieval order; the town's ``shared`` tier comes after them
 TIERS = (STATIC, SHORT_TERM, LONG_TERM)
@@ -49,6 +50,9 @@ class MemoryRecord:
         long_term_since: game minute it entered long-term, ``None`` while short-term.
         last_accessed: game minute of its last explicit access mark (a rehearsal), ``None`` if never.
         extra: further scalar metadata (``topic``, ``source``, ``evidence_ids`` ...).
+    Raises:
+        MemoryRecordError: (a ``ValueError``) an empty id or text, a kind not in :data:`KINDS`, a rating outside
+            1..10, a game minute that is not a finite number.
     """
 
     id: str
@@ -67,7 +71,7 @@ class MemoryRecord:
         # (plain str, int and float fields) is one expression; anything else is looked at closely.
         r, t, lt, la = self.rating, self.timestamp, self.long_term_since, self.last_accessed
         if (type(self.id) is str and self.id and type(self.text) is str and self.text and not self.text.isspace()
-                and type(self.kind) is str and self.kind
+                and type(self.kind) is str and self.kind in _KINDS
                 and (r is None or (type(r) is int and 1 <= r <= 10))
                 and (t is None or (type(t) is float and math.isfinite(t)))
                 and (lt is None or (type(lt) is float and math.isfinite(lt)))
@@ -81,9 +85,8 @@ class MemoryRecord:
             raise MemoryRecordError(f"memory id must be a non-empty string, got {self.id!r}")
         if not isinstance(self.text, str) or not self.text.strip():
             raise MemoryRecordError(f"{what}: text must be a non-empty string, got {self.text!r:.80}")
-        if not isinstance(self.kind, str) or not self.kind:
-            raise MemoryRecordError(f"{what}: kind must be a non-empty string (one of {', '.join(KINDS)}), got "
-                                    f"{self.kind!r}")
+        if not isinstance(self.kind, str) or self.kind not in _KINDS:
+            raise MemoryRecordError(f"{what}: kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         if self.rating is not None and not (is_whole(self.rating) and 1 <= self.rating <= 10):
             raise MemoryRecordError(f"{what}: rating must be an integer 1..10 (or None for a static memory), got "
                                     f"{self.rating!r}")

@@ -23,8 +23,10 @@ takes any per-tier scores.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Real
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -43,11 +45,13 @@ class RetrievalRule:
         mode: ``"cascade"`` or ``"merged"``.
         top_k: most episodic memories returned (all memories when ``static_top_k`` is ``None``), >= 0.
         threshold: minimum score of a returned memory (same scale as the score: ``a_rel`` times relevance plus
-            the weighted recency and importance).
+            the weighted recency and importance); a real number, ``-inf`` for none, never ``nan`` or ``+inf``.
         static_top_k: most static facts returned beside the ``top_k``, >= 0; ``None``: no budget (seed 003).
-        static_threshold: minimum score of a budgeted static fact; ``None``: ``threshold``.
+        static_threshold: minimum score of a budgeted static fact; ``None``: ``threshold``. As ``threshold``.
     Raises:
-        ValueError: an unknown mode or a negative count.
+        TypeError: a threshold that is not a number.
+        ValueError: an unknown mode, a negative count, or a threshold that is ``nan`` or ``+inf`` (no memory would
+            ever pass it).
     """
 
     mode: str = "cascade"
@@ -61,6 +65,9 @@ class RetrievalRule:
             raise ValueError(f"unknown retrieval mode {self.mode!r} (known: {', '.join(MODES)})")
         if self.top_k < 0 or (self.static_top_k is not None and self.static_top_k < 0):
             raise ValueError(f"top_k and static_top_k must be >= 0, got {self.top_k} and {self.static_top_k}")
+        check_threshold(self.threshold, "threshold")
+        if self.static_threshold is not None:
+            check_threshold(self.static_threshold, "static_threshold")
 
     @classmethod
     def from_config(cls, memory_config: Any, **overrides: Any) -> RetrievalRule:
@@ -115,6 +122,19 @@ class RetrievalRule:
     def max_results(self) -> int:
         """Most memories one retrieval returns: ``top_k`` plus the static budget."""
         return self.top_k + (self.static_top_k or 0)
+
+
+def check_threshold(value: Any, name: str = "threshold") -> None:
+    """Refuse a retrieval threshold (``name``) that is not a real number (``TypeError``), or is ``nan`` or ``+inf``
+    (``ValueError``: every score compares false with ``nan`` and none reaches ``+inf``, so the retrieval would
+    silently return nothing); ``-inf`` (no threshold) and any finite number pass. The one rule, applied by
+    :class:`RetrievalRule` (so also to :meth:`simulacra.memory.stream.AgentMemory.retrieve`'s ``threshold``)."""
+    if not isinstance(value, Real) or isinstance(value, bool):
+        raise TypeError(f"{name}: expected a number (the lowest score a memory may have), got "
+                        f"{type(value).__name__} {value!r:.40}")
+    if math.isnan(value) or value == math.inf:
+        raise ValueError(f"{name}: expected a finite number (or -inf: no threshold), got {value!r}; no memory "
+                         f"would ever pass it")
 
 
 def candidate_depth(top_k: int, static_top_k: int | None = None, max_top_k: int | None = None) -> int:

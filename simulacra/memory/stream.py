@@ -78,10 +78,20 @@ class AgentMemory:
     Attributes:
         importance_since_reflection: sum of the ratings (1..10) of memories added since the last
             reflection; :meth:`reflected` resets it.
+    Raises:
+        TypeError: ``config`` not a :class:`~simulacra.config.MemoryConfig`, ``dim`` not an integer.
+        ValueError: ``dim`` under 1; neither ``path``, ``client`` nor ``location`` given.
     """
 
     def __init__(self, agent: str, path: str | Path | None, config: MemoryConfig, dim: int, client=None,
                  shared: MemoryTier | None = None, location=None, write_behind: bool = False):
+        if not isinstance(config, MemoryConfig):
+            raise TypeError(f"config: expected a MemoryConfig (the run config's memory section; from a mapping: "
+                            f"MemoryConfig.model_validate(mapping)), got {type(config).__name__}")
+        if not is_whole(dim):
+            raise TypeError(f"dim: expected the embedding dimension, an integer, got {type(dim).__name__} {dim!r}")
+        if dim < 1:
+            raise ValueError(f"dim: expected the embedding dimension, an integer >= 1, got {dim}")
         self.agent = agent
         self.path = None if path is None else Path(path)
         self.config = config
@@ -187,13 +197,36 @@ class AgentMemory:
         A record whose id is already in long-term (consolidated earlier, then perceived again at the same
         game time after a resume) is not added twice. The ratings of records new to the stream are added to
         :attr:`importance_since_reflection`.
+
+        Args:
+            records: the new memories, ids unique within the call.
+            embeddings: their embeddings, shape ``(len(records), dim)``, row ``i`` of ``records[i]``.
+        Raises:
+            ValueError: ``embeddings`` not of shape ``(len(records), dim)``, or an id given twice; nothing is
+                changed then.
         """
+        vectors = self._check_write(records, embeddings)
         keep = [i for i, r in enumerate(records) if r.id not in self.long_term]
         recs = [records[i] for i in keep]
-        self.importance_since_reflection += sum(r.rating or 0 for r in recs if r.id not in self.short_term)
-        self.short_term.upsert(recs, np.asarray(embeddings)[keep])
+        added = sum(r.rating or 0 for r in recs if r.id not in self.short_term)
+        self.short_term.upsert(recs, vectors[keep])
+        self.importance_since_reflection += added
         return [add_op(self.agent, SHORT_TERM, r.id, r.text, r.kind, r.rating, r.timestamp, topic=topic_of(r))
                 for r in recs]
+
+    def _check_write(self, records: Sequence[MemoryRecord], embeddings: np.ndarray) -> np.ndarray:
+        """``embeddings`` as an array, once it is known to fit ``records`` (shape ``(len(records), dim)``, ids
+        unique), so that a write that cannot succeed fails before it changes anything; else ValueError."""
+        vectors = np.asarray(embeddings)
+        want = (len(records), self.short_term.dim)
+        if vectors.shape != want:
+            raise ValueError(f"embeddings: {len(records)} memories need embeddings of shape {want} (one row per "
+                             f"record, the store's dimension), got shape {vectors.shape}")
+        ids = [r.id for r in records]
+        if len(set(ids)) != len(ids):
+            twice = sorted({i for i in ids if ids.count(i) > 1})
+            raise ValueError(f"records: memory ids given more than once in one write: {', '.join(twice)}")
+        return vectors
 
     def add_long_term(self, records: Sequence[MemoryRecord], embeddings: np.ndarray, now: float) -> list[AddOp]:
         """Write memories straight to long-term (reflections) in one write; returns the trace operations.
@@ -228,7 +261,11 @@ class AgentMemory:
         ``rating / 10 > promote_threshold`` go to long-term (one write), the rest are forgotten. Then
         long-term memories whose decayed importance is under ``forget_floor`` are forgotten.
         Long-term is written before short-term is deleted, so a crash in between loses nothing.
+
+        Raises:
+            ValueError: ``now`` is not a finite number (game minutes); nothing is changed then.
         """
+        check_now(now)
         cfg = self.config
         if not force and self.last_consolidation is not None:
             if now - self.last_consolidation < cfg.consolidation_interval_minutes:
@@ -462,7 +499,15 @@ class AgentMemory:
         checkpointed run) and written with the stores' next write to Chroma. Until then the checkpoint is where they
         are kept: every checkpoint records the marks (:meth:`snapshot`) and :meth:`restore` puts them back into the
         mirror and the store.
+
+        Raises:
+            TypeError: ``ids`` is one string (not an iterable of ids).
+            ValueError: ``now`` is not a finite number.
         """
+        if isinstance(ids, (str, bytes)):
+            raise TypeError(f"ids: expected an iterable of memory ids (e.g. a list), got one {type(ids).__name__} "
+                            f"{ids!r:.40}; wrap a single id in a list")
+        check_now(now)
         order = {i: n for n, i in enumerate(dict.fromkeys(ids))}  # ids may be an iterator: read once
         marked: list[tuple[str, str]] = []
         for name in ("short_term", "long_term"):
@@ -511,12 +556,12 @@ class AgentMemory:
             query_embedding: the query's embedding, shape ``(dim,)``.
             now: current game time (game minutes).
             top_k: replaces the config's ``top_k``.
-            threshold: replaces the config's ``threshold``.
+            threshold: replaces the config's ``threshold``: a number, ``-inf`` for none.
             mode: replaces the config's ``retrieval``.
             tiers: tiers to ask, in priority order (default :attr:`readable`).
             rule: the whole rule instead (then ``top_k``, ``threshold`` and ``mode`` are ignored).
-            query_text: the query's text, for lexical and hybrid relevance (``memory.relevance``); ignored under
-                dense relevance.
+            query_text: the query's text, for lexical and hybrid relevance (``memory.relevance``; required there, not
+                blank) and for the time it names (``dated`` profiles); under dense relevance may be ``None``.
             profile: the retrieval profile to score and select with (``memory.profiles``; the config's
                 :meth:`~simulacra.config.MemoryConfig.profile_of` the retrieval's purpose); ``None``: the memory
                 section's own fields (``situational``). When ``query_text`` names a time and the profile links a
@@ -529,11 +574,14 @@ class AgentMemory:
             lexical or hybrid relevance each result also carries its ``dense`` and ``lexical`` relevance.
         Raises:
             KeyError: an unknown tier or profile.
-            ValueError: an unknown mode; lexical or hybrid relevance without ``query_text``; a query embedding not
-                of shape ``(dim,)``, a ``now`` that is not a finite number, a ``top_k`` under 1.
+            TypeError: a ``query_text`` that is not a string, a ``threshold`` that is not a number.
+            ValueError: an unknown mode; lexical or hybrid relevance without ``query_text`` (or with a blank one); a
+                query embedding not of shape ``(dim,)`` or not finite, a ``now`` that is not a finite number, a
+                ``top_k`` under 1, a ``threshold`` of ``nan`` or ``+inf``.
         """
-        self._check_query(query_embedding, now, top_k)
+        self._check_query(query_embedding, now, top_k, query_text)
         profile, params, _ = self.dated(profile, query_text, now)
+        self._check_text(params, query_text, profile)
         rule = rule or self.rule(top_k, threshold, mode, profile)
         names = self.readable if tiers is None else tuple(tiers)
         fetched: dict[str, list[RetrievedMemory]] = {}
@@ -546,16 +594,35 @@ class AgentMemory:
         with scoring_threads():
             return [fetched[p.tier][p.index] for p in select(names, fetch, rule)]
 
-    def _check_query(self, query_embedding: np.ndarray, now: float, top_k: int | None) -> None:
-        """A retrieval's arguments a store cannot score (else a numpy error from inside): ValueError naming it."""
+    def _check_query(self, query_embedding: np.ndarray, now: float, top_k: int | None,
+                     query_text: str | None = None) -> None:
+        """A retrieval's arguments a store cannot score (else a numpy error from inside, or no result at all):
+        ValueError naming it (TypeError for a ``query_text`` that is not a string)."""
         dim = self.short_term.dim
         if getattr(query_embedding, "shape", None) != (dim,):
             raise ValueError(f"query_embedding: expected a vector of shape ({dim},) (the store's dimension), got "
                              f"shape {getattr(query_embedding, 'shape', type(query_embedding).__name__)}")
-        if not is_finite_number(now):
-            raise ValueError(f"now: expected the game minute (a finite number), got {now!r}")
+        try:
+            finite = bool(np.isfinite(query_embedding).all())
+        except TypeError:  # not numbers at all
+            finite = False
+        if not finite:
+            raise ValueError("query_embedding: expected finite numbers, got nan, inf or non-numbers (every memory "
+                             "would score nan)")
+        check_now(now)
         if top_k is not None and not (is_whole(top_k) and top_k >= 1):
             raise ValueError(f"top_k: expected a whole number >= 1, got {top_k!r}")
+        if query_text is not None and not isinstance(query_text, str):
+            raise TypeError(f"query_text: expected the query's text (a str) or None, got {type(query_text).__name__} "
+                            f"{query_text!r:.40}")
+
+    @staticmethod
+    def _check_text(params: ScoringParams, query_text: str | None, profile: str | None) -> None:
+        """Lexical and hybrid relevance match the query's words: without a text (``None`` or blank) they cannot
+        score; ValueError naming ``query_text``."""
+        if params.lexical and (query_text is None or not query_text.strip()):
+            raise ValueError(f"query_text: {params.relevance} relevance (profile {profile or SITUATIONAL}) matches "
+                             f"the query's words, so it needs the query text; got {query_text!r}")
 
     def candidates(self, query_embedding: np.ndarray, now: float, top_k: int | None = None,
                    tiers: Sequence[str] | None = None, query_text: str | None = None,
@@ -564,9 +631,11 @@ class AgentMemory:
         weights or ``gamma`` (:meth:`MemoryTier.candidates`), for the trace; ``None`` for a tier too large to
         check. Under lexical or hybrid relevance (``query_text`` required) a candidate's relevance is the fused
         one (of ``profile``'s relevance mode), which re-ranking keeps."""
+        self._check_query(query_embedding, now, top_k, query_text)
         k = self.max_top_k if top_k is None else top_k
         names = self.readable if tiers is None else tuple(tiers)
-        _, params, _ = self.dated(profile, query_text, now)
+        used, params, _ = self.dated(profile, query_text, now)
+        self._check_text(params, query_text, used)
         return {name: self.tier(name).candidates(query_embedding, now, params, k, self.config.recency_from,
                                                  query_text=query_text)
                 for name in names}
@@ -619,10 +688,22 @@ class AgentMemory:
         """The ``n`` memories with the highest (decayed) importance, with that importance.
 
         Args:
+            now: game minute the importance is decayed to.
+            n: how many, an integer >= 0 (fewer when fewer memories qualify).
+            tiers: the tiers to look in.
             since: only memories formed at or after this game minute.
             kinds: only these kinds.
-        Ties are broken by recency, then id.
+        Returns:
+            Up to ``n`` ``(record, importance in [0, 1])``, highest importance first; ties are broken by recency,
+            then id.
+        Raises:
+            TypeError: ``n`` not an integer.
+            ValueError: ``n`` negative.
         """
+        if not is_whole(n):
+            raise TypeError(f"n: expected how many memories, an integer >= 0, got {type(n).__name__} {n!r}")
+        if n < 0:
+            raise ValueError(f"n: expected how many memories, an integer >= 0, got {n}")
         items: list[tuple[MemoryRecord, float]] = []
         for name in tiers:
             tier = self.tier(name)
@@ -634,6 +715,13 @@ class AgentMemory:
                 items.append((r, float(imp)))
         items.sort(key=lambda x: (-x[1], -(x[0].timestamp or 0), x[0].id))
         return items[:n]
+
+
+def check_now(now: Any, name: str = "now") -> None:
+    """Refuse a game time that is not a finite number (a str, a bool, ``nan``, ``inf``): ValueError naming ``name``.
+    The one rule for every :class:`AgentMemory` method that takes the game minute."""
+    if not is_finite_number(now):
+        raise ValueError(f"{name}: expected the game minute (a finite number), got {type(now).__name__} {now!r}")
 
 
 def topic_of(record: MemoryRecord) -> str | None:
