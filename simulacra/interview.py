@@ -255,8 +255,9 @@ def distinct_texts(memories: Iterable[RetrievedMemory]) -> list[RetrievedMemory]
 
 def format_interview(r: dict[str, Any]) -> str:
     """Human-readable form of :func:`interview`."""
+    said_by = r["mind"] if r["source"] == r["mind"] else f"{r['mind']}, {r['source']}"  # "scripted" once
     out = [f"{r['name']} ({r['agent']}), {r['clock']}, asked: {r['question']}", f"  {r['answer']}",
-           f"  ({r['mind']}, {r['source']}"
+           f"  ({said_by}"
            + (f"; ablated: {', '.join(r['ablations'])}, as in the run)" if r.get("ablations") else ")")]
     if r["used"]:
         out.append("memories the answer rests on:")

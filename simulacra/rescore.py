@@ -134,10 +134,13 @@ def rescore_run(run: str | Path, a_rec: float | None = None, a_imp: float | None
         "run_profiles", "changes": [{tick, clock, agent, purpose, profile, query, before: [ids], after: [ids],
         dropped: [texts], added: [texts]}, ...]}``; a retrieval is *changed* when its list of ids (in order)
         differs; ``run_weights`` are those of ``profile`` (the section's own when ``None``), ``run_profiles`` the
-        weights and number of retrievals of each profile re-ranked.
+        weights and number of retrievals of each profile re-ranked, ``recorded_max_top_k`` the deepest candidates
+        recorded. An added static memory's text is rebuilt from the header's personas and world (the trace never
+        writes static memories), else shown as ``(static memory <id>)``.
     Raises:
         SimulacraError: the trace is missing, of another schema, or has no recorded candidates; an unknown profile;
-            an option out of range (:func:`check_options`).
+            an option out of range (:func:`check_options`); a ``top_k`` (``static_top_k``) deeper than every
+            retrieval's recorded candidates (naming the deepest recorded).
     """
     check_options(a_rec=a_rec, a_imp=a_imp, a_rel=a_rel, gamma=gamma, threshold=threshold, mode=mode, top_k=top_k,
                   static_top_k=static_top_k, static_threshold=static_threshold)
@@ -166,6 +169,8 @@ def rescore_run(run: str | Path, a_rec: float | None = None, a_imp: float | None
                              "static_threshold": static_threshold}
     changes = {k: v for k, v in asked.items() if v is not None}
     texts = _texts(ticks)
+    statics = _StaticTexts(header)
+    too_deep, recorded = 0, 0  # retrievals deeper than their candidates; the deepest candidates recorded
     report: dict[str, Any] = {"retrievals": 0, "rescored": 0, "not_rescorable": 0, "changed": 0, "changes": [],
                               "weights": {"a_rec": a_rec, "a_imp": a_imp, "a_rel": a_rel, "gamma": gamma,
                                           "threshold": threshold, "mode": mode, "top_k": top_k,
@@ -185,8 +190,10 @@ def rescore_run(run: str | Path, a_rec: float | None = None, a_imp: float | None
                 raise SimulacraError(f"{run}: retrievals carry no candidates (a trace of schema 1?)")
             rule = replace(RetrievalRule.from_record(op, memory), **changes)
             depth = recorded_depth(op, memory)
+            recorded = max(recorded, depth)
             if any(rule.depth(tier) > depth for tier in op["tiers"]):  # deeper than the candidates recorded
                 report["not_rescorable"] += 1
+                too_deep += 1
                 continue
             try:
                 after = rerank(op["candidates"], op["tiers"], rule, params_of(name)[1], op.get("ranges"))
@@ -203,9 +210,40 @@ def rescore_run(run: str | Path, a_rec: float | None = None, a_imp: float | None
                     "profile": name,
                     "query": op["query"], "before": before_ids, "after": after_ids,
                     "dropped": [texts.get(i, i) for i in before_ids if i not in after_ids],
-                    "added": [texts.get(i, i) for i in after_ids if i not in before_ids],
+                    "added": [texts.get(i) or statics.text(op["agent"], i, tier)
+                              for i, tier, _ in after if i not in before_ids],
                 })
+    if too_deep and not report["rescored"]:  # nothing re-ranked because of the depth asked: say how deep it can go
+        asked_depth = ", ".join(f"{k} {v}" for k, v in (("top_k (--top-k)", top_k), ("static_top_k", static_top_k))
+                                if v is not None)
+        raise SimulacraError(f"{asked_depth}: deeper than any retrieval's recorded candidates; the trace recorded "
+                             f"candidates for at most top_k {recorded} (memory.max_top_k of the run): re-rank with "
+                             f"top_k <= {recorded}, or record deeper in a new run (--set memory.max_top_k=N)")
+    report["recorded_max_top_k"] = recorded
     return report
+
+
+class _StaticTexts:
+    """Texts of the static memories a retrieval's result can add without the trace ever writing them (persona facts
+    and world rules are stored before the first tick): rebuilt from the trace header's personas and world by the
+    engine's rule (:class:`simulacra.viewer.memory.StaticRule`), per agent when first asked."""
+
+    def __init__(self, header: Any):
+        self.header = header
+        self.rule: Any = None
+        self.known: dict[str, dict[str, str]] = {}
+
+    def text(self, agent: str, memory_id: str, tier: str) -> str:
+        """The memory's text when it is one of ``agent``'s static memories, else a placeholder naming its id."""
+        if tier != "static":
+            return f"(memory {memory_id}; its text is not in the trace)"
+        if agent not in self.known:
+            if self.rule is None:
+                from simulacra.viewer.memory import StaticRule
+
+                self.rule = StaticRule(self.header)
+            self.known[agent] = {i: text for i, text, _ in self.rule.of(agent) or []}
+        return self.known[agent].get(memory_id) or f"(static memory {memory_id})"
 
 
 def scoring_overrides(memory: dict[str, Any], profile: str | None) -> dict[str, Any]:
@@ -260,8 +298,9 @@ def format_report(report: dict[str, Any], limit: int = 20) -> str:
            f"(the run used {used or '-'})",
            f"changed: {report['changed']} ({report['changed'] / max(report['rescored'], 1):.1%})"]
     if report["not_rescorable"]:
+        deepest = f" {report['recorded_max_top_k']}" if report.get("recorded_max_top_k") else ""
         out.append(f"not re-scorable (a tier too large for its candidates to be recorded, or top_k above the "
-                   f"recorded max_top_k): {report['not_rescorable']}")
+                   f"recorded max_top_k{deepest}): {report['not_rescorable']}")
     for c in report["changes"][:limit]:
         out.append(f"\ntick {c['tick']} {c['clock']} {c['agent']} ({c['purpose']}, {c.get('profile', SITUATIONAL)}): "
                    f"{c['query']}")

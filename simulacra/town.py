@@ -107,9 +107,10 @@ def _close_quietly(sim) -> None:
 
 
 def check_hours(hours: float) -> float:
-    """``hours`` (game hours to run) if it is a finite number >= 0, else :class:`SimulacraError`."""
-    if not (is_finite_number(hours) and hours >= 0):
-        raise SimulacraError(f"hours must be a finite number >= 0, got {hours!r}")
+    """``hours`` (game hours to run) if it is a finite number > 0, else :class:`SimulacraError` (as ``days`` is at
+    least 1: a length that rounds to no tick still runs one; ``ticks=0`` runs none)."""
+    if not (is_finite_number(hours) and hours > 0):
+        raise SimulacraError(f"hours must be a finite number > 0 (no tick at all: ticks=0), got {hours!r}")
     return hours
 
 

@@ -361,6 +361,7 @@ def test_wrong_arguments_to_the_api_are_named_before_anything_runs(tmp_path, rat
     with town:
         for kw, words in ((dict(ticks=2.5), "ticks must be a whole number"), (dict(days="1"), "days must be"),
                           (dict(hours="2"), "hours must be a finite number"), (dict(hours=True), "hours must be"),
+                          (dict(hours=0), r"hours must be a finite number > 0 \(no tick at all: ticks=0\)"),
                           (dict(ticks=1, on_tick=5), "on_tick must be")):
             with pytest.raises(SimulacraError, match=words):
                 town.run(progress=False, **kw)

@@ -305,7 +305,6 @@ def test_shipped_files_still_load():
     (["--run-name", "notes", "--overwrite"], ["is not a simulacra run folder", "does not delete it"]),
     (["--agents", "ann,ben,ann"], ["agents (--agents): listed more than once: ann"]),
     (["--agents", ","], ["agents (--agents): no resident named"]),
-    (["--seed", "-1"], ["simulation.seed", "greater than or equal to 0"]),
     (["--set", "memory.a_rec=inf"], ["memory.a_rec", "finite number"]),
 ])
 def test_run_arguments_that_would_lose_files_or_break_the_run_are_refused(args, phrases, tmp_path, capsys):
@@ -326,12 +325,33 @@ def test_run_arguments_that_would_lose_files_or_break_the_run_are_refused(args, 
     assert (tmp_path / "victim" / "keep.txt").read_text() == "keep"
 
 
-@pytest.mark.parametrize("hours", ["nan", "inf", "-1"])
+@pytest.mark.parametrize("hours", ["nan", "inf", "-1", "0"])
 def test_game_hours_must_be_a_finite_number(hours, capsys):
+    """``--hours 0`` is refused as ``--days 0`` is (it ran one tick; ``--ticks 0`` runs none)."""
     with pytest.raises(SystemExit) as exit_:
         main(["run", "--hours", hours])
     assert exit_.value.code == 2
     assert "argument --hours" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["run"], ["view"], ["interview", "r", "q?", "--agent", "a"]])
+def test_a_nested_set_says_it_goes_in_a_config_file(command, capsys):
+    """``tune --profile recall`` writes ``memory.profiles.recall``; ``--set`` takes one level (it said only
+    "expected section.field=value")."""
+    with pytest.raises(SystemExit):
+        main([*command, "--set", "memory.profiles.recall.a_rec=0.5"])
+    err = capsys.readouterr().err
+    assert "argument --set" in err and "goes in a --config file" in err
+    assert "memory: {profiles: {recall: {a_rec: 0.5}}}" in err
+
+
+@pytest.mark.parametrize("command", [["run"], ["view"], ["tune", "r", "--queries", "q.yaml"]])
+def test_a_negative_seed_names_the_option(command, capsys):
+    """Not "Town.create settings with simulation.seed=-1" (run) nor numpy's "expected non-negative integer"."""
+    with pytest.raises(SystemExit) as exit_:
+        main([*command, "--seed", "-1"])
+    assert exit_.value.code == 2
+    assert "argument --seed: '-1': expected a whole number >= 0" in capsys.readouterr().err
 
 
 def test_an_output_path_that_cannot_be_written_is_one_line_naming_it(tmp_path, capsys):

@@ -140,6 +140,23 @@ def test_the_command_writes_checks_and_refuses_to_overwrite(tmp_path, capsys):
                             "rest_day_routine", "relationships"}
 
 
+def test_an_out_folder_or_a_negative_seed_is_refused_before_anything_is_written(tmp_path, capsys):
+    folder = tmp_path / "D"
+    folder.mkdir()
+    # before: "Is a directory", and an empty D_personas/ left beside it
+    assert main(["generate-town", "--residents", "5", "--out", str(folder), "--overwrite"]) == 2
+    assert f"--out {folder} is a folder" in capsys.readouterr().err
+    with pytest.raises(IsADirectoryError):
+        write_town(folder, 5, overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["D"] and not any(folder.iterdir())
+    with pytest.raises(SystemExit):  # before: "expected non-negative integer", naming no option
+        main(["generate-town", "--residents", "5", "--out", str(tmp_path / "x.yaml"), "--seed", "-1"])
+    assert "argument --seed: '-1': expected a whole number >= 0" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="seed must be a whole number >= 0"):
+        generate_town(5, seed=-1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["D"]
+
+
 def test_a_generated_town_runs_its_residents_through_their_routines(tmp_path, embedder, rater_url):
     world_path, _ = write_town(tmp_path / "gen.yaml", 14, seed=2)
     config = load_config(None, [f"rater.url={rater_url}"])

@@ -12,7 +12,7 @@ from simulacra.explain import explain_tick, format_explanation
 from simulacra.memory.scoring import ScoringParams
 from simulacra.memory.selection import RetrievalRule
 from simulacra.rescore import rerank, rescore_run
-from simulacra.simulation import Simulation
+from simulacra.simulation import Simulation, static_records
 from simulacra.trace import read_trace
 from tests.conftest import DATA
 
@@ -55,7 +55,15 @@ def test_the_runs_own_weights_reproduce_every_recorded_retrieval(tmp_path, rater
     # candidates are recorded for max_top_k (default twice top_k): top_k can rise that far and no further
     deeper = rescore_run(sim.run_dir, top_k=2 * m.top_k)
     assert deeper["rescored"] == report["retrievals"] and deeper["changed"] > 0
-    assert rescore_run(sim.run_dir, top_k=2 * m.top_k + 1)["rescored"] == 0
+    with pytest.raises(SimulacraError, match=f"at most top_k {2 * m.top_k} "):
+        rescore_run(sim.run_dir, top_k=2 * m.top_k + 1)  # not "re-scored 0 of N"
+    # relevance only brings static memories (persona facts, world rules) no result of the run returned: their
+    # texts are rebuilt from the header's personas and world, never shown as bare ids
+    relevance = rescore_run(sim.run_dir, 0, 0, 1, threshold=0)
+    added = [(c["agent"], text) for c in relevance["changes"] for text in c["added"]]
+    world = sim.world
+    static = {(pid, r.text) for pid, persona in world.personas.items() for r in static_records(pid, persona, world)}
+    assert set(added) & static and not [text for _, text in added if re.fullmatch(r"[0-9a-f]{24}|\(.*\)", text)]
 
 
 @pytest.mark.parametrize("mode", ["cascade", "merged"])
@@ -193,9 +201,11 @@ def test_rescore_options_out_of_range_are_named_not_silently_reported(tmp_path, 
 
 def test_rescore_raises_top_k_only_up_to_the_recorded_maximum(tmp_path):
     trace = hand_made_trace(tmp_path / "trace.jsonl")
-    # no max_top_k recorded: candidates are for top_k 2 only
-    report = rescore_run(trace, 0, 1, 1, top_k=3)
-    assert report["not_rescorable"] == 1 and report["rescored"] == 0
+    # no max_top_k recorded: candidates are for top_k 2 only; nothing re-scorable is an error naming that depth
+    deepest = "top_k (--top-k) 3: deeper than any retrieval's recorded candidates; the trace recorded candidates for " \
+              "at most top_k 2"
+    with pytest.raises(SimulacraError, match=re.escape(deepest)):
+        rescore_run(trace, 0, 1, 1, top_k=3)
     lines = trace.read_text().splitlines()
     lines[1] = lines[1].replace('"top_k": 2,', '"top_k": 2, "max_top_k": 3,')
     trace.write_text("\n".join(lines) + "\n")
@@ -203,7 +213,30 @@ def test_rescore_raises_top_k_only_up_to_the_recorded_maximum(tmp_path):
     assert rescore_run(trace, 0, 1, 1, top_k=3)["changes"][0]["after"] == ["s1", "old", "mid"]
     # a static budget: episodic first (top_k 2), then at most one static fact
     assert rescore_run(trace, 0, 1, 1, static_top_k=1)["changes"][0]["after"] == ["old", "mid", "s1"]
-    assert rescore_run(trace, 0, 1, 1, top_k=4)["not_rescorable"] == 1
+    with pytest.raises(SimulacraError, match="at most top_k 3 "):
+        rescore_run(trace, 0, 1, 1, top_k=4)
+
+
+def test_an_added_static_memory_without_a_text_in_the_trace_says_so_not_a_bare_id(tmp_path, caplog):
+    trace = hand_made_trace(tmp_path / "trace.jsonl")  # a header too thin to rebuild the static memories
+    change = rescore_run(trace, 0, 0, 1, threshold=0.2)["changes"][0]
+    assert change["after"] == ["s1", "s2"] and change["added"] == ["(static memory s2)"]
+
+
+def test_cli_rescore_limit_and_negative_weights(tmp_path, capsys):
+    from simulacra.cli import main
+
+    trace = hand_made_trace(tmp_path / "trace.jsonl")
+    with pytest.raises(SystemExit):  # before: accepted, and "... and 2 more" of 1 changed retrieval
+        main(["rescore", str(trace), "--weights", "1,0,0", "--limit", "-1"])
+    assert "argument --limit: '-1': expected a whole number >= 0" in capsys.readouterr().err
+    assert main(["rescore", str(trace), "--weights", "1,0,0", "--limit", "0"]) == 0
+    assert "... and 1 more changed retrievals" in capsys.readouterr().out
+    # a leading '-' reaches the weights' own check (argparse said "expected one argument")
+    assert main(["rescore", str(trace), "--weights", "-1,1,1"]) == 2
+    assert "--weights: expected three finite non-negative numbers" in capsys.readouterr().err
+    assert main(["rescore", str(trace), "--top-k", "50"]) == 2
+    assert "at most top_k 2" in capsys.readouterr().err
 
 
 def test_rerank_by_hand():

@@ -331,6 +331,8 @@ def test_an_interview_and_an_inspected_tick_say_from_which_time_recency_was_meas
          "answer": "Mending nets.", "mind": "scripted", "source": "scripted", "used": [], "retrieved": [],
          "profile": "dated", "named_time": named}
     assert 'profile dated: recency from day 2 15:30, named by "day 2 15:30"' in format_interview(r)
+    assert "\n  (scripted)\n" in format_interview(r) + "\n"  # the mind and the source alike: said once
+    assert "(llm, scripted)" in format_interview({**r, "mind": "llm"})  # a fallback answer: both
     assert "recency from" not in format_interview({**r, "profile": "recall", "named_time": None})
     asked = format_interview({**r, "profile": "latest", "named_time": None, "asked_latest": "did I last"})
     assert '(profile latest: asked for the latest, "did I last")' in asked

@@ -388,3 +388,87 @@ def test_a_query_file_with_no_train_query_says_so(tmp_path):
     assert all(pq.relevant for pq in prepared)  # the queries have findable memories: not what the error is about
     with pytest.raises(t.TuneError, match="all 2 queries are in the heldout split"):
         t.tune(prepared, t.grid_settings("default"), info.config.memory, "ndcg")
+
+
+def test_a_best_below_the_shipped_defaults_is_said_to_be_no_improvement(tmp_path):
+    """The search does not contain the defaults: a small one's best can score below them (a user ran with such a
+    "best of 20 settings", held-out nDCG 0.820 against the defaults' 0.900, told nothing). The report, the JSON and
+    the written file's header say so, with both figures; a best that beats them gets no warning."""
+    import yaml
+
+    run, qfile, embedder = important_but_far_store(tmp_path)
+    data = yaml.safe_load(qfile.read_text())
+    data["queries"][3]["split"] = "heldout"
+    qfile.write_text(yaml.safe_dump(data), encoding="utf-8")
+    info = t.read_run(run)
+    prepared = t.prepare(run, t.load_queries(qfile), embedder, qfile, run=info)
+    recent_only = {"a_rec": [2.0], "a_imp": [0.0], "gamma": [0.9], "threshold": [0.0], "top_k": [1],
+                   "retrieval": ["merged"]}  # the distractors first: nDCG 0
+    report = t.tune(prepared, t.grid_settings(recent_only), info.config.memory, "ndcg")
+    defaults = report.baselines["defaults"].ndcg
+    held = report.heldout["defaults"].ndcg
+    assert report.best.ndcg < defaults and report.heldout["best"].ndcg < held
+    worse = [f"train nDCG@k 0.000 < {defaults:.3f}", f"held-out nDCG@k 0.000 < {held:.3f}"]
+    assert t.below_defaults(report) == worse
+    text = t.format_report(report)
+    assert f"WARNING: the best of the 1 settings searched is NOT an improvement: it scores below the shipped " \
+           f"defaults ({'; '.join(worse)})" in text
+    assert json.loads(t.report_json(report))["below_defaults"] == worse
+    head = t.write_snippet(report, tmp_path / "best.yaml").read_text().split("memory:")[0]
+    assert "# WARNING: the best of the 1 settings searched is NOT an improvement" in head and worse[1] in head
+    assert f"(defaults: recall@k {report.baselines['defaults'].recall:.3f}" in head
+    better = t.tune(prepared, t.grid_settings({**recent_only, "a_rec": [0.0], "a_imp": [2.0]}), info.config.memory,
+                    "ndcg")
+    assert better.best.ndcg == 1.0 and t.below_defaults(better) == []
+    assert "WARNING" not in t.format_report(better) and "WARNING" not in \
+        t.write_snippet(better, tmp_path / "good.yaml").read_text()
+
+
+def test_cli_tune_warns_when_its_best_is_below_the_defaults(tmp_path, monkeypatch, capsys):
+    import simulacra.embeddings
+    from simulacra.cli import main
+
+    run, qfile, embedder = important_but_far_store(tmp_path)
+    monkeypatch.setattr(simulacra.embeddings, "build_embedder", lambda *a, **k: embedder)
+    out = tmp_path / "best.yaml"
+    assert main(["tune", str(run), "--queries", str(qfile), "--random", "1", "--seed", "6", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "WARNING: the best of the 1 settings searched is NOT an improvement" in captured.out
+    assert "simulacra tune: warning: the best setting found scores below the shipped defaults (train nDCG@k " \
+           in captured.err and "(use --config)" not in captured.err
+    assert out.read_text().splitlines()[1].startswith("# WARNING: ")
+    load_config(out)  # still the file asked for, loadable
+
+
+def test_a_query_file_of_another_run_or_after_the_runs_end_is_warned_about(tmp_path, monkeypatch, capsys):
+    import yaml
+
+    run, qfile, embedder = important_but_far_store(tmp_path, n_queries=2)
+    header, tick = (json.loads(line) for line in (run / "trace.jsonl").read_text().splitlines())
+    header.update(world_file="fernhollow.yaml", seed=0, tick_minutes=10)
+    (run / "trace.jsonl").write_text(json.dumps(header) + "\n" + json.dumps(tick) + "\n", encoding="utf-8")
+    data = yaml.safe_load(qfile.read_text())
+    data["queries"][0]["time"] = "22:00"  # the run ended at 16:50 (its last tick, at 16:40, was of 10 minutes)
+    data["queries"][1]["time"] = NOW + 10  # at its end: fine
+    info = t.read_run(run)
+    for named in (None, "run", "fernhollow-seed0"):  # the folder's name, or the run's default name
+        qfile.write_text(yaml.safe_dump({**data, **({"run": named} if named else {})}), encoding="utf-8")
+        named_run, queries = t.load_query_file(qfile)
+        assert named_run == named
+        assert t.query_warnings(info, queries, qfile, named_run) == [
+            f"{qfile}: 1 of 2 queries are asked after the end of {run} (day 1 16:50): queries.0 (day 1 22:00); "
+            f"nothing after it was simulated, they are scored on the stores as the run left them"]
+    qfile.write_text(yaml.safe_dump({**data, "run": "gullhaven-seed9"}), encoding="utf-8")
+    warned = t.query_warnings(info, t.load_queries(qfile), qfile, "gullhaven-seed9")
+    assert warned[0] == (f"{qfile}: made for the run 'gullhaven-seed9' (its 'run:'), not for {run} (world "
+                         f"fernhollow.yaml, seed 0): its agents, times and expected memories are of that run")
+    import simulacra.embeddings
+    from simulacra.cli import main
+
+    monkeypatch.setattr(simulacra.embeddings, "build_embedder", lambda *a, **k: embedder)
+    assert main(["tune", str(run), "--queries", str(qfile), "--random", "5"]) == 0
+    err = capsys.readouterr().err
+    assert f"simulacra tune: warning: {warned[0]}" in err and f"simulacra tune: warning: {warned[1]}" in err
+    qfile.write_text(yaml.safe_dump({**data, "run": ["x"]}), encoding="utf-8")
+    with pytest.raises(InputError, match="'run'"):
+        t.load_query_file(qfile)

@@ -73,6 +73,18 @@ def test_persona_bad_routine_time(town):
     assert e.value.field == "routine.1.start" and "HH:MM" in e.value.message
 
 
+@pytest.mark.parametrize("start", ["7:3", "07:3\u00b2", "07:3 0", "\uff10\uff17:30"])
+def test_persona_routine_time_needs_two_ascii_digit_minutes(town, start):
+    """"7:3" is a typo (of 07:30? 07:03?), not 07:03; a superscript or full-width digit is no digit of a time: a
+    clear message naming the field, never int()'s."""
+    p = town / "personas" / "ann.json"
+    edit_json(p, lambda d: d["routine"][1].update(start=start))
+    with pytest.raises(PersonaError) as e:
+        load_persona(p)
+    assert e.value.field == "routine.1.start" and "two-digit minutes" in e.value.message
+    assert "invalid literal" not in e.value.message
+
+
 def test_persona_routine_out_of_order(town):
     p = town / "personas" / "ann.json"
     edit_json(p, lambda d: d["routine"][2].update(start="08:10"))
@@ -193,6 +205,44 @@ def test_config_yaml_and_overrides_apply():
     c = load_config(None, ["memory.a_rec=0.5", "memory.forget_floor=null", "simulation.seed=7"])
     assert (c.memory.a_rec, c.memory.forget_floor, c.simulation.seed) == (0.5, None, 7)
     assert (c.memory.a_imp, c.memory.a_rel, c.memory.threshold) == (0.25, 1.0, 0.35)  # seed 003 defaults
+
+
+@pytest.mark.parametrize("value", ["23:00", "10:30", "9:30", "07:15"])
+def test_config_override_of_a_clock_time_stays_a_time(tmp_path, value):
+    """--set reads its value as a config file is read: YAML 1.1's base-60 integer (23:00 -> 1380) is not a clock
+    time's reading, in a file or on the command line."""
+    assert load_config(None, [f"memory.day_summary_time={value}"]).memory.day_summary_time == value
+    c = tmp_path / "c.yaml"
+    c.write_text(f"memory:\n  day_summary_time: {value}\n")
+    assert load_config(c).memory.day_summary_time == value
+    assert load_config(None, ["simulation.seed=7"]).simulation.seed == 7  # numbers are still numbers
+
+
+def test_config_override_giving_a_key_twice_is_named():
+    with pytest.raises(ConfigError, match="key 'recall' given twice") as e:
+        load_config(None, ["memory.profiles={recall: {a_rec: 0}, recall: {a_imp: 0}}"])
+    assert e.value.file == "--set"
+
+
+@pytest.mark.parametrize("sets, words", [
+    (["memory.threshold=9"], "threshold 9 is at or above 1.5, the highest score"),
+    (["memory.threshold=1.5"], "expected memory.threshold under 1.5"),
+    (["memory.a_rec=0", "memory.threshold=1.25"], "expected memory.threshold under 1.25"),
+    (["memory.profiles={recall: {a_rec: 0, a_imp: 0.1, threshold: 1.1}}"],
+     "profiles.recall.threshold 1.1 is at or above 1.1, the highest score a memory can get under profile recall's"),
+])
+def test_config_threshold_no_memory_can_reach_is_refused(sets, words):
+    """Every term of the score is at most 1, so a threshold at or above a_rec + a_imp + a_rel (the section's, or a
+    profile's) made every retrieval return nothing."""
+    with pytest.raises(ConfigError) as e:
+        load_config(None, sets)
+    assert e.value.field == "memory" and words in str(e.value)
+    # just under the highest score passes (the section's default weights: 1.5; the recall profile's: 1.1); a profile
+    # without a threshold of its own takes the section's, which simulacra tune varies alone
+    c = load_config(None, ["memory.threshold=1.49",
+                           "memory.profiles={recall: {a_rec: 0, a_imp: 0.1, threshold: 1.09}}"])
+    assert (c.memory.threshold, c.memory.for_profile("recall").threshold) == (1.49, 1.09)
+    assert load_config(None, ["memory.threshold=1.2"]).memory.for_profile("recall").threshold == 1.2
 
 
 # ---- the week: rest days and rest-day routines ----

@@ -23,10 +23,12 @@ The package, by concern (each module imports only those before it):
 - :mod:`~simulacra.tune.settings`: :class:`Setting`, the grids, the random search, the baselines, :func:`profiled`;
 - :mod:`~simulacra.tune.metrics`: recall@k, the reciprocal rank and nDCG@k (pure functions);
 - :mod:`~simulacra.tune.queries`: the labelled query file (:func:`load_queries`);
-- :mod:`~simulacra.tune.run`: what the tuner reads of a run's trace (:func:`read_run`, on :mod:`simulacra.trace`);
+- :mod:`~simulacra.tune.run`: what the tuner reads of a run's trace (:func:`read_run`, on :mod:`simulacra.trace`)
+  and what looks amiss in tuning it on a query file (:func:`query_warnings`);
 - :mod:`~simulacra.tune.inputs`: the queries embedded and their stores' columns read once (:func:`prepare`);
 - :mod:`~simulacra.tune.search`: scoring, selection and ranking of the settings (:func:`evaluate`, :func:`tune`);
-- :mod:`~simulacra.tune.report`: the table, the JSON and the config snippet of a search;
+- :mod:`~simulacra.tune.report`: the table, the JSON and the config snippet of a search, and whether its best is
+  below the shipped defaults (:func:`below_defaults`);
 - :mod:`~simulacra.tune.plots`: its figures (matplotlib, imported only when a figure is drawn).
 """
 
@@ -34,9 +36,9 @@ from simulacra.memory.selection import MODES
 from simulacra.tune.inputs import PreparedQuery, TierInputs, prepare, timed_text
 from simulacra.tune.metrics import METRICS, ndcg_at_k, recall_at_k, reciprocal_rank
 from simulacra.tune.plots import plot_heatmap, plot_metrics
-from simulacra.tune.queries import SPLITS, Expected, LabelledQuery, load_queries
-from simulacra.tune.report import format_report, report_json, write_snippet
-from simulacra.tune.run import RunInfo, TuneError, read_run
+from simulacra.tune.queries import SPLITS, Expected, LabelledQuery, load_queries, load_query_file
+from simulacra.tune.report import below_defaults, format_report, report_json, write_snippet
+from simulacra.tune.run import RunInfo, TuneError, query_warnings, read_run
 from simulacra.tune.search import (
     Result,
     TuneReport,
@@ -86,6 +88,7 @@ __all__ = [
     "as_dated",
     "as_latest",
     "baseline_settings",
+    "below_defaults",
     "by_category",
     "dated_target",
     "evaluate",
@@ -94,6 +97,7 @@ __all__ = [
     "grid_settings",
     "latest_target",
     "load_queries",
+    "load_query_file",
     "ndcg_at_k",
     "plot_heatmap",
     "plot_metrics",
@@ -101,6 +105,7 @@ __all__ = [
     "profile_setting",
     "profiled",
     "query_params",
+    "query_warnings",
     "random_settings",
     "recall_at_k",
     "read_run",

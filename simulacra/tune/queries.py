@@ -64,7 +64,14 @@ def _parse_time(value: Any, file: Path, where: str, start_minute: int | None) ->
 
 
 def load_queries(path: str | Path, start_minute: int | None = None) -> list[LabelledQuery]:
-    """Read a query file (``docs/tuning.md``): a mapping with ``queries:``, or a bare list of queries.
+    """The queries of a query file (:func:`load_query_file` without the run it names)."""
+    return load_query_file(path, start_minute)[1]
+
+
+def load_query_file(path: str | Path, start_minute: int | None = None) -> tuple[str | None, list[LabelledQuery]]:
+    """Read a query file (``docs/tuning.md``): a mapping with ``queries:`` (and optionally ``run:``, the name of the
+    run folder it was made for, as :mod:`simulacra.labels` writes it), or a bare list of queries. Returns
+    ``(run, queries)``, ``run`` ``None`` when the file names none.
 
     Each query: ``agent``, ``query`` (text), optional ``time`` (game minutes, or ``"HH:MM"`` on the run's first
     day, given by ``start_minute``), ``expected`` (a non-empty list of ``{id: ...}``, ``{text: ...}`` or plain
@@ -80,6 +87,9 @@ def load_queries(path: str | Path, start_minute: int | None = None) -> list[Labe
     items = data.get("queries") if isinstance(data, dict) else data
     if not isinstance(items, list) or not items:
         raise InputError(file, "queries", "expected a non-empty list of queries")
+    run = data.get("run") if isinstance(data, dict) else None
+    if run is not None and (not isinstance(run, str) or not run.strip()):
+        raise InputError(file, "run", f"expected the name of the run folder the queries were made for, got {run!r}")
     out = []
     for i, item in enumerate(items):
         where = f"queries.{i}"
@@ -115,5 +125,5 @@ def load_queries(path: str | Path, start_minute: int | None = None) -> list[Labe
         out.append(LabelledQuery(i, item["agent"].strip(), item["query"].strip(),
                                  _parse_time(item.get("time"), file, f"{where}.time", start_minute),
                                  tuple(expected), item.get("note"), split, category))
-    return out
+    return (None if run is None else run.strip()), out
 

@@ -13,6 +13,30 @@ from simulacra.config import SITUATIONAL
 from simulacra.tune.search import Result, TuneReport
 from simulacra.tune.settings import A_REL
 
+#: how each objective is named in a report
+METRIC_NAMES = {"ndcg": "nDCG@k", "mrr": "MRR", "recall": "recall@k"}
+
+
+def below_defaults(report: TuneReport) -> list[str]:
+    """Where the best setting of the search (chosen on the train queries) scores below the shipped defaults (the
+    ``defaults`` baseline) on the objective: ``["train nDCG@k 0.886 < 0.935", "held-out nDCG@k 0.820 < 0.900"]``;
+    empty when it scores at least as well on the train and the held-out queries. The search does not contain the
+    defaults, so a small one (``--random 20``) can end below them: its best is then no improvement."""
+    defaults = report.baselines.get("defaults")
+    if defaults is None:
+        return []
+    m, name = report.metric, METRIC_NAMES.get(report.metric, report.metric)
+    pairs = [("train", report.best, defaults)]
+    if "best" in report.heldout and "defaults" in report.heldout:
+        pairs.append(("held-out", report.heldout["best"], report.heldout["defaults"]))
+    return [f"{split} {name} {b.metric(m):.3f} < {d.metric(m):.3f}" for split, b, d in pairs
+            if round(b.metric(m), 12) < round(d.metric(m), 12)]
+
+
+def _below_warning(report: TuneReport, worse: list[str]) -> str:
+    return (f"the best of the {report.searched} settings searched is NOT an improvement: it scores below the shipped "
+            f"defaults ({'; '.join(worse)})")
+
 
 def format_report(report: TuneReport, top: int = 10) -> str:
     """The table of the ``top`` settings and the baselines (train queries), the best and the baselines on the
@@ -45,6 +69,12 @@ def format_report(report: TuneReport, top: int = 10) -> str:
         h = report.heldout.get(name)
         held = f"{h.recall:6.3f} {h.mrr:6.3f} {h.ndcg:8.3f}" if h else f"{'-':>6} {'-':>6} {'-':>8}"
         lines.append(f"{name:<12} {r.recall:6.3f} {r.mrr:6.3f} {r.ndcg:8.3f}   {held}")
+    worse = below_defaults(report)
+    if worse:
+        advice = ("keep the defaults, or search more settings (a larger --random N, --grid default)"
+                  if worse[0].startswith("train") else
+                  "what it gains on the train queries does not carry over to the held-out ones; keep the defaults")
+        lines += ["", f"WARNING: {_below_warning(report, worse)}: {advice}."]
     if len(report.by_relevance) > 1:
         lines.append("\nbest setting per relevance (searched on train):")
         for label, (r, h) in report.by_relevance.items():
@@ -64,7 +94,8 @@ def format_report(report: TuneReport, top: int = 10) -> str:
 def write_snippet(report: TuneReport, path: str | Path, source: str = "") -> Path:
     """Write the best setting as a config file (``memory:`` section; under a tuned profile its
     ``memory.profiles.<name>``, beside the run's other profiles, since a config's ``profiles`` replaces them all),
-    loadable with ``--config``."""
+    loadable with ``--config``. Its comment header gives the best's figures beside the shipped defaults' and
+    seed003's, and a warning when the best scores below the defaults (:func:`below_defaults`)."""
     best = report.best
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -72,12 +103,18 @@ def write_snippet(report: TuneReport, path: str | Path, source: str = "") -> Pat
     def figures(r: Result) -> str:
         return f"recall@k {r.recall:.3f}, MRR {r.mrr:.3f}, nDCG@k {r.ndcg:.3f}"
 
-    seed = report.baselines["seed003"]
+    def beside(results: dict[str, Result]) -> str:
+        return "; ".join(f"{name}: {figures(results[name])}" for name in ("defaults", "seed003") if name in results)
+
     comment = (f"# simulacra tune{(' ' + source) if source else ''}: best of {report.searched} settings by "
-               f"{report.metric}\n# train: {figures(best)} (seed003: {figures(seed)})\n")
+               f"{report.metric} on the train queries\n")
+    worse = below_defaults(report)
+    if worse:
+        comment += (f"# WARNING: {_below_warning(report, worse)};\n"
+                    f"# running with this file retrieves worse than without it on these queries\n")
+    comment += f"# train: {figures(best)} ({beside(report.baselines)})\n"
     if "best" in report.heldout:
-        comment += (f"# held-out: {figures(report.heldout['best'])} "
-                    f"(seed003: {figures(report.heldout['seed003'])})\n")
+        comment += f"# held-out: {figures(report.heldout['best'])} ({beside(report.heldout)})\n"
     fields = best.setting.memory_dict()
     if report.profile not in (None, SITUATIONAL):  # the run's profiles, the tuned one replaced (links kept)
         profiles = {name: p.model_dump(exclude_none=True) for name, p in report.run_memory.profiles.items()}
@@ -97,7 +134,7 @@ def report_json(report: TuneReport, top: int = 10) -> str:
     def d(r: Result) -> dict:
         return {**asdict(r.setting), "a_rel": A_REL, "recall": r.recall, "mrr": r.mrr, "ndcg": r.ndcg}
 
-    return json.dumps({"metric": report.metric, "searched": report.searched,
+    return json.dumps({"metric": report.metric, "searched": report.searched, "below_defaults": below_defaults(report),
                        "results": [d(r) for r in report.results[:top]],
                        "baselines": {k: d(r) for k, r in report.baselines.items()},
                        "heldout": {k: d(r) for k, r in report.heldout.items()},

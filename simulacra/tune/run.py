@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from simulacra.clock import format_game_time
 from simulacra.config import config_from_dict, recorded_config
 from simulacra.errors import SimulacraError
 from simulacra.trace import (
@@ -21,6 +23,7 @@ from simulacra.trace import (
     reinforced_as_add,
     stream_trace,
 )
+from simulacra.tune.queries import LabelledQuery
 
 #: owner key of the town's shared tier in :attr:`RunInfo.added` (persona ids are file stems, never "@")
 SHARED = "@town"
@@ -46,6 +49,32 @@ class RunInfo:
     def names(self) -> dict[str, str]:
         """Agent id -> the resident's name (the header's personas; an agent without one is named by its id)."""
         return agent_names(self.header, self.agents)
+
+
+def query_warnings(run: RunInfo, queries: Sequence[LabelledQuery], queries_file: str | Path,
+                   named_run: str | None = None) -> list[str]:
+    """What is wrong-looking, not wrong, in tuning ``run`` on ``queries`` (read from ``queries_file``, which names
+    ``named_run``, :func:`~simulacra.tune.queries.load_query_file`): a file made for another run (its ``run:`` is
+    neither the run folder's name nor the run's default name, ``<world>-seed<seed>``), and queries asked after the
+    run's end (nothing was simulated then: the stores are as the run left them, recency is measured from the later
+    time)."""
+    out = []
+    header = run.header
+    world, seed = Path(str(header.get("world_file") or "")).stem, header.get("seed")
+    default = f"{world}-seed{seed}" if world and seed is not None else None
+    if named_run is not None and named_run not in (run.run_dir.name, default):
+        made = f"world {header['world_file']}, seed {seed}" if default else "its trace names no world and seed"
+        out.append(f"{queries_file}: made for the run {named_run!r} (its 'run:'), not for {run.run_dir} ({made}): "
+                   f"its agents, times and expected memories are of that run")
+    end = run.end_minute + float(header.get("tick_minutes") or 0)
+    late = [(q.index, q.time) for q in queries if q.time is not None and q.time > end]
+    if late:
+        shown = ", ".join(f"queries.{index} ({format_game_time(time)})" for index, time in late[:5])
+        more = f" and {len(late) - 5} more" if len(late) > 5 else ""
+        out.append(f"{queries_file}: {len(late)} of {len(queries)} queries are asked after the end of {run.run_dir} "
+                   f"({format_game_time(end)}): {shown}{more}; nothing after it was simulated, they are scored on "
+                   f"the stores as the run left them")
+    return out
 
 
 def read_run(run_dir: str | Path) -> RunInfo:
