@@ -49,21 +49,6 @@ def _count(text: str) -> int:
     return value
 
 
-def _override(text: str) -> str:
-    """argparse type of ``--set SECTION.FIELD=VALUE``: a nested field (``memory.profiles.recall.a_rec``, as ``tune
-    --profile`` writes it) is refused with where it goes, a ``--config`` file; the rest is checked with the config
-    (:func:`simulacra.config.apply_overrides`)."""
-    key, sep, value = text.partition("=")
-    parts = key.strip().split(".")
-    if sep and len(parts) > 2 and all(parts):
-        nested = value.strip() or "..."
-        for part in reversed(parts[1:]):
-            nested = f"{{{part}: {nested}}}"
-        raise argparse.ArgumentTypeError(f"{text!r}: --set takes section.field=value, one level; a nested field "
-                                         f"goes in a --config file, e.g. '{parts[0]}: {nested}'")
-    return text
-
-
 def _game_hours(text: str) -> float:
     """argparse type of ``--hours``: :func:`simulacra.town.check_hours` of the number (more than 0)."""
     from simulacra.town import check_hours
@@ -107,7 +92,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                         help="YAML config file (sections memory, embedding, rater, simulation)")
     source.add_argument("--preset", dest="config", type=_preset, metavar="NAME",
                         help="a packaged config preset, e.g. seed003 (seed 003's retrieval exactly)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], type=_override,
+    p.add_argument("--set", dest="overrides", action="append", default=[], type=str,
                    metavar="SECTION.FIELD=VALUE",
                    help="override one config value, e.g. --set memory.a_rec=0.3 (repeatable; a nested field such as "
                         "memory.profiles.recall.a_rec goes in a --config file)")
@@ -231,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     interview.add_argument("--agent", required=True, help="agent id (persona file stem)")
     interview.add_argument("--tick", type=int, default=None, help="answer as at the end of this tick [the last]")
     interview.add_argument("--llm", choices=["local"], default=None, help="answer with the bundled local model")
-    interview.add_argument("--set", dest="overrides", action="append", default=[], type=_override,
+    interview.add_argument("--set", dest="overrides", action="append", default=[], type=str,
                            metavar="SECTION.FIELD=VALUE",
                            help="change the run's config for the answer, e.g. --set llm.model=gpt-4o-mini")
     interview.add_argument("--json", action="store_true", help="print JSON")
@@ -262,7 +247,7 @@ def _add_evaluate_parser(sub) -> None:
     source = ev.add_mutually_exclusive_group()
     source.add_argument("--config", default=None, help="YAML config file (the base of every variant)")
     source.add_argument("--preset", dest="config", type=_preset, metavar="NAME", help="a config of presets/")
-    ev.add_argument("--set", dest="overrides", action="append", default=[], type=_override,
+    ev.add_argument("--set", dest="overrides", action="append", default=[], type=str,
                     metavar="SECTION.FIELD=VALUE", help="change a config value for every variant (repeatable)")
     ev.add_argument("--llm", choices=["local"], default=None, help="agents think with the bundled SmolLM2")
     ev.add_argument("--rater-url", default=None, help="importance rater URL [config rater.url]")

@@ -335,17 +335,18 @@ class MemoryConfig(_Section):
     def _check_reachable(self, name: str, top: float) -> None:
         """Refuse a threshold of profile ``name`` no memory can reach: recency, importance and relevance each lie in
         [0, 1] (under ``normalize: minmax`` too), so the highest score possible is ``top = a_rec + a_imp + a_rel``
-        (:mod:`simulacra.memory.scoring`), and a threshold at or above it makes every retrieval return nothing."""
+        (:mod:`simulacra.memory.scoring`; reached: under ``minmax`` or RRF the best memory's relevance is 1), and a
+        threshold above it makes every retrieval return nothing (selection keeps scores >= the threshold)."""
         threshold = self.threshold if name == SITUATIONAL else self.profiles[name].threshold
-        if threshold is None or threshold < top:  # no threshold of its own: the section's, checked against its weights
+        if threshold is None or threshold <= top:  # no threshold of its own: the section's, checked against its weights
             return
         whose = "the section's" if name == SITUATIONAL else f"profile {name}'s"
-        why = (f"at or above {top:g}, the highest score a memory can get under {whose} weights (a_rec + a_imp + "
+        why = (f"above {top:g}, the highest score a memory can get under {whose} weights (a_rec + a_imp + "
                f"a_rel; each term is at most 1), so no memory would ever be retrieved")
         if name == SITUATIONAL:
-            raise ValueError(f"threshold {threshold:g} is {why}; expected memory.threshold under {top:g}")
+            raise ValueError(f"threshold {threshold:g} is {why}; expected memory.threshold at most {top:g}")
         raise ValueError(f"profiles.{name}.threshold {threshold:g} is {why}; expected "
-                         f"memory.profiles.{name}.threshold under {top:g}")
+                         f"memory.profiles.{name}.threshold at most {top:g}")
 
     def query_text(self, text: str, name: str, person: Person) -> str:
         """The text a retrieval matches (lexical relevance) for question ``text`` of the resident named ``name``,
@@ -825,6 +826,14 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
     for item in overrides:
         key, sep, raw = item.partition("=")
         parts = key.strip().split(".")
+        if sep and len(parts) > 2 and all(parts):  # memory.profiles.recall.a_rec=0.5, as tune --profile names it
+            nested = raw.strip() or "..."
+            for part in reversed(parts[1:]):
+                nested = f"{{{part}: {nested}}}"
+            raise ConfigError("--set", item, f"--set takes section.field=value, one level; a nested field goes in a "
+                                             f"--config file, e.g. '{parts[0]}: {nested}' (a mapping there replaces "
+                                             f"the whole field: memory.profiles lists every profile kept, as the "
+                                             f"file of simulacra tune --out does)")
         if not sep or len(parts) != 2 or not all(parts):
             raise ConfigError("--set", item, "expected section.field=value, e.g. memory.a_rec=0.3")
         try:

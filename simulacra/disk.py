@@ -87,8 +87,7 @@ def hold_run_folder(run_dir: str | Path) -> Callable[[], None]:
     def release() -> None:
         if _HELD.get(key) is lock:
             del _HELD[key]
-        if lock.is_locked:
-            path.unlink(missing_ok=True)  # no lock file left behind in the user's database folder
+        if lock.is_locked:  # the (empty) lock file stays: deleting it would let two writers lock two files
             lock.release()
 
     return release
@@ -158,6 +157,19 @@ def make_run_folder(run_dir: str | Path) -> None:
                              "writable or choose another --db-dir") from None
 
 
+def check_replaceable(run_dir: str | Path) -> None:
+    """Refuse to replace ``run_dir`` (``--overwrite``) when it is a folder that is not a run's (:func:`is_run_folder`):
+    a folder of other files is never deleted.
+
+    Raises:
+        RunFolderError: naming the folder and what to do.
+    """
+    if Path(run_dir).is_dir() and not is_run_folder(run_dir):
+        raise RunFolderError(f"{run_dir} is not a simulacra run folder (it holds none of "
+                             f"{', '.join(RUN_FILES)}): overwriting (--overwrite) does not delete it; choose "
+                             "another run name or database folder")
+
+
 def remove_run_folder(run_dir: str | Path) -> None:
     """Delete ``run_dir`` and everything in it (``--overwrite``), if it is a run's (:func:`is_run_folder`).
 
@@ -165,10 +177,7 @@ def remove_run_folder(run_dir: str | Path) -> None:
         RunFolderError: it is not a run folder (a folder of other files is never deleted), or it cannot be
             deleted (naming the folder and the system's reason).
     """
-    if Path(run_dir).is_dir() and not is_run_folder(run_dir):
-        raise RunFolderError(f"{run_dir} is not a simulacra run folder (it holds none of "
-                             f"{', '.join(RUN_FILES)}): overwriting (--overwrite) does not delete it; choose "
-                             "another run name or database folder")
+    check_replaceable(run_dir)
     try:
         shutil.rmtree(run_dir)
     except OSError as err:

@@ -15,7 +15,14 @@ from typing import Any, TypeVar
 import numpy as np
 
 from simulacra.config import Config, MemoryConfig
-from simulacra.disk import check_run_folder, check_run_name, hold_run_folder, make_run_folder, remove_run_folder
+from simulacra.disk import (
+    check_replaceable,
+    check_run_folder,
+    check_run_name,
+    hold_run_folder,
+    make_run_folder,
+    remove_run_folder,
+)
 from simulacra.errors import CheckpointError, RunExistsError, SimulacraError
 from simulacra.memory.chroma import ChromaServer, EmbeddedChroma
 from simulacra.memory.journal import StoreJournal
@@ -216,12 +223,18 @@ class Runtime:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
-        while self.closers:
-            closer = self.closers.pop()
-            try:
-                closer()
-            except Exception:  # noqa: BLE001 - tear-down goes on; the error is logged
-                log.warning("closing a part of the run failed", exc_info=True)
+        close_all(self.closers)
+
+
+def close_all(closers: list[Callable[[], None]]) -> None:
+    """Call ``closers`` last first, emptying the list; one that fails is logged and the rest are still called (the
+    run folder's release, the first, comes last whatever failed before it)."""
+    while closers:
+        closer = closers.pop()
+        try:
+            closer()
+        except Exception:  # noqa: BLE001 - tear-down goes on; the error is logged
+            log.warning("closing a part of the run failed", exc_info=True)
 
 
 def build_runtime(world_path: str | Path, config: Config, personas_dir: str | Path | None = None,
@@ -277,8 +290,7 @@ def build_parts(world: World, config: Config, run_dir: Path, agents: Sequence[st
         mind = build_mind(config, llm, world.tick_minutes, rater.reflect)
         memories, shared = open_stores(world, config, run_dir, embedder, list(agents), location)
     except BaseException:
-        for c in reversed(closers):
-            c()
+        close_all(closers)
         raise
     return Runtime(world=world, config=config, run_dir=run_dir, agents=list(agents), embedder=embedder, rater=rater,
                    mind=mind, memories=memories, shared=shared, llm=llm, location=location, closers=closers,
@@ -313,6 +325,8 @@ def prepare_run(world_path: str | Path, config: Config, personas_dir: str | Path
         raise RunExistsError(f"run folder {run_dir} exists: replace it with overwrite (--overwrite), "
                              f"choose another run name (--run-name), or continue it with "
                              f"Town.resume({str(run_dir)!r}) (simulacra run --resume {run_dir})")
+    if not resume and overwrite:
+        check_replaceable(run_dir)  # refused before the lock: a folder of other files gets no lock file beside it
     release = hold_run_folder(run_dir)  # before the folder is replaced or reopened: one writer at a time
     try:
         if not resume:

@@ -40,7 +40,7 @@ from simulacra.llm.base import BudgetExceeded, LLMUnreachable
 from simulacra.llm.factory import CALLS_FILE
 from simulacra.llm.replay import call_files, load_calls
 from simulacra.memory.journal import store_schedule
-from simulacra.runtime import Runtime, build_runtime, prepare_run, shard_folder
+from simulacra.runtime import Runtime, build_runtime, close_all, prepare_run, shard_folder
 from simulacra.runtime import static_records as static_records  # re-exported: the viewer and tests use it
 from simulacra.schedule import merge_probes, probe_due, schedule_of, telling_stage
 from simulacra.shard import (
@@ -414,8 +414,7 @@ class Simulation:
             spec, config = _ray_spec(world_path, config, personas_dir, run_dir, ids, resume)
             cluster = RayShards({**spec, "ablate": sorted(ablate)}, shard_agents(ids, workers), address)
         except BaseException:
-            for c in reversed(closers):
-                c()
+            close_all(closers)
             raise
         return Runtime(world=world, config=config, run_dir=run_dir, agents=list(ids), embedder=None, rater=None,
                        mind=town_mind(cluster.infos[0]), memories={}, closers=[*closers, cluster.close]), cluster
@@ -810,8 +809,10 @@ class Simulation:
             except Exception as err:  # noqa: BLE001 - the checkpoint's stores are complete; tear-down goes on
                 log.warning("closing %s: the stores' last writes were not made (%s: %s); resume takes up the run at "
                             "its last checkpoint", self.run_dir, type(err).__name__, err)
-        self.trace.close()
-        self.rt.close()  # with shards on Ray, its closers end the workers
+        try:
+            self.trace.close()
+        finally:
+            self.rt.close()  # with shards on Ray, its closers end the workers; the run folder is let go last
 
     def __enter__(self) -> Simulation:
         return self

@@ -334,15 +334,17 @@ def test_game_hours_must_be_a_finite_number(hours, capsys):
     assert "argument --hours" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", [["run"], ["view"], ["interview", "r", "q?", "--agent", "a"]])
-def test_a_nested_set_says_it_goes_in_a_config_file(command, capsys):
+def test_a_nested_set_says_it_goes_in_a_config_file(capsys):
     """``tune --profile recall`` writes ``memory.profiles.recall``; ``--set`` takes one level (it said only
-    "expected section.field=value")."""
-    with pytest.raises(SystemExit):
-        main([*command, "--set", "memory.profiles.recall.a_rec=0.5"])
-    err = capsys.readouterr().err
-    assert "argument --set" in err and "goes in a --config file" in err
-    assert "memory: {profiles: {recall: {a_rec: 0.5}}}" in err
+    "expected section.field=value"), and the hint says that a mapping in a file replaces the whole field."""
+    from simulacra.config import load_config
+
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["memory.profiles.recall.a_rec=0.5"])
+    assert e.value.file == "--set" and "goes in a --config file" in str(e.value)
+    assert "memory: {profiles: {recall: {a_rec: 0.5}}}" in str(e.value) and "replaces the whole field" in str(e.value)
+    assert main(["run", "--set", "memory.profiles.recall.a_rec=0.5"]) == 2
+    assert "goes in a --config file" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", [["run"], ["view"], ["tune", "r", "--queries", "q.yaml"]])

@@ -225,24 +225,28 @@ def test_config_override_giving_a_key_twice_is_named():
 
 
 @pytest.mark.parametrize("sets, words", [
-    (["memory.threshold=9"], "threshold 9 is at or above 1.5, the highest score"),
-    (["memory.threshold=1.5"], "expected memory.threshold under 1.5"),
-    (["memory.a_rec=0", "memory.threshold=1.25"], "expected memory.threshold under 1.25"),
-    (["memory.profiles={recall: {a_rec: 0, a_imp: 0.1, threshold: 1.1}}"],
-     "profiles.recall.threshold 1.1 is at or above 1.1, the highest score a memory can get under profile recall's"),
+    (["memory.threshold=9"], "threshold 9 is above 1.5, the highest score"),
+    (["memory.threshold=1.51"], "expected memory.threshold at most 1.5"),
+    (["memory.a_rec=0", "memory.threshold=1.3"], "expected memory.threshold at most 1.25"),
+    (["memory.profiles={recall: {a_rec: 0, a_imp: 0.1, threshold: 1.2}}"],
+     "profiles.recall.threshold 1.2 is above 1.1, the highest score a memory can get under profile recall's"),
 ])
 def test_config_threshold_no_memory_can_reach_is_refused(sets, words):
-    """Every term of the score is at most 1, so a threshold at or above a_rec + a_imp + a_rel (the section's, or a
-    profile's) made every retrieval return nothing."""
+    """Every term of the score is at most 1, so a threshold above a_rec + a_imp + a_rel (the section's, or a
+    profile's) made every retrieval return nothing; the highest score itself is reached (under minmax or RRF the
+    best memory's relevance is 1, and selection keeps scores >= the threshold)."""
     with pytest.raises(ConfigError) as e:
         load_config(None, sets)
     assert e.value.field == "memory" and words in str(e.value)
-    # just under the highest score passes (the section's default weights: 1.5; the recall profile's: 1.1); a profile
-    # without a threshold of its own takes the section's, which simulacra tune varies alone
-    c = load_config(None, ["memory.threshold=1.49",
-                           "memory.profiles={recall: {a_rec: 0, a_imp: 0.1, threshold: 1.09}}"])
-    assert (c.memory.threshold, c.memory.for_profile("recall").threshold) == (1.49, 1.09)
+    # the highest score passes (the section's default weights: 1.5; the recall profile's: 1.1); a profile without a
+    # threshold of its own takes the section's, which simulacra tune varies alone
+    c = load_config(None, ["memory.threshold=1.5",
+                           "memory.profiles={recall: {a_rec: 0, a_imp: 0.1, threshold: 1.1}}"])
+    assert (c.memory.threshold, c.memory.for_profile("recall").threshold) == (1.5, 1.1)
     assert load_config(None, ["memory.threshold=1.2"]).memory.for_profile("recall").threshold == 1.2
+    minmax = load_config(None, ["memory.a_rec=0", "memory.a_imp=0", "memory.threshold=1.0",
+                                "memory.normalize=minmax"]).memory  # what tune's grids can write
+    assert minmax.threshold == 1.0
 
 
 # ---- the week: rest days and rest-day routines ----
