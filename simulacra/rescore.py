@@ -209,16 +209,18 @@ def rescore_run(run: str | Path, a_rec: float | None = None, a_imp: float | None
                     "tick": t["tick"], "clock": t["clock"], "agent": op["agent"], "purpose": op["purpose"],
                     "profile": name,
                     "query": op["query"], "before": before_ids, "after": after_ids,
-                    "dropped": [texts.get(i, i) for i in before_ids if i not in after_ids],
+                    "dropped": [texts.get(m["id"]) or statics.text(op["agent"], m["id"], m.get("tier"))
+                                for m in op["results"] if m["id"] not in after_ids],
                     "added": [texts.get(i) or statics.text(op["agent"], i, tier)
                               for i, tier, _ in after if i not in before_ids],
                 })
-    if too_deep and not report["rescored"]:  # nothing re-ranked because of the depth asked: say how deep it can go
-        asked_depth = ", ".join(f"{k} {v}" for k, v in (("top_k (--top-k)", top_k), ("static_top_k", static_top_k))
-                                if v is not None)
-        raise SimulacraError(f"{asked_depth}: deeper than any retrieval's recorded candidates; the trace recorded "
+    depths = [(k, v) for k, v in (("top_k (--top-k)", top_k), ("static_top_k", static_top_k)) if v is not None]
+    if too_deep and not report["rescored"] and depths:  # nothing re-ranked because of the depth asked: say how deep
+        said = ", ".join(f"{k} {v}" for k, v in depths)
+        limits = " and ".join(f"{k.split()[0]} <= {recorded}" for k, _ in depths)
+        raise SimulacraError(f"{said}: deeper than any retrieval's recorded candidates; the trace recorded "
                              f"candidates for at most top_k {recorded} (memory.max_top_k of the run): re-rank with "
-                             f"top_k <= {recorded}, or record deeper in a new run (--set memory.max_top_k=N)")
+                             f"{limits}, or record deeper in a new run (--set memory.max_top_k=N)")
     report["recorded_max_top_k"] = recorded
     return report
 
@@ -233,7 +235,7 @@ class _StaticTexts:
         self.rule: Any = None
         self.known: dict[str, dict[str, str]] = {}
 
-    def text(self, agent: str, memory_id: str, tier: str) -> str:
+    def text(self, agent: str, memory_id: str, tier: str | None) -> str:
         """The memory's text when it is one of ``agent``'s static memories, else a placeholder naming its id."""
         if tier != "static":
             return f"(memory {memory_id}; its text is not in the trace)"

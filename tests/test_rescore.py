@@ -215,6 +215,8 @@ def test_rescore_raises_top_k_only_up_to_the_recorded_maximum(tmp_path):
     assert rescore_run(trace, 0, 1, 1, static_top_k=1)["changes"][0]["after"] == ["old", "mid", "s1"]
     with pytest.raises(SimulacraError, match="at most top_k 3 "):
         rescore_run(trace, 0, 1, 1, top_k=4)
+    with pytest.raises(SimulacraError, match=r"static_top_k 9: deeper .* re-rank with static_top_k <= 3, or"):
+        rescore_run(trace, 0, 1, 1, static_top_k=9)
 
 
 def test_an_added_static_memory_without_a_text_in_the_trace_says_so_not_a_bare_id(tmp_path, caplog):
