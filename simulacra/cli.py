@@ -501,17 +501,15 @@ def run_rater(args: list[str]) -> int:
 
 
 def cmd_generate_town(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from simulacra.world import check_world
     from simulacra.world.generate import write_town
 
-    if Path(args.out).is_dir():  # before anything is made (the personas folder beside it)
-        raise SimulacraError(f"--out {args.out} is a folder; give the world file to write, e.g. "
-                             f"{Path(args.out) / 'town.yaml'}")
     try:
         world_path, pdir = write_town(args.out, args.residents, args.seed, args.personas_dir, args.overwrite,
                                       args.name)
+    except IsADirectoryError as err:  # write_world checks it before it makes anything
+        raise SimulacraError(f"--out {err.filename}: {err.strerror}") from None
     except (ValueError, FileExistsError) as err:
         raise SimulacraError(str(err)) from None
     world = check_world(world_path)  # what was written passes the check a user runs

@@ -80,8 +80,8 @@ def hold_run_folder(run_dir: str | Path) -> Callable[[], None]:
                             f"`simulacra evaluate` or a notebook's town): wait for it to end or stop it, or choose "
                             f"another run name") from None
     except OSError as err:
-        raise RunFolderError(f"the run folder's lock {path} cannot be taken ({err.strerror or err}); make "
-                             f"{path.parent} writable or choose another --db-dir") from None
+        raise RunFolderError(f"the run folder {run_dir} cannot be locked for writing ({err.strerror or err}: "
+                             f"{path}); make {path.parent} writable or choose another --db-dir") from None
     _HELD[key] = lock
 
     def release() -> None:

@@ -32,7 +32,7 @@ from simulacra.checkpoint import (
 from simulacra.clock import GameClock, format_game_time, format_hhmm
 from simulacra.cluster import ShardLost, ShardProxy
 from simulacra.config import Config, config_from_dict, recorded_config
-from simulacra.disk import is_run_folder
+from simulacra.disk import hold_run_folder, is_run_folder
 from simulacra.embeddings import threads_change_vectors
 from simulacra.errors import CheckpointError, RaterError, SimulacraError, StoreUnavailable
 from simulacra.killpoint import kill_point
@@ -337,12 +337,16 @@ class Simulation:
         if was:
             from simulacra.cluster import RayShards
 
-            spec, _ = _ray_spec(world_path, config, header["personas_dir"], run_dir, agents, resume=True)
-            old = RayShards(spec, shard_agents(agents, was), ray_address)
+            release = hold_run_folder(run_dir)  # the old shards write the run's stores: not beside a live town
             try:
-                old.restore(*args)
+                spec, _ = _ray_spec(world_path, config, header["personas_dir"], run_dir, agents, resume=True)
+                old = RayShards(spec, shard_agents(agents, was), ray_address)
+                try:
+                    old.restore(*args)
+                finally:
+                    old.close()
             finally:
-                old.close()
+                release()
         else:
             rt = build_runtime(world_path, config, header["personas_dir"], run_dir.parent, run_dir.name,
                                agents=agents, resume=True)

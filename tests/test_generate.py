@@ -145,7 +145,7 @@ def test_an_out_folder_or_a_negative_seed_is_refused_before_anything_is_written(
     folder.mkdir()
     # before: "Is a directory", and an empty D_personas/ left beside it
     assert main(["generate-town", "--residents", "5", "--out", str(folder), "--overwrite"]) == 2
-    assert f"--out {folder} is a folder" in capsys.readouterr().err
+    assert f"--out {folder}: a folder, not a world file to write" in capsys.readouterr().err
     with pytest.raises(IsADirectoryError):
         write_town(folder, 5, overwrite=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["D"] and not any(folder.iterdir())

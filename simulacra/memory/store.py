@@ -38,6 +38,18 @@ def _row_columns(rec: MemoryRecord) -> tuple[float, ...]:
     return MirrorIndex.columns_of(rec.rating, rec.timestamp, rec.last_accessed, rec.decay_since, rec.span)
 
 
+
+def check_query_text(params: ScoringParams, query_text: str | None, where: str) -> None:
+    """Lexical and hybrid relevance match the query's words: without a text (``None`` or blank) they cannot score.
+    The one rule of a tier's scoring and :meth:`AgentMemory.retrieve <simulacra.memory.stream.AgentMemory.retrieve>`.
+
+    Raises:
+        ValueError: naming ``query_text`` and ``where`` (the tier or the profile).
+    """
+    if params.lexical and (query_text is None or not query_text.strip()):
+        raise ValueError(f"query_text: {params.relevance} relevance ({where}) matches the query's words, so it needs "
+                         f"the query text; got {query_text!r}")
+
 class MemoryTier:
     """A Chroma collection plus its numpy mirror.
 
@@ -204,8 +216,8 @@ class MemoryTier:
     def _lexical_for(self, params: ScoringParams, query_text: str | None) -> np.ndarray | None:
         if not params.lexical:
             return None
-        if query_text is None:
-            raise ValueError(f"{params.relevance} relevance needs the query text (tier {self.tier})")
+        check_query_text(params, query_text, f"tier {self.tier}")
+        assert query_text is not None
         return self.lexical_relevance(query_text)
 
     def scoring_inputs(self, query: np.ndarray, recency_from: str = "created",

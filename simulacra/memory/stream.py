@@ -32,7 +32,7 @@ from simulacra.memory.memo import LastAnswer
 from simulacra.memory.records import TIERS, MemoryRecord, RetrievedMemory, remarked
 from simulacra.memory.scoring import SCORING_FIELDS, ScoringParams
 from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
-from simulacra.memory.store import MemoryTier, flush_tiers
+from simulacra.memory.store import MemoryTier, check_query_text, flush_tiers
 from simulacra.memory.timecue import TimeCue
 from simulacra.threads import scoring_threads
 from simulacra.trace import (
@@ -618,11 +618,8 @@ class AgentMemory:
 
     @staticmethod
     def _check_text(params: ScoringParams, query_text: str | None, profile: str | None) -> None:
-        """Lexical and hybrid relevance match the query's words: without a text (``None`` or blank) they cannot
-        score; ValueError naming ``query_text``."""
-        if params.lexical and (query_text is None or not query_text.strip()):
-            raise ValueError(f"query_text: {params.relevance} relevance (profile {profile or SITUATIONAL}) matches "
-                             f"the query's words, so it needs the query text; got {query_text!r}")
+        """:func:`~simulacra.memory.store.check_query_text` for a retrieval of ``profile``, before any tier scores."""
+        check_query_text(params, query_text, f"profile {profile or SITUATIONAL}")
 
     def candidates(self, query_embedding: np.ndarray, now: float, top_k: int | None = None,
                    tiers: Sequence[str] | None = None, query_text: str | None = None,
