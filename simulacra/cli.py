@@ -92,7 +92,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                         help="YAML config file (sections memory, embedding, rater, simulation)")
     source.add_argument("--preset", dest="config", type=_preset, metavar="NAME",
                         help="a packaged config preset, e.g. seed003 (seed 003's retrieval exactly)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], type=str,
+    p.add_argument("--set", dest="overrides", action="append", default=[],
                    metavar="SECTION.FIELD=VALUE",
                    help="override one config value, e.g. --set memory.a_rec=0.3 (repeatable; a nested field such as "
                         "memory.profiles.recall.a_rec goes in a --config file)")
@@ -216,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     interview.add_argument("--agent", required=True, help="agent id (persona file stem)")
     interview.add_argument("--tick", type=int, default=None, help="answer as at the end of this tick [the last]")
     interview.add_argument("--llm", choices=["local"], default=None, help="answer with the bundled local model")
-    interview.add_argument("--set", dest="overrides", action="append", default=[], type=str,
+    interview.add_argument("--set", dest="overrides", action="append", default=[],
                            metavar="SECTION.FIELD=VALUE",
                            help="change the run's config for the answer, e.g. --set llm.model=gpt-4o-mini")
     interview.add_argument("--json", action="store_true", help="print JSON")
@@ -247,7 +247,7 @@ def _add_evaluate_parser(sub) -> None:
     source = ev.add_mutually_exclusive_group()
     source.add_argument("--config", default=None, help="YAML config file (the base of every variant)")
     source.add_argument("--preset", dest="config", type=_preset, metavar="NAME", help="a config of presets/")
-    ev.add_argument("--set", dest="overrides", action="append", default=[], type=str,
+    ev.add_argument("--set", dest="overrides", action="append", default=[],
                     metavar="SECTION.FIELD=VALUE", help="change a config value for every variant (repeatable)")
     ev.add_argument("--llm", choices=["local"], default=None, help="agents think with the bundled SmolLM2")
     ev.add_argument("--rater-url", default=None, help="importance rater URL [config rater.url]")
@@ -501,7 +501,6 @@ def run_rater(args: list[str]) -> int:
 
 
 def cmd_generate_town(args: argparse.Namespace) -> int:
-
     from simulacra.world import check_world
     from simulacra.world.generate import write_town
 
@@ -592,8 +591,10 @@ def cmd_view(args: argparse.Namespace) -> int:
     except ImportError:
         raise SimulacraError("view needs pygame: pip install 'simulacra[viewer]' (or pip install pygame)") from None
     overrides = list(args.overrides) + ([f"simulation.seed={args.seed}"] if args.seed is not None else [])
+    from simulacra.disk import default_run_name
+
     seed = load_config(args.config, overrides).simulation.seed
-    run_name = args.run_name or f"{Path(args.world).stem}-seed{seed}"
+    run_name = args.run_name or default_run_name(args.world, seed)
     run_dir = Path(args.db_dir) / run_name
     trace = run_dir / "trace.jsonl"
     if run_dir.exists() and not args.overwrite:

@@ -25,6 +25,12 @@ RUN_FILES = ("trace.jsonl", "checkpoint.json", "summary.json", "chroma", "stores
              "llm_calls.jsonl")
 
 
+def default_run_name(world: str | Path, seed: int) -> str:
+    """The run folder's name when none is given (``--run-name``, ``run_name``): ``<world file stem>-seed<seed>``,
+    e.g. ``fernhollow-seed0``."""
+    return f"{Path(world).stem}-seed{seed}"
+
+
 def check_run_name(run_name: str) -> str:
     """``run_name`` if it names one folder (made under the database folder), else :class:`RunFolderError`: a
     path (``a/b``, ``/tmp/x``), ``.`` or ``..`` would put the run, and ``--overwrite``'s deletion, elsewhere."""

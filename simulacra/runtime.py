@@ -19,6 +19,7 @@ from simulacra.disk import (
     check_replaceable,
     check_run_folder,
     check_run_name,
+    default_run_name,
     hold_run_folder,
     make_run_folder,
     remove_run_folder,
@@ -317,7 +318,7 @@ def prepare_run(world_path: str | Path, config: Config, personas_dir: str | Path
         twice = sorted({a for a in ids if ids.count(a) > 1})
         raise SimulacraError(f"agents (--agents): listed more than once: {', '.join(twice)}")
     run_name = check_run_name(run_name if run_name is not None
-                              else f"{Path(world_path).stem}-seed{config.simulation.seed}")
+                              else default_run_name(world_path, config.simulation.seed))
     run_dir = Path(db_dir) / run_name
     if resume and not run_dir.is_dir():
         raise CheckpointError(f"{run_dir}: no such run folder to resume")

@@ -144,9 +144,14 @@ class Town:
     """
 
     def __init__(self, sim):
+        self._take(sim)
+
+    def _take(self, sim) -> None:
+        """Run on ``sim`` (made, resumed, or taken up again after an interrupt): closed with this town, its config
+        as its trace header records it kept to compare (:meth:`_check_config`)."""
         self.sim = sim
         self._finalizer = weakref.finalize(self, _close_quietly, sim)
-        self._recorded = _flat(sim.config.model_dump(mode="json"))  # the config its trace header records
+        self._recorded = _flat(sim.config.model_dump(mode="json"))
 
     # ----------------------------------------------------------------- making one
     @classmethod
@@ -363,9 +368,7 @@ class Town:
         address = sim.cluster.address if sim.cluster is not None else None
         self._finalizer.detach()
         sim.close()
-        self.sim = Simulation.resume(sim.run_dir, embedder=embedder, ray_address=address)
-        self._finalizer = weakref.finalize(self, _close_quietly, self.sim)
-        self._recorded = _flat(self.sim.config.model_dump(mode="json"))
+        self._take(Simulation.resume(sim.run_dir, embedder=embedder, ray_address=address))
         print(f"simulacra: interrupted in the middle of a tick; the town is back at its last checkpoint "
               f"({self.ticks_done} ticks, {self.clock})", file=sys.stderr)
 

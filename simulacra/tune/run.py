@@ -10,6 +10,7 @@ from typing import Any
 
 from simulacra.clock import format_game_time
 from simulacra.config import config_from_dict, recorded_config
+from simulacra.disk import default_run_name
 from simulacra.errors import SimulacraError
 from simulacra.trace import (
     ADD,
@@ -60,8 +61,8 @@ def query_warnings(run: RunInfo, queries: Sequence[LabelledQuery], queries_file:
     time)."""
     out = []
     header = run.header
-    world, seed = Path(str(header.get("world_file") or "")).stem, header.get("seed")
-    default = f"{world}-seed{seed}" if world and seed is not None else None
+    world, seed = header.get("world_file"), header.get("seed")
+    default = default_run_name(world, seed) if world and seed is not None else None
     if named_run is not None and named_run not in (run.run_dir.name, default):
         made = f"world {header['world_file']}, seed {seed}" if default else "its trace names no world and seed"
         out.append(f"{queries_file}: made for the run {named_run!r} (its 'run:'), not for {run.run_dir} ({made}): "
