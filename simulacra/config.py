@@ -242,6 +242,12 @@ class MemoryConfig(_Section):
         "rated at least as the topic itself: the greeting and names around the news do not make it mundane, so "
         "news heard is promoted to long-term like the event seen (false: rated by its text alone, seed 003)",
     )
+    rate_from_perspective: bool = Field(
+        True, description="a resident's memory of a world event that names it (its name, 'the <occupation>', its "
+        "home) is rated at least as the same text in its first person ('burns the blacksmith's forearm' -> 'burns "
+        "my forearm' for the blacksmith): importance for the one who remembers, as the Generative Agents paper rates "
+        "poignancy for the agent (simulacra.memory.perspective.own_perspective); false: by its text alone (seed 003)",
+    )
     retold_bonus: int = Field(
         1, ge=0, le=9, description="news heard or seen n > 1 times (memories with the same topic) is rated "
         "retold_bonus * (n - 1) higher, at most 10, when consolidation decides whether it goes to long-term: what the "
@@ -762,6 +768,7 @@ def profile_overrides(memory: Any, profile: str | None) -> dict[str, Any]:
 #: before retrieval profiles retrieved for every purpose with the memory section's own fields)
 PREDATED: dict[str, dict[str, Any]] = {"memory": {"decay_importance_exponent": 0.0, "purposes": {},
                                                   "rate_news_by_topic": False, "retold_bonus": 0,
+                                                  "rate_from_perspective": False,
                                                   "day_summary": False, "third_person_queries": False},
                                        "embedding": {"backend": "torch"},
                                        "simulation": {"gossip": "tell-all", "meeting_draws": "stream"}}

@@ -97,9 +97,11 @@ def split_by_shard(items: Iterable[T], key: Callable[[T], str | None], shard_of:
 def merge_remembered(parts: Sequence[Remembered], order: dict[str, int]) -> Remembered:
     """The shards' :class:`Remembered` as one: operations in agent order, ratings together."""
     ratings: dict[str, int] = {}
+    own: dict[str, dict[str, int]] = {}
     for p in parts:
         ratings.update(p.ratings)
-    return Remembered(by_agent((op for p in parts for op in p.ops), order, op_agent), ratings)
+        own.update(p.own)
+    return Remembered(by_agent((op for p in parts for op in p.ops), order, op_agent), ratings, own)
 
 
 def merge_retrieval(parts: Sequence[Retrieval], order: dict[str, int]) -> Retrieval:
@@ -170,14 +172,14 @@ class Shard:
         done = remember_stage(self.rt, self._mine(pending), phase)
         if self.reports_town:
             return done
-        return Remembered([op for op in done.ops if op_agent(op) is not None], done.ratings)
+        return Remembered([op for op in done.ops if op_agent(op) is not None], done.ratings, done.own)
 
     def act(self, state: TownState, perception: Perception, pending: Sequence[Pending], now: int, tick: int,
             asleep: set[str]) -> tuple[Remembered, Retrieval, Decided]:
         """The first phase of a tick: remember what its agents perceived (and were told), retrieve for their
         situation and salient percepts, decide (plans, actions, reactions) from the town's snapshot ``state``."""
         seen = self.remember(pending, "remember1")
-        retrieval = retrieve_stage(state, self.rt, perception, seen.ratings, now, asleep)
+        retrieval = retrieve_stage(state, self.rt, perception, seen, now, asleep)
         return seen, retrieval, decide_stage(state, self.rt, retrieval, now, tick, asleep)
 
     def sides(self, state: TownState, ordered: Sequence[tuple[str, str]], now: int) -> Sides:

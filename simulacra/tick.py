@@ -44,6 +44,7 @@ from simulacra.cognition.scripted import news_candidates, routine_plan
 from simulacra.days import is_sleeping, plan_day_at, routine_entry_at
 from simulacra.errors import RaterError
 from simulacra.killpoint import kill_point
+from simulacra.memory.perspective import own_perspective
 from simulacra.memory.records import MemoryRecord, RetrievedMemory, memory_id
 from simulacra.runtime import Runtime
 from simulacra.state import TownState, keyed_uniform
@@ -224,16 +225,40 @@ def perceive_stage(state: TownState, rt: Runtime, events: WorldEvents, object_st
 # --------------------------------------------------------------------------- remember
 @dataclass
 class Remembered:
+    """What :func:`remember_stage` wrote: the trace's operations; ``ratings``, text -> the rater's rating of it (1..10);
+    ``own``, owner -> text -> the rating its memory got (1..10; with the floors and the owner's perspective)."""
+
     ops: list[MemoryOp]
     ratings: dict[str, int]
+    own: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+#: the kinds of memory also rated from their owner's perspective (``memory.rate_from_perspective``): the world's
+#: events it perceived. Not what it said and heard, which names it in every line ("Greta Lund said to Kofi Mensah:
+#: ..."; news told is rated at least as its topic, ``memory.rate_news_by_topic``), nor the routine sightings and
+#: objects' states, which name its home whenever it is there.
+PERSPECTIVE_KINDS = frozenset({"event"})
+
+
+def own_view(rt: Runtime, owner: str, record: MemoryRecord) -> str | None:
+    """``record``'s text as ``owner`` would tell it (:func:`simulacra.memory.perspective.own_perspective`: its
+    name, "the <occupation>" and its home's name in the first person), or ``None`` when the text does not name the
+    owner, the owner is the town, the memory is not of :data:`PERSPECTIVE_KINDS` or ``memory.rate_from_perspective``
+    is off."""
+    if owner == TOWN or record.kind not in PERSPECTIVE_KINDS or not rt.config.memory.rate_from_perspective:
+        return None
+    persona = rt.persona(owner)
+    return own_perspective(record.text, persona.name, persona.occupation, rt.place_names.get(persona.home))
 
 
 def remember_stage(rt: Runtime, pending: Sequence[Pending], phase: str = "remember") -> Remembered:
     """Rate (one rater request) and embed (one batch) the pending memories, then write each owner's in one
     write. A memory carrying an ``importance`` (news a scenario declared important, retold) is rated at least that;
     under ``memory.rate_news_by_topic`` a memory telling news (:attr:`Pending.topics`) is rated at least as each of
-    its topics (rated in the same request). The same id twice in one tick is written once. ``phase`` names the batch
-    for :func:`~simulacra.killpoint.kill_point` (after the first owner's write).
+    its topics; under ``memory.rate_from_perspective`` a perceived memory that names its owner is rated at least as
+    its text in the owner's first person (:func:`own_view`; the Generative Agents paper rates poignancy for the
+    agent). All of them are rated in the same request. The same id twice in one tick is written once. ``phase``
+    names the batch for :func:`~simulacra.killpoint.kill_point` (after the first owner's write).
 
     Raises:
         RaterError: the rater failed for good (the run then stops at the last complete tick).
@@ -243,15 +268,20 @@ def remember_stage(rt: Runtime, pending: Sequence[Pending], phase: str = "rememb
     texts = list(dict.fromkeys(p.record.text for p in pending))
     by_topic = rt.config.memory.rate_news_by_topic
     topics = [t for t in dict.fromkeys(t for p in pending for t in p.topics) if t not in texts] if by_topic else []
-    rated = rt.rater.rate_many(texts + topics)
+    views = [own_view(rt, p.owner, p.record) for p in pending]
+    extra = [t for t in dict.fromkeys(v for v in views if v is not None) if t not in texts and t not in topics]
+    rated = rt.rater.rate_many(texts + topics + extra)
     ratings = dict(zip(texts, rated))
-    topic_ratings = dict(zip(texts + topics, rated))
+    other_ratings = dict(zip(texts + topics + extra, rated))
     vectors = dict(zip(texts, rt.embedder.embed(texts)))
     by_owner: dict[str, dict[str, MemoryRecord]] = {}
-    for p in pending:
-        floor = max((topic_ratings[t] for t in p.topics), default=1) if by_topic else 1
-        p.record.rating = max(ratings[p.record.text], int(p.record.extra.get("importance", 1)), floor)
+    own: dict[str, dict[str, int]] = {}
+    for p, view in zip(pending, views):
+        floor = max((other_ratings[t] for t in p.topics), default=1) if by_topic else 1
+        mine = other_ratings[view] if view is not None else 1
+        p.record.rating = max(ratings[p.record.text], int(p.record.extra.get("importance", 1)), floor, mine)
         by_owner.setdefault(p.owner, {}).setdefault(p.record.id, p.record)
+        own.setdefault(p.owner, {})[p.record.text] = p.record.rating
     ops: list[MemoryOp] = []
     for owner in [TOWN, *rt.agents]:
         recs = list(by_owner.get(owner, {}).values())
@@ -265,7 +295,7 @@ def remember_stage(rt: Runtime, pending: Sequence[Pending], phase: str = "rememb
         else:
             ops += rt.memories[owner].add(recs, emb)
         kill_point(phase)
-    return Remembered(ops, ratings)
+    return Remembered(ops, ratings, own)
 
 
 # --------------------------------------------------------------------------- retrieve
@@ -279,12 +309,13 @@ class Retrieval:
     ops: list[RetrieveOp]
 
 
-def salient_percepts(state: TownState, rt: Runtime, agent: str, new: Sequence[Percept], ratings: dict[str, int],
+def salient_percepts(state: TownState, rt: Runtime, agent: str, new: Sequence[Percept], ratings: Mapping[str, int],
                      now: int) -> list[Percept]:
-    """New percepts worth a reaction, best first: events rated at least ``cognition.react_min_rating`` (1..10),
-    by rating; then acquaintances (persona relationships) come into view, whom the agent has not talked with
-    within ``simulation.conversation_cooldown_minutes`` (Generative Agents: seeing someone one knows may start a
-    conversation)."""
+    """New percepts worth a reaction, best first: events the agent's memory of them rated at least
+    ``cognition.react_min_rating`` (1..10; ``ratings``: text -> the agent's rating,
+    :attr:`Remembered.own`), by rating; then acquaintances (persona relationships) come into view, whom the agent has
+    not talked with within ``simulation.conversation_cooldown_minutes`` (Generative Agents: seeing someone one knows
+    may start a conversation)."""
     bar = rt.config.cognition.react_min_rating
     cooldown = rt.config.simulation.conversation_cooldown_minutes
     known = set(rt.persona(agent).relationships)
@@ -299,10 +330,11 @@ def salient_percepts(state: TownState, rt: Runtime, agent: str, new: Sequence[Pe
     return events + people
 
 
-def retrieve_stage(state: TownState, rt: Runtime, perception: Perception, ratings: dict[str, int],
+def retrieve_stage(state: TownState, rt: Runtime, perception: Perception, seen: Remembered,
                    now: int, asleep: frozenset[str] | set[str] = frozenset()) -> Retrieval:
     """The focus retrieval of every agent not ``asleep`` (its activity at its place), and, for a mind that
-    reacts, one retrieval about its most salient new percept (agents whose activity is not sleep only)."""
+    reacts, one retrieval about its most salient new percept (agents whose activity is not sleep only; salient by
+    the ratings its memories got, ``seen``'s :attr:`Remembered.own`)."""
     asks = [(pid, at_place(current_activity(state, rt, pid, now), rt.place_names[state.agents[pid].place]), "focus")
             for pid in rt.agents if pid not in asleep]
     salient: dict[str, list[Percept]] = {}
@@ -310,7 +342,7 @@ def retrieve_stage(state: TownState, rt: Runtime, perception: Perception, rating
         for pid in rt.agents:
             if pid in asleep or is_asleep(current_activity(state, rt, pid, now)):
                 continue
-            top = salient_percepts(state, rt, pid, perception.new[pid], ratings, now)[:1]
+            top = salient_percepts(state, rt, pid, perception.new[pid], seen.own.get(pid, {}), now)[:1]
             if top:
                 salient[pid] = top
                 asks.append((pid, top[0].text, "reaction"))

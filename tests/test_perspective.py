@@ -231,3 +231,82 @@ def test_no_retrieval_embeds_the_question_with_the_residents_name(tmp_path, rate
     assert agent_names(run.header) == names
     assert all(know.retrieve(a, question, run.end) for a in names)
     assert recorder.texts == [question]  # once for every resident: the cache is keyed by what is embedded
+
+
+# --------------------------------------------------------------------------- rating from the resident's perspective
+@pytest.mark.parametrize("text, expected", [
+    ("At the forge an iron bar burns the blacksmith's forearm.", "At the forge an iron bar burns my forearm."),
+    ("The Blacksmith slips. Then the blacksmith laughs.", "I slips. Then me laughs."),  # word rules
+    ("The minister reads the banns of Kofi Mensah and Ann.", "The minister reads the banns of me and Ann."),
+    ("Kofi's dog barks; Kofi runs. Kofi's cat too.", "My dog barks; me runs. My cat too."),
+    ("A tree falls on the Smithy Cottage roof.", "A tree falls on my home roof."),
+    ("A tree falls on Smithy Cottage.", "A tree falls on my home."),
+])
+def test_an_event_that_names_the_resident_is_put_in_its_first_person(text, expected):
+    from simulacra.memory.perspective import own_perspective
+
+    assert own_perspective(text, "Kofi Mensah", "blacksmith", "Smithy Cottage") == expected
+
+
+@pytest.mark.parametrize("text", [
+    "A stranger walks into the tavern.",
+    "Kofiland's blacksmiths gather.",          # neither the name nor the role as whole words
+    "Mensahs is not his name, nor the blacksmithy his trade.",
+])
+def test_an_event_that_does_not_name_the_resident_has_no_first_person(text):
+    from simulacra.memory.perspective import own_perspective
+
+    assert own_perspective(text, "Kofi Mensah", "blacksmith", "Smithy Cottage") is None
+
+
+def test_no_occupation_or_home_names_it_by_name_alone_and_a_blank_name_is_a_value_error():
+    from simulacra.memory.perspective import own_perspective
+
+    assert own_perspective("The blacksmith greets Kofi.", "Kofi Mensah") == "The blacksmith greets me."
+    assert own_perspective("The blacksmith greets him.", "Kofi Mensah", "", "") is None
+    with pytest.raises(ValueError, match="name"):
+        own_perspective("text", " ")
+
+
+def test_the_rating_setting_is_on_by_default_off_for_seed003_and_for_runs_recorded_before_it():
+    assert MemoryConfig().rate_from_perspective
+    assert not load_config(preset_path("seed003"), []).memory.rate_from_perspective
+    assert recorded_config({"memory": {}})["memory"]["rate_from_perspective"] is False
+
+
+def test_the_blacksmith_rates_his_own_burn_from_his_perspective_and_keeps_it(tmp_path, rater_url, rater_backend):
+    """A real run of Fernhollow (the blacksmith and two residents who see his accident at 11:20): his memory of it is
+    rated as its text in his first person, theirs as the text; the 13:00 consolidation keeps his. Off, he rates it as
+    they do."""
+    import json
+    import subprocess
+    import sys
+
+    from simulacra.memory.perspective import own_perspective
+    from tests.conftest import ROOT
+
+    def memories_of_the_burn(setting: str) -> dict[str, list[dict]]:
+        args = ["--hours", "7", "--agents", "kofi_mensah,bram_ostrowski,yusuf_demir", "--db-dir", str(tmp_path),
+                "--run-name", setting, "--rater-url", rater_url, "--quiet", "--set",
+                f"memory.rate_from_perspective={setting}"]
+        r = subprocess.run([sys.executable, "-m", "simulacra.cli", "run", *args], cwd=ROOT, capture_output=True,
+                           text=True, timeout=900)
+        assert r.returncode == 0, r.stderr[-3000:]
+        ops: dict[str, list[dict]] = {}
+        for line in (tmp_path / setting / "trace.jsonl").read_text().splitlines():
+            for op in json.loads(line).get("memory") or []:
+                if "forearm" in (op.get("text") or "") and op.get("kind") in (None, "event"):
+                    ops.setdefault(op["agent"], []).append(op)
+        return ops
+
+    on = memories_of_the_burn("true")
+    event = on["kofi_mensah"][0]["text"]
+    mine = own_perspective(event, "Kofi Mensah", "blacksmith", "Smithy Cottage")
+    assert mine is not None and "my forearm" in mine
+    as_text, as_his = (r.rating for r in rater_backend.rate([event, mine]))
+    assert as_his > as_text  # what the test is about: his burn matters more to him
+    assert on["kofi_mensah"][0]["rating"] == as_his
+    assert [ops[0]["rating"] for a, ops in on.items() if a != "kofi_mensah"] == [as_text, as_text]
+    assert [op["op"] for op in on["kofi_mensah"]] == ["add", "move"]  # kept: moved to long-term at 13:00
+    off = memories_of_the_burn("false")
+    assert off["kofi_mensah"][0]["rating"] == as_text

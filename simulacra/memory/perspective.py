@@ -1,4 +1,5 @@
-"""A question put in the third person before retrieval: its pronouns of the resident replaced by the resident's name.
+"""A question put in the third person before retrieval: its pronouns of the resident replaced by the resident's name;
+and a world event put in the resident's first person before rating.
 
 A resident's memories are written in the third person ("Greta Lund said to Kofi Mensah: ...", "Greta Lund plans to
 ...", "Kofi Mensah is at the forge"), as the Generative Agents paper's memory stream is. The questions that retrieve
@@ -23,6 +24,10 @@ it saw does not (an observation is written without its observer: "Kofi Mensah is
 what the resident saw, watched, noticed, observed, looked at, spotted or witnessed (:data:`PERCEIVING`) is left as
 asked: naming the resident there favours the memories of itself over the sighting asked about ("What did I see Kofi
 doing at 15:30?" lost 0.045 nDCG on the questions that name a time when it was named, and the rest gained).
+
+:func:`own_perspective` goes the other way, for rating: a world event that names the resident ("burns the
+blacksmith's forearm") put in its first person ("burns my forearm"), so that the offline rater, which reads text
+alone, rates it as the resident's own experience (``memory.rate_from_perspective``).
 
 The rules are word rules for English, not a parser: the pronouns of the person given, whatever the case of their
 first letter, and the verb right after a subject pronoun when it is *am*, *are*, *were*, *have* or *was*, or right
@@ -141,3 +146,49 @@ def _verb(match: re.Match[str]) -> str:
     word = match.group(1)
     verb = _VERBS[word.lower()]
     return verb.capitalize() if word[0].isupper() else verb
+
+
+def own_perspective(text: str, name: str, occupation: str | None = None, home: str | None = None) -> str | None:
+    """``text`` as the resident named ``name`` would tell it, or ``None`` when it does not concern the resident.
+
+    The inverse of :func:`third_person`, for rating: the Generative Agents paper rates a memory's poignancy *for*
+    the agent, given who it is, and a language model asked so rates "the blacksmith burns his forearm" higher for
+    the blacksmith than for his neighbours. The offline rater rates text alone, and its labelled set rates what
+    happened to the one who remembers it ("I was badly burned at the forge ...") above what happened to someone else
+    ("The blacksmith burned his forearm ..."). So a memory that names the resident is also rated as the resident's
+    own: its references to the resident in the first person (``memory.rate_from_perspective``, the rating the higher
+    of the two).
+
+    What names the resident, as whole words: its full name or first name (case-sensitive), "the <occupation>" (any
+    case of "the": "The blacksmith slips"), and ``home``, its home's name ("Novak House"; a leading "The" of it
+    too). A possessive ("Kofi's", "the blacksmith's") becomes "my" ("My" at the start of a sentence), the home "my
+    home", the rest "I" at the start of a sentence and "me" elsewhere. Word rules for English, not a parser: "me" where "I" is the subject inside a
+    sentence ("as me walks") is left so; the rater reads meaning, not grammar.
+
+    Args:
+        text: the memory.
+        name: the resident's full name (its first word is its first name).
+        occupation: :attr:`Persona.occupation <simulacra.persona.Persona.occupation>`; ``None`` or blank: not used.
+        home: the name of the resident's home place; ``None`` or blank: not used.
+
+    Returns:
+        The text in the resident's perspective, or ``None`` when nothing in it names the resident.
+
+    Raises:
+        ValueError: ``name`` is blank.
+    """
+    if not name.strip():
+        raise ValueError("name: expected the resident's name, got a blank one")
+    out = text
+    if home and home.strip():
+        bare = re.sub(r"^the\s+", "", home.strip(), flags=re.I)
+        out = re.sub(rf"\b(?:the\s+)?{re.escape(bare)}\b", "my home", out, flags=re.I)
+    refs = [re.escape(n) for n in dict.fromkeys((name.strip(), name.split()[0]))]
+    if occupation and occupation.strip():
+        refs.insert(0, rf"(?i:the)\s+(?i:{re.escape(occupation.strip())})")
+    ref = "(?:" + "|".join(refs) + ")"
+    out = re.sub(rf"(^|[.!?]\s+){ref}['\u2019]s\b", lambda m: m.group(1) + "My", out)
+    out = re.sub(rf"\b{ref}['\u2019]s\b", "my", out)
+    out = re.sub(rf"(^|[.!?]\s+){ref}\b", lambda m: m.group(1) + "I", out)
+    out = re.sub(rf"\b{ref}\b", "me", out)
+    return None if out == text else out
