@@ -1,4 +1,4 @@
-"""Game time. All of simulacra's time is *game minutes* counted from day 0, 00:00.
+"""Game time. All of simulacra's time is *game minutes* counted from 00:00 of day 1 (game days count from 1).
 
 Nothing in the domain reads the wall clock: the :class:`GameClock` is the only source of "now".
 """

@@ -372,27 +372,40 @@ class MemoryConfig(_Section):
         ``"conversation with ruth_calloway"``); :data:`SITUATIONAL` when :attr:`purposes` maps it to none."""
         return self.purposes.get(purpose_kind(purpose), SITUATIONAL)
 
-    def dated(self, profile: str | None, query: str | None, now: float) -> tuple[str | None, TimeCue | None]:
+    def dated(self, profile: str | None, query: str | None, now: float,
+              run_start: float = 0) -> tuple[str | None, TimeCue | None]:
         """The profile a retrieval of ``profile`` for ``query`` at game minute ``now`` scores with, and the time the
         query names: ``(profile's dated profile, the cue)`` when the profile has one and the query names a time
-        (:func:`simulacra.memory.timecue.time_cue`); ``(profile's latest profile, None)`` when it has one and the
-        query asks for the latest without naming a time (:func:`~simulacra.memory.timecue.asks_latest`); else
-        ``(profile, None)``. The first two fields of :meth:`switch`, the one place the switch is decided (the
-        engine's retrieval, its trace record and ``simulacra tune`` call it)."""
-        used, cue, _ = self.switch(profile, query, now)
+        (:func:`simulacra.memory.timecue.time_cue`; a time before the run, which began at game minute ``run_start``,
+        is a cue marked :attr:`~simulacra.memory.timecue.TimeCue.before_run`); ``(profile's latest profile, None)``
+        when it has one and the query asks for the latest without naming a time
+        (:func:`~simulacra.memory.timecue.asks_latest`); else ``(profile, None)``. The first two fields of
+        :meth:`switch`, the one place the switch is decided (the engine's retrieval, its trace record and ``simulacra
+        tune`` call it)."""
+        used, cue, _ = self.switch(profile, query, now, run_start)
         return used, cue
 
-    def switch(self, profile: str | None, query: str | None,
-               now: float) -> tuple[str | None, TimeCue | None, str | None]:
+    def switch(self, profile: str | None, query: str | None, now: float,
+               run_start: float = 0) -> tuple[str | None, TimeCue | None, str | None]:
         """:meth:`dated`, and the words that ask for the latest when the switch is to the latest profile (else
         ``None``): ``(profile used, time named, latest words)``, the time words read once by
-        :func:`~simulacra.memory.timecue.time_words`."""
+        :func:`~simulacra.memory.timecue.time_words`.
+
+        Args:
+            profile: the retrieval profile asked for (``memory.profiles``; ``None`` or situational: no switch).
+            query: the query as asked (``None``: names nothing).
+            now: the game minute it is asked at (game minutes from day 1 00:00).
+            run_start: the run's first game minute (trace header ``start_minute``; default 0, day 1 00:00,
+                :data:`simulacra.memory.timecue.EARLIEST_START`): a time named that ends before it is a cue marked
+                :attr:`~simulacra.memory.timecue.TimeCue.before_run`, still switched to the dated profile; one partly
+                before it starts at it.
+        """
         from simulacra.memory.timecue import time_words
 
         dated, latest = self.dated_link(profile), self.latest_link(profile)
         if dated is None and latest is None:
             return profile, None, None
-        cue, latest_words = time_words(query, now)
+        cue, latest_words = time_words(query, now, run_start)
         if cue is not None:
             return (dated, cue, None) if dated is not None else (profile, None, None)
         return (latest, None, latest_words) if latest is not None and latest_words else (profile, None, None)

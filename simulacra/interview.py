@@ -7,6 +7,11 @@ run shows its last checkpoint), and asks the run's mind (or another one, ``--llm
 answer, listing the memories the answer rests on. Works with every backend: the scripted mind answers with what it
 retrieved.
 
+A question about a time before the run began ("What did you do yesterday?" on day 1; game days count from 1, and
+the run's first game minute is its clock's start, the trace header's ``start_minute``) is about a time no memory is
+from: it retrieves the agent's timeless memories (static persona and world facts) alone, the scripted answer says
+so, and the named time is shown marked as before the run (:mod:`simulacra.memory.timecue`).
+
 A scenario run made under an ablation (``simulacra evaluate --variant no-memory``, ``no-planning``) is interviewed
 through the same ablation, recorded in its trace header: the agent's memory and mind are wrapped as in the run
 (:func:`simulacra.evaluation.variants.ablate_memory`, :func:`~simulacra.evaluation.variants.ablate_mind`), so a
@@ -25,9 +30,13 @@ from simulacra.embeddings import same_embedding
 from simulacra.errors import SimulacraError, is_whole
 from simulacra.memory.perspective import embedded
 from simulacra.memory.records import RetrievedMemory
+from simulacra.memory.timecue import EARLIEST_START, TimeCue, describe_named, describe_span
 from simulacra.persona import Persona
 from simulacra.text import text_key
 from simulacra.trace import Header, TickRecord, read_trace
+
+#: the tiers of memories that have no time (static persona and world facts): all an agent holds from before its run
+TIMELESS_TIERS = ("static",)
 
 
 def check_question(question: Any) -> str:
@@ -69,7 +78,8 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         "answer", "source", "profile" (the retrieval profile of interviews, ``memory.purposes``; ``recall`` by
         default), "used": [memory dicts], "retrieved": [memory dicts], "ablations": [the ablations applied],
         "forgotten": what it forgot that is as relevant as what it recalled (:func:`forgotten`; ``[]`` under an
-        ablation)}``; each memory dict
+        ablation, and for a question about a time before the run: nothing formed then was forgotten)}``, and
+        ``"named_time"`` / ``"asked_latest"`` as :func:`ask`; each memory dict
         has id, text, tier, kind, recency, importance, relevance, score. ``retrieved`` lists each text once (the
         best-scoring memory holding it).
     Raises:
@@ -92,6 +102,7 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     if not (is_whole(n) and 0 <= n < len(ticks)):
         raise SimulacraError(f"{run_dir}: tick {n} is outside the trace (0..{len(ticks) - 1})")
     now = int(ticks[n]["time"]) + int(header["tick_minutes"])
+    run_start = int(header.get("start_minute", ticks[0]["time"]))  # the run's first game minute
     ablate = recorded_ablations(header, f"{run_dir}/trace.jsonl header") if ablated else frozenset()
     source = f"{run_dir}/trace.jsonl header" + (f" with --set {' '.join(overrides)}" if overrides else "")
     recorded = recorded_config(header["config"])
@@ -121,12 +132,13 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
             llm = build_language_model(config, run_dir, closers)
             mind = build_mind(config, llm, int(header["tick_minutes"]))
         answer = ask(memory, ablate_mind(mind, ablate), embedder, config, personas[agent], question, now,
-                     ticks[n]["positions"][agent], names, place_names, start_weekday, rest_days)
+                     ticks[n]["positions"][agent], names, place_names, start_weekday, rest_days, run_start=run_start)
     finally:
         for c in reversed(closers):
             c()
     lost: list[dict[str, Any]] = []
-    if not ablate:
+    before_run = "named_time" in answer and TimeCue.from_list(answer["named_time"]).before_run
+    if not ablate and not before_run:
         profile = config.memory.for_profile(answer["profile"])
         episodic = [m["relevance"] if m.get("dense") is None else m["dense"] for m in answer["retrieved"]
                     if m["tier"] != "static"]
@@ -185,29 +197,54 @@ def forgotten(ticks: Sequence[TickRecord], agent: str, memory, embedder, questio
 
 def ask(memory, mind, embedder, config: Config, persona: Persona, question: str, now: int, place: str,
         names: dict[str, str], place_names: dict[str, str], start_weekday: str = "Monday",
-        rest_days: Sequence[str] = ()) -> dict[str, Any]:
+        rest_days: Sequence[str] = (), run_start: float = EARLIEST_START) -> dict[str, Any]:
     """The interview itself, on parts already built (a finished run's stores, or a live town's): what ``memory``
-    recalls for ``question`` at game minute ``now`` (:func:`recalled`), and ``mind``'s answer from it, the agent
-    standing at ``place``. Returns :func:`interview`'s dict without ``tick`` and ``ablations``."""
+    recalls for ``question`` at game minute ``now`` of a run begun at game minute ``run_start`` (its first minute,
+    trace header ``start_minute``; default day 1 00:00) (:func:`recalled`), and ``mind``'s answer from it, the agent
+    standing at ``place``.
+
+    A question about a time before the run (``named_time`` with a fourth item, :attr:`TimeCue.before_run
+    <simulacra.memory.timecue.TimeCue.before_run>`) recalls timeless memories only, and a scripted answer (the
+    scripted mind's, or a model's fallback to it) begins by saying that the agent has no memories from then
+    (:func:`before_run_words`); a model's own answer is its own, from the same memories.
+
+    Returns:
+        :func:`interview`'s dict without ``tick`` and ``ablations``; with ``"named_time"`` (:meth:`TimeCue.as_list
+        <simulacra.memory.timecue.TimeCue.as_list>`: ``[start, end, words]`` in game minutes, and ``run_start`` when
+        before the run) when the question names a time, ``"asked_latest"`` (the words) when it asks for the latest.
+    """
     from simulacra.clock import format_game_time, weekday_of
 
     profile = config.memory.profile_of("interview")
     query = recall_query(question, persona.name, config)
-    found = recalled(memory, embedder.embed([embedded(query)])[0], query, now, config, profile)
-    used_profile, named, latest = config.memory.switch(profile, query, now)  # what recalled() retrieved with
+    found = recalled(memory, embedder.embed([embedded(query)])[0], query, now, config, profile, run_start)
+    used_profile, named, latest = config.memory.switch(profile, query, now, run_start)  # as recalled() read them
     view = AgentView(persona.id, persona, now, place, tuple(found), names, place_names,
                      weekday=weekday_of(now, start_weekday))
     d = mind.interview(view, question)
+    text = d.value.text
+    if named is not None and named.before_run and d.source in ("scripted", "fallback"):
+        text = f"{before_run_words(named)} {text}"
     by_id = {m.id: m for m in found}
     return {
         "agent": persona.id, "name": names[persona.id], "question": question, "query": str(query), "time": now,
         "clock": format_game_time(now, start_weekday, rest_days),
-        "answer": d.value.text, "source": d.source, "mind": mind.name, "profile": used_profile,
+        "answer": text, "source": d.source, "mind": mind.name, "profile": used_profile,
         **({} if named is None else {"named_time": named.as_list()}),
         **({} if latest is None else {"asked_latest": latest}),
         "used": [by_id[i].to_dict() for i in d.value.memory_ids if i in by_id],
         "retrieved": [m.to_dict() for m in found],
     }
+
+
+def before_run_words(cue: TimeCue) -> str:
+    """What an agent says of a time before the run (:attr:`TimeCue.before_run
+    <simulacra.memory.timecue.TimeCue.before_run>`): ``'I have no memories from day 0 00:00 to day 0 23:59
+    ("yesterday"): that is before the run began, at day 1 07:00.'``"""
+    from simulacra.clock import format_game_time
+
+    began = "" if cue.run_start is None else f", at {format_game_time(cue.run_start)}"
+    return f'I have no memories from {describe_span(cue)} ("{cue.words}"): that is before the run began{began}.'
 
 
 def recall_query(question: str, name: str, config: Config) -> str:
@@ -219,23 +256,27 @@ def recall_query(question: str, name: str, config: Config) -> str:
 
 
 def recalled(memory, question_embedding, question: str, now: float, config: Config,
-             profile: str | None = None) -> list[RetrievedMemory]:
+             profile: str | None = None, run_start: float = EARLIEST_START) -> list[RetrievedMemory]:
     """What an agent recalls when asked ``question`` at game minute ``now``: the best memories formed before
     ``now`` under retrieval profile ``profile`` (default: that of the ``interview`` purpose, ``memory.purposes``),
     each text once (:func:`distinct_texts`), as many as the profile's ``top_k`` or the mind's
-    ``cognition.memories_in_prompt``, the larger. The one rule of ``simulacra interview`` and the recall probes of
-    a scenario (:mod:`simulacra.schedule`).
+    ``cognition.memories_in_prompt``, the larger. A question about a time before the run (its window ends before
+    ``run_start``, :attr:`TimeCue.before_run <simulacra.memory.timecue.TimeCue.before_run>`) recalls from
+    :data:`TIMELESS_TIERS` alone: no memory was formed then, and the static facts, which have no time, hold then
+    too. The one rule of ``simulacra interview`` and the recall probes of a scenario (:mod:`simulacra.schedule`).
 
     Args:
         memory: the agent's :class:`~simulacra.memory.stream.AgentMemory` (or an ablated view of it).
         question_embedding: the embedding of :func:`~simulacra.memory.perspective.embedded` ``(question)`` (the
             question as asked), shape ``(dim,)``.
         question: the text the lexical relevance matches (:func:`recall_query` of the question asked).
+        run_start: the run's first game minute (trace header ``start_minute``; default day 1 00:00).
     """
     profile = config.memory.profile_of("interview") if profile is None else profile
-    used, _ = config.memory.dated(profile, question, now)  # the profile that retrieves (a dated one if switched)
+    used, cue = config.memory.dated(profile, question, now, run_start)  # the profile that retrieves, the time named
     k = max(config.memory.for_profile(used).top_k, config.cognition.memories_in_prompt)
-    got = memory.retrieve(question_embedding, now, top_k=4 * k, query_text=question, profile=profile)
+    tiers = TIMELESS_TIERS if cue is not None and cue.before_run else None
+    got = memory.retrieve(question_embedding, now, top_k=4 * k, tiers=tiers, query_text=question, profile=profile)
     return distinct_texts(m for m in got if m.record is None or m.record.timestamp is None
                           or m.record.timestamp < now)[:k]
 
@@ -263,9 +304,10 @@ def format_interview(r: dict[str, Any]) -> str:
         out.append("memories the answer rests on:")
         out += [f"  {m['score']:.3f}  {m['tier']:<10} {m['text']}" for m in r["used"]]
     named = ""
-    if r.get("named_time"):  # the question named a time: recency from it (memory.profiles.*.dated)
-        from simulacra.memory.timecue import describe_named
-
+    if r.get("named_time") and TimeCue.from_list(r["named_time"]).before_run:  # no memory is from then
+        named = (f" (profile {r['profile']}: {describe_named(r['named_time'])}; no memory is from then: "
+                 f"{' and '.join(TIMELESS_TIERS)} memories only)")
+    elif r.get("named_time"):  # the question named a time: recency from it (memory.profiles.*.dated)
         named = f" (profile {r['profile']}: recency from {describe_named(r['named_time'])})"
     elif r.get("asked_latest"):  # the question asked for the latest (memory.profiles.*.latest)
         named = f" (profile {r['profile']}: asked for the latest, \"{r['asked_latest']}\")"

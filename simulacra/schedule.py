@@ -132,14 +132,14 @@ def probe_stage(state: TownState, rt: Runtime, now: int, tick: int,
         vector = vectors[embedded(text)]
         results: dict[str, list[str]] = {}
         for name in profiles:
-            got = recalled(mem, vector, text, at, cfg, name)
+            got = recalled(mem, vector, text, at, cfg, name, rt.world.start_minute)
             results[name] = [m.id for m in got]
             for m in got:
                 memories.setdefault(m.id, [m.text, m.kind, m.tier, None if m.record is None else m.record.timestamp])
             if name == interview:
                 answered.append((len(out), got))
         if interview not in profiles and probes.get("answer"):
-            answered.append((len(out), recalled(mem, vector, text, at, cfg, interview)))
+            answered.append((len(out), recalled(mem, vector, text, at, cfg, interview, rt.world.start_minute)))
         out.append({"agent": pid, "about": ask["about"], "query": query, "results": results})
     if probes.get("answer") and answered:
         def answer(item):

@@ -408,7 +408,8 @@ class Town:
                                  "open_run(run_dir).interview(...)")
         rt, w = sim.rt, self.world
         return ask(rt.memories[agent], rt.mind, rt.embedder, rt.config, w.personas[agent], question, self.now,
-                   sim.state.agents[agent].place, rt.names, rt.place_names, w.start_weekday, w.rest_days)
+                   sim.state.agents[agent].place, rt.names, rt.place_names, w.start_weekday, w.rest_days,
+                   run_start=sim.state.start_minute)
 
     def frames(self):
         """The run so far as pandas DataFrames (:func:`simulacra.frames.read_frames`); a closed town's run too."""

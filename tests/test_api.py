@@ -95,10 +95,16 @@ def test_interview_a_live_town_as_the_cli_interviews_its_run(tmp_path, rater_url
 
         assert f'words matched as "Who told {town.agents[agent]} about the well?"' in format_interview(told)
         assert live["query"] == question and "words matched as" not in format_interview(live)
+        # the town began at 08:00: 07:30 is before the run, in a live town as in its run read back
+        early = town.interview(agent, "What were you doing at 7:30?")
+    from simulacra.memory.timecue import TimeCue
+
+    assert TimeCue.from_list(early["named_time"]).before_run and early["answer"].startswith("I have no memories")
     offline = open_run(town.run_dir).interview(agent, question)
     assert live["retrieved"], "the agent recalls nothing: the test asks nothing"
     for key in ("answer", "retrieved", "used", "time", "clock", "profile", "query"):
         assert live[key] == offline[key], key
+    assert early["answer"] == open_run(town.run_dir).interview(agent, "What were you doing at 7:30?")["answer"]
 
 
 def test_a_closed_town_says_how_to_take_it_up(tmp_path, rater_url):

@@ -14,7 +14,7 @@ from simulacra.errors import ConfigError
 from simulacra.memory.records import MemoryRecord, memory_id, span_extra
 from simulacra.memory.scoring import ScoringInputs, ScoringParams, age_from
 from simulacra.memory.stream import AgentMemory
-from simulacra.memory.timecue import asks_latest, describe_named, time_cue
+from simulacra.memory.timecue import TimeCue, asks_latest, describe_named, time_cue
 from simulacra.rescore import rerank
 from simulacra.tune.inputs import PreparedQuery, TierInputs
 from simulacra.tune.queries import Expected, LabelledQuery
@@ -397,3 +397,69 @@ def test_a_question_about_what_is_ahead_tonight_is_not_dated_to_the_evening(tmp_
     assert op["profile"] == "recall" and "named_time" not in op
     past = mem.retrieve(unit(1, 0.3), NOW, query_text="What happened tonight?", profile="recall")
     assert past[0].id != warning.id  # "what happened tonight": the evening's memories, recency from 18:00
+
+
+#: the first game minute of a run begun at 07:00 on day 1 (the world's start_time; trace header start_minute)
+RUN_START = 7 * 60
+
+
+@pytest.mark.parametrize("text, asked, window, words", [
+    ("What did you do yesterday?", (1, "10:00"), ((0, "00:00"), (0, "23:59")), "yesterday"),
+    ("What happened last night?", (1, "10:00"), ((0, "18:00"), (1, "06:00")), "last night"),
+    ("the day before yesterday", (1, "10:00"), ((-1, "00:00"), (-1, "23:59")), "the day before yesterday"),
+    ("the day before yesterday", (2, "10:00"), ((0, "00:00"), (0, "23:59")), "the day before yesterday"),
+    ("What did I do on day 0?", (3, "10:00"), ((0, "00:00"), (0, "23:59")), "day 0"),
+    ("Who came by at 23:00?", (1, "08:00"), ((0, "23:00"), (0, "23:00")), "23:00"),  # yesterday's 23:00
+    ("What were you doing at 6:00?", (1, "10:00"), ((1, "06:00"), (1, "06:00")), "6:00"),  # before 07:00
+])
+def test_a_time_before_the_run_is_read_and_marked_so(text, asked, window, words):
+    """Game days count from 1 and the run began at 07:00 on day 1: a time that ends before is still read (recorded,
+    shown), as named, and marked as before the run, where no memory is from."""
+    cue = time_cue(text, at(*asked), RUN_START)
+    assert cue is not None and cue.before_run and cue.run_start == RUN_START and cue.words == words
+    assert (cue.start, cue.end) == (at(*window[0]), at(*window[1]))
+    assert cue.as_list() == [cue.start, cue.end, words, RUN_START]
+
+
+def test_a_time_partly_before_the_run_keeps_its_part_inside_and_one_inside_is_unchanged():
+    this_morning = time_cue("What did Greta say this morning?", at(1, "10:00"), RUN_START)
+    assert this_morning is not None and not this_morning.before_run
+    assert (this_morning.start, this_morning.end) == (at(1, "07:00"), at(1, "10:00"))
+    assert this_morning.as_list() == [at(1, "07:00"), at(1, "10:00"), "this morning"]  # the trace form as before
+    day1 = time_cue("What did I do on day 1?", at(1, "10:00"), RUN_START)
+    assert day1 is not None and (day1.start, day1.end, day1.before_run) == (at(1, "07:00"), at(1, "10:00"), False)
+    # "yesterday" on day 2 is day 1, from the run's first minute on: the whole of the run's day 1
+    yesterday = time_cue("What did you do yesterday?", at(2, "10:00"), RUN_START)
+    assert yesterday is not None and (yesterday.start, yesterday.end) == (at(1, "07:00"), at(1, "23:59"))
+    assert not yesterday.before_run
+    # a run's start unknown: day 1 00:00, the earliest a run begins ("last night" on day 1 is then partly inside)
+    assert time_cue("What did you do yesterday?", at(1, "10:00")) == TimeCue(at(0, "00:00"), at(0, "23:59"),
+                                                                             "yesterday", 0.0)
+    last_night = time_cue("What happened last night?", at(1, "10:00"))
+    assert last_night is not None and (last_night.start, last_night.end) == (at(1, "00:00"), at(1, "06:00"))
+    # a time after now still names nothing, before the run or not
+    assert time_cue("What will I do on day 4?", at(1, "10:00"), RUN_START) is None
+
+
+def test_a_time_before_the_run_switches_to_the_dated_profile_and_reads_back_from_its_trace_form():
+    m = MemoryConfig()
+    used, cue, latest = m.switch("recall", "What did you do yesterday?", at(1, "10:00"), RUN_START)
+    assert used == "dated" and cue is not None and cue.before_run and latest is None
+    assert m.dated("recall", "What did you do yesterday?", at(1, "10:00"), RUN_START) == (used, cue)
+    assert m.switch(SITUATIONAL, "What did you do yesterday?", at(1, "10:00"), RUN_START) == (SITUATIONAL, None, None)
+    assert TimeCue.from_list(cue.as_list()) == cue
+    assert TimeCue.from_list([at(2, "15:30"), at(2, "15:30"), "15:30"]).run_start is None
+    assert describe_named(cue) == describe_named(cue.as_list()) == (
+        'day 0 00:00 to day 0 23:59, named by "yesterday", before the run began (day 1 07:00)')
+
+
+def test_an_interview_says_a_time_before_the_run_is_before_it():
+    from simulacra.interview import format_interview
+
+    r = {"name": "Ann", "agent": "ann", "clock": "day 1 10:00", "question": "What did you do yesterday?",
+         "answer": "I have no memories from ...", "mind": "scripted", "source": "scripted", "used": [],
+         "retrieved": [], "profile": "dated", "named_time": [at(0, "00:00"), at(0, "23:59"), "yesterday", RUN_START]}
+    out = format_interview(r)
+    assert ('(profile dated: day 0 00:00 to day 0 23:59, named by "yesterday", before the run began (day 1 07:00); '
+            'no memory is from then: static memories only)') in out
+    assert "recency from" not in out

@@ -35,14 +35,31 @@ layer does not know the world's calendar). A time after now names nothing (no me
 and neither does a time still going on when the question has no verb in the past: "Is there a storm coming
 tonight?" asked at 22:50 is about what is ahead (the rider's warning of 16:10 answers it), "Whom did I meet
 tonight?" about what happened since 18:00.
+
+A time before the run began is still read, and says so. Game days count from 1, and a run begins on day 1 at its
+world's ``start_time`` (its first game minute, ``run_start``: the trace header's ``start_minute``, 420 for 07:00; at
+the earliest :data:`EARLIEST_START`, day 1 00:00). A window that ends before ``run_start`` -- "yesterday" or "last
+night" asked on day 1, "the day before yesterday" on day 1 or 2, "day 0", "at 23:00" asked at 08:00 on day 1 -- is
+a :class:`TimeCue` marked :attr:`~TimeCue.before_run` (its ``run_start`` set, the window as named, e.g. day 0 00:00
+to 23:59): no memory was formed then, and only the timeless ones (static persona and world facts, which have no
+time) hold then; an interview retrieves those alone and its answer says the time is before the run
+(:func:`simulacra.interview.recalled`, :func:`simulacra.interview.ask`). Read as naming no time instead, such a
+question was answered from the day's memories as if it asked about nothing in particular. A window partly before
+``run_start`` keeps its part from ``run_start`` on ("this morning" asked at 10:00 on a run begun at 07:00 is 07:00 to
+10:00).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from simulacra.clock import MINUTES_PER_DAY, MINUTES_PER_HOUR, day_start
+
+#: the earliest first game minute of a run: day 1, 00:00 (a run begins on day 1 at its world's ``start_time``);
+#: the ``run_start`` of a caller that does not know its run's own
+EARLIEST_START = 0
 
 #: parts of a day, ``(start, end)`` in minutes after midnight (``end`` may pass midnight)
 PARTS_OF_DAY = {"morning": (6 * 60, 12 * 60), "afternoon": (12 * 60, 18 * 60), "evening": (18 * 60, 24 * 60),
@@ -89,16 +106,33 @@ _LATEST = re.compile(r"\b(?:latest|most\s+recent(?:ly)?|last\s+time)\b"
 
 @dataclass(frozen=True)
 class TimeCue:
-    """The time a query names: the window ``[start, end]`` in game minutes (``start == end`` for a moment) and
-    the words that named it (``words``, for the trace)."""
+    """The time a query names: the window ``[start, end]`` in game minutes (``start == end`` for a moment), the
+    words that named it (``words``, for the trace), and, when the whole window lies before the run began,
+    ``run_start``: the run's first game minute (else ``None``; module docstring)."""
 
     start: float
     end: float
     words: str
+    run_start: float | None = None
+
+    @property
+    def before_run(self) -> bool:
+        """Whether the time named ends before the run's first game minute: no memory is from then but the timeless
+        static ones."""
+        return self.run_start is not None
 
     def as_list(self) -> list:
-        """``[start, end, words]``, the trace's form (``retrieve`` operations' ``named_time``)."""
-        return [self.start, self.end, self.words]
+        """``[start, end, words]``, the trace's form (``retrieve`` operations' ``named_time``, an interview's
+        ``named_time``), with a fourth item, ``run_start`` (game minutes), for a time before the run."""
+        named = [self.start, self.end, self.words]
+        return named if self.run_start is None else [*named, self.run_start]
+
+    @classmethod
+    def from_list(cls, named: Sequence) -> TimeCue:
+        """The cue of a trace form :meth:`as_list` wrote (three items, or four for a time before the run)."""
+        start, end, words, *rest = named
+        run_start = rest[0] if rest else None
+        return cls(float(start), float(end), str(words), None if run_start is None else float(run_start))
 
 
 def _clock(text: str) -> re.Match | None:
@@ -148,14 +182,19 @@ def _inside(part: tuple[float, float], minute: int, am_pm: bool) -> float:
     return float(part[0])
 
 
-def time_cue(text: str, now: float) -> TimeCue | None:
-    """The time ``text`` names, asked at game minute ``now`` (module docstring), or ``None`` when it names none.
+def time_cue(text: str, now: float, run_start: float = EARLIEST_START) -> TimeCue | None:
+    """The time ``text`` names, asked at game minute ``now`` of a run that began at game minute ``run_start``
+    (module docstring), or ``None`` when it names none.
 
     Args:
         text: the query (any string; an empty one names nothing).
-        now: game minutes since day 0, 00:00.
+        now: game minutes since day 1, 00:00 (game minute 0; day ``d`` begins at ``(d - 1) * 1440``).
+        run_start: the run's first game minute (its clock's start, trace header ``start_minute``; default
+            :data:`EARLIEST_START`, day 1 00:00, the earliest a run can begin), at most ``now``.
     Returns:
-        A :class:`TimeCue` whose window ends at or before ``now`` (clipped to ``now``), or ``None``.
+        A :class:`TimeCue` whose window ends at or before ``now`` (clipped to ``now``): when it ends before
+        ``run_start``, the window as named, marked :attr:`~TimeCue.before_run`; else starting at ``run_start`` at the
+        earliest (the part inside the run). ``None`` when the text names no time, or one after ``now``.
     """
     if not text:
         return None
@@ -200,11 +239,14 @@ def time_cue(text: str, now: float) -> TimeCue | None:
         start, end = day, day + MINUTES_PER_DAY - 1
     else:
         return None
-    if start > now or start < 0:
+    if start > now:
         return None
     if end > now and not _PAST.search(text):  # "Is there a storm coming tonight?": what is on, or ahead
         return None
-    return TimeCue(float(start), float(min(end, now)), " ".join(words))
+    end = min(end, now)
+    if end < run_start:  # "yesterday" on day 1: read, and marked as before the run (no memory is from then)
+        return TimeCue(float(start), float(end), " ".join(words), float(run_start))
+    return TimeCue(float(max(start, run_start)), float(end), " ".join(words))
 
 
 def asks_latest(text: str | None) -> str | None:
@@ -217,10 +259,12 @@ def asks_latest(text: str | None) -> str | None:
     return None if m is None else m.group(0)
 
 
-def time_words(text: str | None, now: float) -> tuple[TimeCue | None, str | None]:
-    """What question ``text`` asked at game minute ``now`` says about time: ``(the time it names, None)``
-    (:func:`time_cue`), else ``(None, the words that ask for the latest or None)`` (:func:`asks_latest`): a question
-    that names a time is about that time, not the latest. Read from the question as asked
+def time_words(text: str | None, now: float,
+               run_start: float = EARLIEST_START) -> tuple[TimeCue | None, str | None]:
+    """What question ``text`` asked at game minute ``now`` of a run begun at game minute ``run_start`` says about
+    time: ``(the time it names, None)`` (:func:`time_cue`; marked :attr:`~TimeCue.before_run` when before the run),
+    else ``(None, the words that ask for the latest or None)`` (:func:`asks_latest`): a question that names a time
+    is about that time, not the latest. Read from the question as asked
     (:func:`simulacra.memory.perspective.asked`: a name put in for "you" hides no "did you last"). The one reading
     of a question's time words (:meth:`MemoryConfig.dated <simulacra.config.MemoryConfig.dated>`, ``simulacra
     tune``, ``simulacra interview``)."""
@@ -229,15 +273,23 @@ def time_words(text: str | None, now: float) -> tuple[TimeCue | None, str | None
     if not text:
         return None, None
     text = asked(text)
-    cue = time_cue(text, now)
+    cue = time_cue(text, now, run_start)
     return (cue, None) if cue is not None else (None, asks_latest(text))
 
 
-def describe_named(named: list | TimeCue) -> str:
+def describe_named(named: Sequence | TimeCue) -> str:
     """A named time as people read it: ``'day 3 15:30, named by "at 15:30"'`` or ``'day 2 18:00 to day 3 00:00,
-    named by "last night"'``, from a :class:`TimeCue` or its trace form ``[start, end, words]``."""
+    named by "last night"'``, from a :class:`TimeCue` or its trace form (:meth:`TimeCue.as_list`); a time before the
+    run ends ``', before the run began (day 1 07:00)'``."""
     from simulacra.clock import format_game_time
 
-    start, end, words = named.as_list() if isinstance(named, TimeCue) else named
-    span = format_game_time(start) + ("" if end == start else f" to {format_game_time(end)}")
-    return f'{span}, named by "{words}"'
+    cue = named if isinstance(named, TimeCue) else TimeCue.from_list(named)
+    said = f'{describe_span(cue)}, named by "{cue.words}"'
+    return said if cue.run_start is None else f"{said}, before the run began ({format_game_time(cue.run_start)})"
+
+
+def describe_span(cue: TimeCue) -> str:
+    """The window of ``cue`` as people read it: ``'day 3 15:30'``, ``'day 0 00:00 to day 0 23:59'``."""
+    from simulacra.clock import format_game_time
+
+    return format_game_time(cue.start) + ("" if cue.end == cue.start else f" to {format_game_time(cue.end)}")
