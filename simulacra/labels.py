@@ -10,7 +10,8 @@ agent could ask later in the run, with the memories of that agent that answer th
   "... the last time we talked about the bracket?", the last such line between the two up to the query time;
 * ``who``: "Who told me about the bracket?" / "Whom did I tell about the bracket?": every line the asker heard
   (said) containing that word, up to the query time, and the asker's memory of each such line's conversation
-  when that summary names the word too (``<asker> talked with <them> at <place> about: ...`` answers "who");
+  when that summary names the word too (``<a> talked with <b> at <place>. <b> told <a>: ...``, or what each had
+  been doing, names both and answers "who");
 * ``when``: "When did I last talk with Yusuf?" (the asker's memories of the last conversation with him before the
   query time: its summary, its lines, and the sight of him talking with the asker then), "What was Ezra doing
   at 09:40?" (the asker's observation of Ezra at 09:40), "When did this happen: <event>?" (the asker's memory of
@@ -65,7 +66,8 @@ FILLER = {"hello", "hi", "yes", "no", "just", "really", "well", "been", "have", 
           "its", "did", "do", "does", "has", "had", "was", "were", "am", "is", "are", "up", "down", "from",
           "hear", "having", "new", "goes", "not", "can", "could", "should", "with", "about", "what", "how", "why",
           "when", "where", "who", "there", "here", "now", "then", "some", "any", "much", "many", "very", "so",
-          "back", "goodbye", "bye", "later", "must", "way", "off", "out", "around"}
+          "back", "goodbye", "bye", "later", "must", "way", "off", "out", "around", "together",
+          "mine", "myself"}
 #: step and least delay (game minutes) between a memory and the question about it
 DELAY_STEP = 10
 #: importance strata (upper bounds of the 1-10 rating, inclusive): low, mid, high
@@ -200,8 +202,8 @@ class _Generator:
         return [op["id"] for op in self.f.memories(agent, "dialogue") if op["text"] == text]
 
     def talk_memories(self, agent: str, conv: dict) -> list[str]:
-        """The agent's live memories of a conversation: the summary each participant remembers (``<a> talked
-        with <b> at <place> about: <topic>``), written at the conversation's tick."""
+        """The agent's live memories of a conversation: the summary both participants remember (``<a> talked
+        with <b> at <place>. <b> told <a>: <topic>.``), written at the conversation's tick."""
         return [op["id"] for op in self.f.memories(agent, "conversation")
                 if op["text"] == conv["summary"] and op["timestamp"] == conv["time"]]
 

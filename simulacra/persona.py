@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from simulacra.clock import parse_hhmm
 from simulacra.errors import PersonaError, duplicate_key_path, mark_duplicate_keys, read_text, validate_as
-from simulacra.text import join_words
+from simulacra.text import join_words, pronouns_of
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 
@@ -120,6 +120,14 @@ class Persona(BaseModel):
     @property
     def first_name(self) -> str:
         return self.name.split()[0]
+
+    @property
+    def pronouns(self) -> str | None:
+        """The resident's third-person pronoun set, ``"he"``, ``"she"`` or ``"they"``, inferred from its
+        ``background`` (:func:`simulacra.text.pronouns_of`: the set of more than half the pronouns it holds;
+        ``None`` when none is). A persona has no pronoun field; the scripted mind uses this to say its routine's
+        third-person activity in the first person (:func:`simulacra.text.first_person`)."""
+        return pronouns_of(self.background)
 
     def routine_for(self, rest_day: bool = False) -> list[RoutineEntry]:
         """The routine of a working day, or of a rest day (``rest_day_routine`` when the persona has one)."""

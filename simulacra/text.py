@@ -1,10 +1,13 @@
 """English text helpers shared by the modules that write or read sentences: the function words that text
 heuristics (the extractive summariser, the offline reflector) start from, each adding the words of its own domain,
-the one way a list of names is written in a sentence, and the one way an activity is placed (and freed of the
-place ids a language model copies from its prompt)."""
+the one way a list of names is written in a sentence, the one way an activity is placed (and freed of the
+place ids a language model copies from its prompt), the verb a noun phrase takes (:func:`be_for`), and a
+third-person activity said in the first person (:func:`pronouns_of`, :func:`first_person`)."""
 
 import re
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
 
 STOP_WORDS = frozenset("""
 a about above after again against all almost also am an and any are aren't around as at away be because been
@@ -56,3 +59,99 @@ def name_place_ids(activity: str, place_names: Mapping[str, str]) -> str:
         return activity
     folded = {k.casefold(): v for k, v in place_names.items() if "_" in k}
     return _IDENTIFIER.sub(lambda m: folded.get(m.group(0).casefold(), m.group(0)), activity)
+
+
+#: the third-person pronoun sets a text is read for (:func:`pronouns_of`), each with its first-person forms
+PRONOUN_SETS: dict[str, tuple[str, ...]] = {
+    "he": ("he", "him", "his", "himself"),
+    "she": ("she", "her", "hers", "herself"),
+    "they": ("they", "them", "their", "theirs", "themselves", "themself"),
+}
+_PRONOUN_WORD = re.compile(r"[a-z]+")
+
+
+@lru_cache(maxsize=4096)
+def pronouns_of(text: str) -> str | None:
+    """The third-person pronoun set a text about one person uses for that person: ``"he"``, ``"she"`` or
+    ``"they"``, from the whole words of :data:`PRONOUN_SETS` it holds (ignoring case): the set holding more than
+    half of them all. ``None`` when no set does (a tie, or no pronoun at all): nothing is inferred.
+
+    A persona has no pronoun field; its ``background`` is written in the third person
+    (:attr:`simulacra.persona.Persona.pronouns`), where the person's own pronouns outnumber those of the others
+    it mentions ("She raised her son Tobias mostly on her own after his father went north": 3 to 1).
+    """
+    words = _PRONOUN_WORD.findall(text.casefold())
+    counts = {key: sum(w in forms for w in words) for key, forms in PRONOUN_SETS.items()}
+    total = sum(counts.values())
+    best = max(counts, key=lambda k: counts[k])
+    return best if 2 * counts[best] > total else None
+
+
+#: words after "her" / "his" that show it is not a determiner ("picking her up", "a cousin of his")
+_NOT_A_NOUN = frozenset("""
+about across after along and around as at away back before behind but by down for from home in into near off on
+onto or out over past so than through to under until up when while with
+""".split())
+#: persona pronoun set -> {third-person word: (first person before a noun, first person otherwise)}
+_FIRST_PERSON = {
+    "he": {"him": ("me", "me"), "his": ("my", "mine"), "himself": ("myself", "myself")},
+    "she": {"her": ("my", "me"), "hers": ("mine", "mine"), "herself": ("myself", "myself")},
+    "they": {"them": ("me", "me"), "their": ("my", "my"), "theirs": ("mine", "mine"),
+             "themselves": ("myself", "myself"), "themself": ("myself", "myself")},
+}
+
+
+def first_person(phrase: str, pronouns: str | None) -> str:
+    """A third-person activity (``"writing a letter to his mother"``) as its own persona says it after "I have
+    been": the object, possessive and reflexive forms of the persona's pronoun set ``pronouns``
+    (:func:`pronouns_of`) become "me", "my" / "mine" and "myself" ("writing a letter to my mother"); "her" and
+    "his" become "my" before a word, "me" / "mine" at the end or before a preposition ("picking her up": "picking
+    me up"). The pronouns of the other sets refer to someone else and stay ("helping Hana with her homework", said
+    by a man). Subject pronouns stay too (their verb would change). ``pronouns`` ``None``: ``phrase`` unchanged.
+
+    Only the pronoun set tells whose a pronoun is: a woman's "helping Hana with her homework" becomes "my
+    homework"; the shipped routines have no such phrase.
+    """
+    forms = _FIRST_PERSON.get(pronouns or "")
+    if not forms:
+        return phrase
+
+    def swap(m: re.Match) -> str:
+        word = m.group(1)
+        before_noun, otherwise = forms[word.casefold()]
+        nxt = m.group(2)
+        mine = before_noun if nxt and nxt.casefold() not in _NOT_A_NOUN else otherwise
+        return (mine[0].upper() + mine[1:] if word[0].isupper() else mine) + m.group(0)[len(word):]
+
+    pattern = rf"\b({'|'.join(forms)})\b(?=(?:\s+([A-Za-z]+))?)"
+    return re.sub(pattern, swap, phrase, flags=re.IGNORECASE)
+
+
+@lru_cache(maxsize=1)
+def _inflect_engine() -> Any:
+    import inflect  # imported on first use: importing simulacra stays light
+
+    return inflect.engine()
+
+
+#: a noun phrase's postmodifier: its head is the last word before it ("pupils' desks in the classroom")
+_POSTMODIFIER = re.compile(r"\s+(?:in|on|at|of|by|with|from|near|behind|beside|under|for)\s", re.IGNORECASE)
+
+
+@lru_cache(maxsize=4096)
+def be_for(noun_phrase: str) -> str:
+    """``"is"`` or ``"are"``: the verb "to be" for ``noun_phrase`` as a subject ("The market stalls ... are",
+    "The water wheel ... is"), by its head noun: the last word before a postmodifier ("bed in the main room": bed).
+    The head is plural when the ``inflect`` library finds it a plural noun (``singular_noun``) that it would
+    pluralise by a mere "s" (``plural_noun``), which keeps singular nouns ending in "s" singular ("bus", "lens",
+    "canvas"). Nouns with one form take "are" when inflect reads them plural ("scissors", "sheep", also "news");
+    a phrase without a word takes "is"."""
+    head = _POSTMODIFIER.split(noun_phrase.strip(), maxsplit=1)[0]
+    words = re.findall(r"[A-Za-z]+", head)
+    if not words:
+        return "is"
+    word = words[-1]
+    engine = _inflect_engine()
+    if not engine.singular_noun(word):
+        return "is"
+    return "are" if engine.plural_noun(word) in (word, word + "s") else "is"

@@ -727,7 +727,7 @@ def hold_stage(state: TownState, rt: Runtime, pairs: Sequence[tuple[str, str]], 
                                       sides.news[(me, other)], set(state.agents[me].knows),
                                       state.agents[a].talked_to[b] > 0, doing[me],
                                       min_turns=sim.min_conversation_lines,
-                                      conversations=state.agents[a].talked_to[b])
+                                      conversations=state.agents[a].talked_to[b], listener_activity=doing[other])
                  for me, other in ((a, b), (b, a))}
         whole = rt.mind.whole_conversation(views, convs) if hasattr(rt.mind, "whole_conversation") else None
         if whole is not None:

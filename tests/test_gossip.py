@@ -107,7 +107,8 @@ def test_with_nothing_to_tell_the_speaker_says_what_it_was_doing_to_the_listener
                              activity)
         return ScriptedMind().next_line(view, c).value.text
 
-    assert line("having breakfast with Cal") == "I have been having breakfast with you."
+    assert line("having breakfast with Cal") == "We have been having breakfast together."  # done with the listener
+    assert line("writing to Cal") == "I have been writing to you."
     assert line("mending Cal Crane's fence with Ben") == "I have been mending your fence with Ben."
     assert line("drawing water with Calla") == "I have been drawing water with Calla."  # a whole word only
 

@@ -1,6 +1,6 @@
 """Text helpers shared by the minds and the tick (simulacra.text)."""
 
-from simulacra.text import at_place, name_place_ids
+from simulacra.text import at_place, be_for, first_person, name_place_ids, pronouns_of
 
 PLACES = {"hobbs_cafe": "Hobbs Cafe", "park": "Johnson Park", "isabella_rodriguez_apartment": "Isabella's Apartment"}
 
@@ -14,3 +14,34 @@ def test_place_ids_in_an_activity_become_names_and_english_words_stay():
     assert name_place_ids("", PLACES) == ""
     # once named, the place is not added a second time
     assert at_place(name_place_ids("working at hobbs_cafe", PLACES), "Hobbs Cafe") == "working at Hobbs Cafe"
+
+
+def test_the_pronoun_set_is_the_clear_majority_of_a_texts_pronouns():
+    hana = ("Hana came to Fernhollow at twenty to work for the old baker, and bought the bakery from him when he "
+            "retired. She raised her son Tobias mostly on her own after his father went north for work.")
+    assert pronouns_of(hana) is None  # she, her, her against him, he, his: no majority
+    assert pronouns_of(hana + " She knows everyone's favourite loaf, but she keeps the secrets.") == "she"  # 5 of 8
+    assert pronouns_of("He keeps the shop his grandmother opened; she left it to him.") == "he"
+    assert pronouns_of("They mend nets, and their boat is theirs alone.") == "they"
+    assert pronouns_of("Dev took over the ferry; Tam asks him to carry boxes and Dev wonders what is in them.") is None
+    assert pronouns_of("Ann has carried water for the hamlet for twenty years.") is None  # no pronoun at all
+    assert pronouns_of("Hershey the heron hides in the thesis.") is None  # whole words only
+
+
+def test_first_person_turns_only_the_speakers_own_pronouns():
+    assert first_person("writing a letter to his mother", "he") == "writing a letter to my mother"
+    assert first_person("a friend of his", "he") == "a friend of mine"
+    assert first_person("resting at home with her feet up", "she") == "resting at home with my feet up"
+    assert first_person("asking Ben to walk her home", "she") == "asking Ben to walk me home"
+    assert first_person("keeping the best loaf for herself", "she") == "keeping the best loaf for myself"
+    assert first_person("mending their nets, then theirs", "they") == "mending my nets, then mine"
+    assert first_person("Her stall", "she") == "My stall"
+    assert first_person("helping Hana with her homework", "he") == "helping Hana with her homework"
+    assert first_person("writing a letter to his mother", None) == "writing a letter to his mother"
+    assert first_person("sheltering where he can", "he") == "sheltering where he can"  # a subject would change its verb
+
+
+def test_be_for_reads_the_head_noun():
+    assert be_for("market stalls") == "are" and be_for("water wheel") == "is"
+    assert be_for("cup of teas") == "is" and be_for("sacks of flour") == "are"
+    assert be_for("") == "is" and be_for("  ") == "is"

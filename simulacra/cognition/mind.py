@@ -259,6 +259,8 @@ class ConversationView:
         knows: topics the speaker already knew before the conversation.
         acquainted: the two have talked before; conversations: how many times (>= 0).
         activity: what the speaker was doing when the conversation started.
+        listener_activity: what the listener was doing when the conversation started (``""``: unknown); the
+            scripted summary names it when the listener said it.
         history: the conversation-history strategy's prompt messages for this speaker (language-model minds).
     """
 
@@ -276,6 +278,7 @@ class ConversationView:
     extra: dict[str, Any] = field(default_factory=dict)
     min_turns: int = 2
     conversations: int = 0
+    listener_activity: str = ""
 
 
 @runtime_checkable

@@ -33,6 +33,7 @@ from simulacra.config import SimulationConfig
 from simulacra.memory.records import RetrievedMemory
 from simulacra.persona import Persona
 from simulacra.state import keyed_uniform as keyed_uniform  # the one keyed draw (also the town's)
+from simulacra.text import first_person
 
 
 def routine_plan(persona: Persona, day_start: int, day_end: int | None = None,
@@ -140,17 +141,61 @@ class GossipRule:
         return keyed_uniform(self.seed, "gossip", speaker, listener, item.topic, now) < p
 
 
+#: a possessive and a noun before a name in apposition ("my sister Agnes"): addressed, the three are "you"
+_APPOSITION = r"(?:\b(?:my|your|his|her|their|our) [a-z]+ )?"
+
+
 def addressed(text: str, listener: str) -> str:
     """``text`` as said to the resident named ``listener``: its full name, else its first name, as a whole word
     becomes "you" ("your" for a possessive): "having breakfast with Leila", said to Leila Haddad, is "having
-    breakfast with you"."""
+    breakfast with you"; with a possessive and a noun before it in apposition, those go too ("visiting my sister
+    Agnes", said to Agnes, is "visiting you")."""
     for name in dict.fromkeys(n for n in (listener, *listener.split()[:1]) if n):
-        pattern = re.escape(name)
-        text, possessive = re.subn(rf"\b{pattern}'s\b", "your", text)
-        text, plain = re.subn(rf"\b{pattern}\b", "you", text)
+        pattern = _APPOSITION + r"\b" + re.escape(name)
+        text, possessive = re.subn(rf"{pattern}'s\b", "your", text)
+        text, plain = re.subn(rf"{pattern}\b", "you", text)
         if possessive or plain:
             break
     return text
+
+
+def shared(text: str) -> str | None:
+    """An addressed activity (:func:`addressed`) done with the listener, as "We have been <it>" completes it:
+    "having breakfast with you" is "having breakfast together", "eating lunch with you at the smokehouse" is
+    "eating lunch together at the smokehouse", "walking on the beach with you and Kuba" (or "with Kuba and you")
+    is "walking on the beach with Kuba". ``None`` when the activity is not done with the listener."""
+    if re.search(r"\bwith you and ", text):
+        return re.sub(r"\bwith you and ", "with ", text, count=1)
+    if re.search(r"\bwith\b(?:(?!\bwith\b).)*? and you\b", text):
+        return re.sub(r" and you\b", "", text, count=1)
+    if re.search(r"\bwith you\b", text):
+        return re.sub(r"\bwith you\b", "together", text, count=1)
+    return None
+
+
+def activity_line(activity: str, persona: Persona, listener: str) -> str:
+    """What ``persona`` says it has been doing (its third-person ``activity``) to the resident named
+    ``listener``: "I have been <activity>." in the first person (the persona's own pronouns, inferred from its
+    background, become "my", "me", "myself": :func:`simulacra.text.first_person`), the listener as "you"
+    (:func:`addressed`); an activity done with the listener is "We have been <activity> together." (:func:`shared`).
+    """
+    said = addressed(first_person(activity, persona.pronouns), listener)
+    together = shared(said)
+    return f"We have been {together}." if together is not None else f"I have been {said}."
+
+
+#: a line saying what its speaker had been doing (:func:`activity_line`)
+_ACTIVITY_LINE = re.compile(r"\b(?:I|We) have been\b")
+
+
+def names_resident(text: str, name: str) -> bool:
+    """Whether ``text`` names the resident called ``name``: its full name or its first name as a whole word."""
+    return any(re.search(rf"\b{re.escape(n)}\b", text) for n in dict.fromkeys((name, name.split()[0])) if n)
+
+
+def _sentence(text: str) -> str:
+    """``text`` ending as a sentence: a full stop added unless it ends in one, "!" or "?"."""
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 def tell(item: NewsItem, names: dict[str, str]) -> str:
@@ -193,14 +238,21 @@ class ScriptedMind:
     def next_line(self, view: AgentView, c: ConversationView) -> Decision[Utterance]:
         """Greeting first; then react to the last news told ("I heard that too" / "Really?") and tell the
         best news not yet said in this conversation that the gossip rule lets it tell (:class:`GossipRule`); with
-        nothing left to tell, say what one was doing (early) or take leave. Ends when there was nothing to tell
-        after the opening."""
+        nothing left to tell, say what one was doing (early; :func:`activity_line`) or take leave. Ends when there
+        was nothing to tell after the opening.
+
+        The greeting follows what the speaker knows of the listener: "Hello, <first name>!" when the two have
+        talked before, when the listener is among the speaker's relationships, or when any memory the speaker
+        retrieved about the listener (``view.memories``) names it (its full name or first name as a whole word:
+        in a small town residents know each other by sight and by hearsay); else the speaker introduces itself,
+        "Hello, I'm <first name>."."""
         me, other = view.persona, view.names[c.listener]
         other_first = other.split()[0]
         parts = []
         last_topic = c.lines[-1][1].topic if c.lines else None
         if c.turn == 0:
-            familiar = c.acquainted or c.listener in me.relationships
+            familiar = (c.acquainted or c.listener in me.relationships
+                        or any(names_resident(m.text, other) for m in view.memories))
             parts.append(f"Hello, {other_first}!" if familiar else f"Hello, I'm {me.first_name}.")
         elif last_topic is not None:
             parts.append("Yes, I heard that too." if last_topic in c.knows else "Really? I had not heard.")
@@ -212,7 +264,7 @@ class ScriptedMind:
         if item is not None:
             parts.append(tell(item, view.names))
         elif c.turn <= 1:
-            parts.append(f"I have been {addressed(c.activity, other)}.")
+            parts.append(activity_line(c.activity, me, other))
         else:
             parts.append(f"I should get back to it. Goodbye, {other_first}.")
         end = item is None and c.turn >= 1
@@ -238,11 +290,33 @@ class ScriptedMind:
         return Decision(Consideration(True, "free at that time"), used)
 
     def summarise_conversation(self, view: AgentView, c: ConversationView) -> Decision[str]:
-        other = view.names[c.listener if c.speaker == view.agent else c.speaker]
-        topics = list(dict.fromkeys(u.topic for _, u in c.lines if u.topic))
+        """Who talked with whom where, and who told whom what, in the third person (both participants remember
+        the same summary): "A talked with B at <place>. B told A: <topic>; <topic>. A told B: <topic>." (each
+        speaker's topics in the order told, the speakers in the order they first told one). With no news told,
+        what each said it had been doing (a line of :func:`activity_line`, at the first two turns), in its own
+        words: "A talked with B at <place>. A had been <activity>; B had been <activity>."; nothing more when
+        neither said it."""
+        names = {**view.names, view.agent: view.persona.name}
+        a, b = c.speaker, c.listener
         place = view.place_names.get(c.place, c.place)
-        what = "; ".join(topics) if topics else "nothing in particular"
-        return Decision(f"{view.persona.name} talked with {other} at {place} about: {what}", ())
+        sentences = [f"{names[a]} talked with {names[b]} at {place}."]
+        told: dict[str, list[str]] = {}
+        for speaker, u in c.lines:
+            if u.topic and all(u.topic not in topics for topics in told.values()):
+                told.setdefault(speaker, []).append(u.topic)
+        for speaker, topics in told.items():
+            listener = b if speaker == a else a
+            what = "; ".join(t.rstrip() if i == len(topics) - 1 else t.rstrip().removesuffix(".")
+                             for i, t in enumerate(topics))
+            sentences.append(f"{names[speaker]} told {names[listener]}: {_sentence(what)}")
+        if not told:
+            activities = {a: c.activity, b: c.listener_activity}
+            doing = [f"{names[speaker]} had been {activities[speaker]}" for speaker in dict.fromkeys(
+                speaker for turn, (speaker, u) in enumerate(c.lines)
+                if turn <= 1 and u.topic is None and _ACTIVITY_LINE.search(u.text) and activities.get(speaker))]
+            if doing:
+                sentences.append("; ".join(doing) + ".")
+        return Decision(" ".join(sentences), ())
 
     def interview(self, view: AgentView, question: str) -> Decision[Answer]:
         """The memories retrieved for the question, best first, told in the first person; an honest "I do not

@@ -162,8 +162,8 @@ def own_perspective(text: str, name: str, occupation: str | None = None, home: s
     What names the resident, as whole words: its full name or first name (case-sensitive), "the <occupation>" (any
     case of "the": "The blacksmith slips"), and ``home``, its home's name ("Novak House"; a leading "The" of it
     too). A possessive ("Kofi's", "the blacksmith's") becomes "my" ("My" at the start of a sentence), the home "my
-    home", the rest "I" at the start of a sentence and "me" elsewhere. Word rules for English, not a parser: "me" where "I" is the subject inside a
-    sentence ("as me walks") is left so; the rater reads meaning, not grammar.
+    home", the rest "I" at the start of a sentence and "me" elsewhere. Word rules for English, not a parser: "me"
+    where "I" is the subject inside a sentence ("as me walks") is left so; the rater reads meaning, not grammar.
 
     Args:
         text: the memory.

@@ -43,15 +43,19 @@ _FORMULAE = re.compile(
     r"|Really\? I had not heard\.|I should get back to it\.|Goodbye, [\w' -]+\."
 )
 _PLAN = re.compile(r"\bplans to be\b|\bfrom \d{1,2}:\d\d to \d{1,2}:\d\d\b")
+# The first sentence of the scripted mind's conversation summary ("A talked with B at <place>. B told A: ..."): a
+# quote of the summary goes on to the clause after it, which says what was told or done.
+_TALK = re.compile(r"^[^.:\"]{1,80}? talked with [^.:\"]{1,80}? at [^:\"]{1,80}?\.\s+(?=\S)")
 # The frame of this module's own insights, which become memories and may be reflected on again.
 _INSIGHT = re.compile(
     r"\b(?:There are|has) \d+ memories (?:that share|about one matter)|the most important(?: \(rated \d+\))?:"
 )
 # Function words, plus the fixed words of the simulation's templates ("X said to Y", "X plans to be ...",
-# "Did you hear?", "I heard from ...") and of this module's insights, which every memory of a kind shares.
+# "Did you hear?", "I heard from ...", "We have been ... together.", "X talked with Y at ... Y told X: ...") and of
+# this module's insights, which every memory of a kind shares.
 _STOP = STOP_WORDS | frozenset("""
 asked asks back down important made make many matter may memories mustn't near never often one ought plan
-plans rated shan't share since still when's why's
+plans rated shan't share since still talked together when's why's
 """.split())
 
 
@@ -147,13 +151,17 @@ def _clause(text: str, limit: int = 140) -> str:
 
 
 def _quote(text: str) -> str:
-    """A memory quoted in an insight: reported speech as ``A said 'what'`` without the formulae, else its
+    """A memory quoted in an insight: reported speech as ``A said 'what'`` without the formulae, a conversation's
+    summary as its first sentence and the first clause after it (``A talked with B at P. B told A: ...``), else its
     first clause; double quotes become single."""
     speech = _SPEECH.match(text.strip())
     if speech:
         said = " ".join(_FORMULAE.sub(" ", speech.group(2)).split())
         if said:
             return f"{speech.group(1)} said '{_clause(said)}'".replace('"', "'")
+    talk = _TALK.match(" ".join(text.split()))
+    if talk:
+        return (talk.group(0) + _clause(" ".join(text.split())[talk.end():])).replace('"', "'")
     return _clause(text).replace('"', "'")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulacra.text import at_place
+from simulacra.text import at_place, be_for
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,8 @@ def perceive(
     """Percepts of ``agent_id`` at ``place`` after the world applied this tick's actions.
 
     Order of attention: world events in the place, then the other agents (acquaintances first, then by
-    name), then conversations of others, then objects; the first ``bandwidth`` are kept.
+    name), then conversations of others, then objects ("The market stalls at Fernhollow Square are folded away.":
+    the verb agrees with the object's name, :func:`simulacra.text.be_for`); the first ``bandwidth`` are kept.
     """
     place_name = world.places[place].name
     out: list[Percept] = []
@@ -51,6 +52,7 @@ def perceive(
             out.append(Percept(f"{names[a]} and {names[b]} are talking at {place_name}.", "observation", 2))
     for obj in world.objects:
         if obj.place == place:
-            out.append(Percept(f"The {obj.name} at {place_name} is {object_states[obj.id]}.", "observation", 3))
+            state = object_states[obj.id]
+            out.append(Percept(f"The {obj.name} at {place_name} {be_for(obj.name)} {state}.", "observation", 3))
     out.sort(key=lambda p: p.salience)
     return out[:bandwidth]
