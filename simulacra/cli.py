@@ -346,7 +346,7 @@ def _resume_conflicts(args: argparse.Namespace) -> list[str]:
 def cmd_run(args: argparse.Namespace) -> int:
     """``simulacra run``: a thin layer over :class:`simulacra.town.Town` (the same run, trace and summary)."""
     from simulacra.runtime import describe_mind
-    from simulacra.town import Town, make_config
+    from simulacra.town import Town, build_config
 
     if args.days is not None and args.days < 1:
         raise SimulacraError(f"--days must be >= 1, got {args.days}")
@@ -370,7 +370,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             overrides.append(f"rater.url={args.rater_url}")
         if args.chroma_url is not None:
             overrides.append(f"memory.chroma_url={args.chroma_url}")
-        config = make_config(args.config, seed=args.seed, llm=args.llm, overrides=overrides)
+        config = build_config(args.config, args.seed, args.llm, overrides, {}, "command-line settings")
         agents = [a.strip() for a in args.agents.split(",") if a.strip()] if args.agents else None
         for line in describe_mind(config, len(agents) if agents else _residents(args.world, args.personas_dir)):
             print(f"simulacra: {line}", file=sys.stderr)

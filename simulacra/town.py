@@ -54,9 +54,23 @@ def make_config(config: Config | Mapping[str, Any] | str | Path | None = None, s
     Raises:
         ConfigError: an unknown section or field, or a value out of range (naming the field).
     """
+    return build_config(config, seed, llm, overrides, sections, "Town.create settings")
+
+
+def build_config(config: Config | Mapping[str, Any] | str | Path | None, seed: int | None,
+                 llm: str | Mapping[str, Any] | None, overrides: list[str] | tuple[str, ...],
+                 sections: Mapping[str, Mapping[str, Any]], given_by: str) -> Config:
+    """:func:`make_config` for a caller that names where the settings came from in its errors: ``given_by``
+    (``"Town.create settings"``, ``"command-line settings"``), as ``"<given_by> with memory.a_rec=-1: field ..."``
+    or ``"<config file> with <given_by>: ..."``. The one place a run's config is made from a config, a seed, a
+    model and overrides (the API and ``simulacra run``).
+
+    Raises:
+        ConfigError: as :func:`make_config`.
+    """
     from simulacra.presets import available_presets, preset_path
 
-    source = "Town.create settings"
+    source = given_by
     if isinstance(llm, Mapping):  # the llm section, not the shortcut
         sections = {**sections, "llm": llm}
         llm = None
@@ -74,7 +88,7 @@ def make_config(config: Config | Mapping[str, Any] | str | Path | None = None, s
         if not path.exists() and str(config) in available_presets():
             path = preset_path(str(config))
         data = load_config(path).to_dict()
-        source = f"{path} with Town.create settings"
+        source = f"{path} with {given_by}"
     for name, values in sections.items():
         if not isinstance(values, Mapping):
             raise ConfigError(source, name, f"expected a mapping of fields (e.g. {name}={{...}}), got "

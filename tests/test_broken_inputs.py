@@ -347,6 +347,21 @@ def test_a_nested_set_says_it_goes_in_a_config_file(capsys):
     assert "goes in a --config file" in capsys.readouterr().err
 
 
+def test_a_bad_setting_names_where_it_was_given(tmp_path, capsys):
+    """``simulacra run --set`` errors name the command line; the API's name Town.create; a config file's both."""
+    from simulacra.town import make_config
+
+    assert main(["run", "--set", "memory.a_rec=-1", "--db-dir", str(tmp_path)]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert line.startswith("simulacra: error: command-line settings with memory.a_rec=-1: field 'memory.a_rec'")
+    with pytest.raises(ConfigError, match=r"^Town\.create settings: field 'memory\.a_rec'"):
+        make_config(memory={"a_rec": -1})
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("memory: {a_imp: 0.5}\n", encoding="utf-8")
+    assert main(["run", "--config", str(cfg), "--set", "memory.a_rec=-1", "--db-dir", str(tmp_path)]) == 2
+    assert f"{cfg} with command-line settings with memory.a_rec=-1" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("command", [["run"], ["view"], ["tune", "r", "--queries", "q.yaml"]])
 def test_a_negative_seed_names_the_option(command, capsys):
     """Not "Town.create settings with simulation.seed=-1" (run) nor numpy's "expected non-negative integer"."""
