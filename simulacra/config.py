@@ -373,11 +373,12 @@ class MemoryConfig(_Section):
         return self.purposes.get(purpose_kind(purpose), SITUATIONAL)
 
     def dated(self, profile: str | None, query: str | None, now: float,
-              run_start: float = 0) -> tuple[str | None, TimeCue | None]:
+              run_start: float | None = None) -> tuple[str | None, TimeCue | None]:
         """The profile a retrieval of ``profile`` for ``query`` at game minute ``now`` scores with, and the time the
         query names: ``(profile's dated profile, the cue)`` when the profile has one and the query names a time
         (:func:`simulacra.memory.timecue.time_cue`; a time before the run, which began at game minute ``run_start``,
-        is a cue marked :attr:`~simulacra.memory.timecue.TimeCue.before_run`); ``(profile's latest profile, None)``
+        is a cue marked :attr:`~simulacra.memory.timecue.TimeCue.before_run`, see :meth:`switch`); ``(profile's
+        latest profile, None)``
         when it has one and the query asks for the latest without naming a time
         (:func:`~simulacra.memory.timecue.asks_latest`); else ``(profile, None)``. The first two fields of
         :meth:`switch`, the one place the switch is decided (the engine's retrieval, its trace record and ``simulacra
@@ -386,7 +387,7 @@ class MemoryConfig(_Section):
         return used, cue
 
     def switch(self, profile: str | None, query: str | None, now: float,
-               run_start: float = 0) -> tuple[str | None, TimeCue | None, str | None]:
+               run_start: float | None = None) -> tuple[str | None, TimeCue | None, str | None]:
         """:meth:`dated`, and the words that ask for the latest when the switch is to the latest profile (else
         ``None``): ``(profile used, time named, latest words)``, the time words read once by
         :func:`~simulacra.memory.timecue.time_words`.
@@ -395,10 +396,13 @@ class MemoryConfig(_Section):
             profile: the retrieval profile asked for (``memory.profiles``; ``None`` or situational: no switch).
             query: the query as asked (``None``: names nothing).
             now: the game minute it is asked at (game minutes from day 1 00:00).
-            run_start: the run's first game minute (trace header ``start_minute``; default 0, day 1 00:00,
-                :data:`simulacra.memory.timecue.EARLIEST_START`): a time named that ends before it is a cue marked
-                :attr:`~simulacra.memory.timecue.TimeCue.before_run`, still switched to the dated profile; one partly
-                before it starts at it.
+            run_start: the run's first game minute (trace header ``start_minute``), given by a caller that answers a
+                question about a time before the run (an interview, a recall probe): a time named that ends before
+                it is a cue marked :attr:`~simulacra.memory.timecue.TimeCue.before_run`, still switched to the dated
+                profile (the interview then recalls the timeless memories alone); one partly before it starts at it.
+                ``None`` (the engine's own retrievals and ``simulacra tune``, whose memories are all from the run): a
+                time that begins before day 1 00:00 (:data:`simulacra.memory.timecue.EARLIEST_START`) names no time,
+                and the query may still ask for the latest (:func:`~simulacra.memory.timecue.time_words`).
         """
         from simulacra.memory.timecue import time_words
 

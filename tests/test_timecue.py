@@ -463,3 +463,19 @@ def test_an_interview_says_a_time_before_the_run_is_before_it():
     assert ('(profile dated: day 0 00:00 to day 0 23:59, named by "yesterday", before the run began (day 1 07:00); '
             'no memory is from then: static memories only)') in out
     assert "recency from" not in out
+
+
+def test_the_engines_retrievals_read_no_time_before_day_1_as_before_and_an_interview_reads_it():
+    """Without the run's first minute (the engine's retrievals, tune) a time that begins before day 1 00:00 names no
+    time, as it always did there ("reading yesterday's paper" on day 1 is a query like any other); the latest words
+    are still read. With it (an interview), the same question names a time before the run."""
+    from simulacra.config import MemoryConfig
+    from simulacra.memory.timecue import time_words
+
+    memory = MemoryConfig()
+    assert memory.dated("recall", "Did you sleep well last night?", 450) == ("recall", None)
+    assert memory.dated("recall", "reading yesterday's paper", 420) == ("recall", None)
+    assert time_words("What did Ann say most recently last night?", 450)[1] is not None
+    used, cue = memory.dated("recall", "Did you sleep well last night?", 450, 420)
+    assert used == memory.dated_link("recall") and cue is not None and cue.before_run
+    assert memory.dated("recall", "What did you do at 6:00?", 600)[1] is not None  # day 1 06:00: inside day 1

@@ -51,6 +51,7 @@ question was answered from the day's memories as if it asked about nothing in pa
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -260,11 +261,15 @@ def asks_latest(text: str | None) -> str | None:
 
 
 def time_words(text: str | None, now: float,
-               run_start: float = EARLIEST_START) -> tuple[TimeCue | None, str | None]:
+               run_start: float | None = None) -> tuple[TimeCue | None, str | None]:
     """What question ``text`` asked at game minute ``now`` of a run begun at game minute ``run_start`` says about
     time: ``(the time it names, None)`` (:func:`time_cue`; marked :attr:`~TimeCue.before_run` when before the run),
     else ``(None, the words that ask for the latest or None)`` (:func:`asks_latest`): a question that names a time
-    is about that time, not the latest. Read from the question as asked
+    is about that time, not the latest. ``run_start`` ``None`` (a retrieval the engine makes inside its run, and
+    ``simulacra tune``'s, whose memories are all from the run): a time that begins before day 1 00:00
+    (:data:`EARLIEST_START`) names no time ("reading yesterday's paper" on day 1), as such times were always read
+    there; a caller that answers for a time before the run (an interview, a recall probe) gives the run's first
+    minute. Read from the question as asked
     (:func:`simulacra.memory.perspective.asked`: a name put in for "you" hides no "did you last"). The one reading
     of a question's time words (:meth:`MemoryConfig.dated <simulacra.config.MemoryConfig.dated>`, ``simulacra
     tune``, ``simulacra interview``)."""
@@ -273,7 +278,11 @@ def time_words(text: str | None, now: float,
     if not text:
         return None, None
     text = asked(text)
-    cue = time_cue(text, now, run_start)
+    if run_start is None:  # the window as named; one that begins before day 1 names no time
+        cue = time_cue(text, now, -math.inf)
+        cue = None if cue is None or cue.start < EARLIEST_START else cue
+    else:
+        cue = time_cue(text, now, run_start)
     return (cue, None) if cue is not None else (None, asks_latest(text))
 
 
