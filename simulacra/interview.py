@@ -33,7 +33,7 @@ from simulacra.memory.records import RetrievedMemory
 from simulacra.memory.timecue import EARLIEST_START, TimeCue, describe_named, describe_span
 from simulacra.persona import Persona
 from simulacra.text import text_key
-from simulacra.trace import Header, TickRecord, read_trace
+from simulacra.trace import FALLBACK, SCRIPTED, Header, TickRecord, read_trace
 
 #: the tiers of memories that have no time (static persona and world facts): all an agent holds from before its run
 TIMELESS_TIERS = ("static",)
@@ -223,7 +223,7 @@ def ask(memory, mind, embedder, config: Config, persona: Persona, question: str,
                      weekday=weekday_of(now, start_weekday))
     d = mind.interview(view, question)
     text = d.value.text
-    if named is not None and named.before_run and d.source in ("scripted", "fallback"):
+    if named is not None and named.before_run and d.source in (SCRIPTED, FALLBACK):
         text = f"{before_run_words(named)} {text}"
     by_id = {m.id: m for m in found}
     return {

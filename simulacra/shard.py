@@ -95,13 +95,11 @@ def split_by_shard(items: Iterable[T], key: Callable[[T], str | None], shard_of:
 
 
 def merge_remembered(parts: Sequence[Remembered], order: dict[str, int]) -> Remembered:
-    """The shards' :class:`Remembered` as one: operations in agent order, ratings together."""
-    ratings: dict[str, int] = {}
+    """The shards' :class:`Remembered` as one: operations in agent order, their agents' ratings together."""
     own: dict[str, dict[str, int]] = {}
     for p in parts:
-        ratings.update(p.ratings)
         own.update(p.own)
-    return Remembered(by_agent((op for p in parts for op in p.ops), order, op_agent), ratings, own)
+    return Remembered(by_agent((op for p in parts for op in p.ops), order, op_agent), own)
 
 
 def merge_retrieval(parts: Sequence[Retrieval], order: dict[str, int]) -> Retrieval:
@@ -172,7 +170,7 @@ class Shard:
         done = remember_stage(self.rt, self._mine(pending), phase)
         if self.reports_town:
             return done
-        return Remembered([op for op in done.ops if op_agent(op) is not None], done.ratings, done.own)
+        return Remembered([op for op in done.ops if op_agent(op) is not None], done.own)
 
     def act(self, state: TownState, perception: Perception, pending: Sequence[Pending], now: int, tick: int,
             asleep: set[str]) -> tuple[Remembered, Retrieval, Decided]:

@@ -74,7 +74,8 @@ _PRONOUN_WORD = re.compile(r"[a-z]+")
 def pronouns_of(text: str) -> str | None:
     """The third-person pronoun set a text about one person uses for that person: ``"he"``, ``"she"`` or
     ``"they"``, from the whole words of :data:`PRONOUN_SETS` it holds (ignoring case): the set holding more than
-    half of them all. ``None`` when no set does (a tie, or no pronoun at all): nothing is inferred.
+    half of them all, "they" only in a text with neither "he" nor "she" forms (it is as often things: "sells their
+    honey"). ``None`` when no set does (a tie, or no pronoun at all): nothing is inferred.
 
     A persona has no pronoun field; its ``background`` is written in the third person
     (:attr:`simulacra.persona.Persona.pronouns`), where the person's own pronouns outnumber those of the others
@@ -82,13 +83,16 @@ def pronouns_of(text: str) -> str | None:
     """
     words = _PRONOUN_WORD.findall(text.casefold())
     counts = {key: sum(w in forms for w in words) for key, forms in PRONOUN_SETS.items()}
+    if counts["he"] or counts["she"]:  # "they" and "them" are as often things ("what is in them", "their honey")
+        counts["they"] = 0
     total = sum(counts.values())
     best = max(counts, key=lambda k: counts[k])
     return best if 2 * counts[best] > total else None
 
 
-#: words after "her" / "his" that show it is not a determiner ("picking her up", "a cousin of his")
-_NOT_A_NOUN = frozenset("""
+#: words after "her" / "his" that show it is not a determiner ("picking her up", "a cousin of his"), and that
+#: are not the noun of an apposition ("taking her to Agnes" is not "her sister Agnes")
+NOT_A_NOUN = frozenset("""
 about across after along and around as at away back before behind but by down for from home in into near off on
 onto or out over past so than through to under until up when while with
 """.split())
@@ -120,7 +124,7 @@ def first_person(phrase: str, pronouns: str | None) -> str:
         word = m.group(1)
         before_noun, otherwise = forms[word.casefold()]
         nxt = m.group(2)
-        mine = before_noun if nxt and nxt.casefold() not in _NOT_A_NOUN else otherwise
+        mine = before_noun if nxt and nxt.casefold() not in NOT_A_NOUN else otherwise
         return (mine[0].upper() + mine[1:] if word[0].isupper() else mine) + m.group(0)[len(word):]
 
     pattern = rf"\b({'|'.join(forms)})\b(?=(?:\s+([A-Za-z]+))?)"
@@ -150,8 +154,27 @@ def be_for(noun_phrase: str) -> str:
     words = re.findall(r"[A-Za-z]+", head)
     if not words:
         return "is"
-    word = words[-1]
+    word = words[-1].lower()  # "Oak Benches" as "benches"; a proper noun's plural is rare in an object's name
     engine = _inflect_engine()
     if not engine.singular_noun(word):
         return "is"
     return "are" if engine.plural_noun(word) in (word, word + "s") else "is"
+
+
+#: the possessive ending after a name: "'s" (either apostrophe), or a lone apostrophe after a final "s" ("James'")
+POSSESSIVE = r"(?:['\u2019]s\b|(?<=s)['\u2019](?![\w'\u2019]))"
+
+
+@lru_cache(maxsize=4096)
+def name_reference(name: str) -> str:
+    """The regular expression (a pattern string, case-sensitive) of a mention of the resident named ``name``: its
+    full name, or its first name, as whole words; the first name not when another capitalised word follows it
+    ("Anna Berg" is not Anna Lund). The one rule of "this text names that resident" (the scripted mind's greeting
+    and "you", a memory rated from its owner's perspective); a possessive after it is :data:`POSSESSIVE`. A first
+    name that is also a word ("Will", "Grace") at the start of a sentence is taken for the name."""
+    full = " ".join(name.split())
+    first = full.split()[0] if full else ""
+    if not first:
+        raise ValueError("name: expected the resident's name, got a blank one")
+    alternatives = [re.escape(full)] + ([rf"{re.escape(first)}(?!\s+[A-Z])"] if first != full else [])
+    return rf"\b(?:{'|'.join(alternatives)})\b"

@@ -225,11 +225,10 @@ def perceive_stage(state: TownState, rt: Runtime, events: WorldEvents, object_st
 # --------------------------------------------------------------------------- remember
 @dataclass
 class Remembered:
-    """What :func:`remember_stage` wrote: the trace's operations; ``ratings``, text -> the rater's rating of it (1..10);
-    ``own``, owner -> text -> the rating its memory got (1..10; with the floors and the owner's perspective)."""
+    """What :func:`remember_stage` wrote: the trace's operations, and ``own``, owner -> text -> the rating its memory
+    got (1..10; with the floors and the owner's perspective), which a reaction is chosen by."""
 
     ops: list[MemoryOp]
-    ratings: dict[str, int]
     own: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
@@ -255,8 +254,8 @@ def remember_stage(rt: Runtime, pending: Sequence[Pending], phase: str = "rememb
     """Rate (one rater request) and embed (one batch) the pending memories, then write each owner's in one
     write. A memory carrying an ``importance`` (news a scenario declared important, retold) is rated at least that;
     under ``memory.rate_news_by_topic`` a memory telling news (:attr:`Pending.topics`) is rated at least as each of
-    its topics; under ``memory.rate_from_perspective`` a perceived memory that names its owner is rated at least as
-    its text in the owner's first person (:func:`own_view`; the Generative Agents paper rates poignancy for the
+    its topics; under ``memory.rate_from_perspective`` a memory of a world event that names its owner is rated at
+    least as its text in the owner's first person (:func:`own_view`; the Generative Agents paper rates poignancy for the
     agent). All of them are rated in the same request. The same id twice in one tick is written once. ``phase``
     names the batch for :func:`~simulacra.killpoint.kill_point` (after the first owner's write).
 
@@ -264,7 +263,7 @@ def remember_stage(rt: Runtime, pending: Sequence[Pending], phase: str = "rememb
         RaterError: the rater failed for good (the run then stops at the last complete tick).
     """
     if not pending:
-        return Remembered([], {})
+        return Remembered([])
     texts = list(dict.fromkeys(p.record.text for p in pending))
     by_topic = rt.config.memory.rate_news_by_topic
     topics = [t for t in dict.fromkeys(t for p in pending for t in p.topics) if t not in texts] if by_topic else []
@@ -295,7 +294,7 @@ def remember_stage(rt: Runtime, pending: Sequence[Pending], phase: str = "rememb
         else:
             ops += rt.memories[owner].add(recs, emb)
         kill_point(phase)
-    return Remembered(ops, ratings, own)
+    return Remembered(ops, own)
 
 
 # --------------------------------------------------------------------------- retrieve

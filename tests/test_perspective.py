@@ -310,3 +310,16 @@ def test_the_blacksmith_rates_his_own_burn_from_his_perspective_and_keeps_it(tmp
     assert [op["op"] for op in on["kofi_mensah"]] == ["add", "move"]  # kept: moved to long-term at 13:00
     off = memories_of_the_burn("false")
     assert off["kofi_mensah"][0]["rating"] == as_text
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("A ship drops anchor by the Anchor.", "A ship drops anchor by my home."),   # the home by its name's case
+    ("The Anchor floods. Kofi's boat too.", "My home floods. My boat too."),
+    ("Kofi Berg slips; Kofi laughs.", "Kofi Berg slips; me laughs."),         # another Kofi: his surname follows
+    ("Mensahs' and James' roofs", None),
+])
+def test_the_perspective_names_the_resident_not_a_namesake_nor_a_word(text, expected):
+    from simulacra.memory.perspective import own_perspective
+
+    assert own_perspective(text, "Kofi Mensah", "blacksmith", "The Anchor") == expected
+    assert own_perspective("James' roof leaks.", "James Hall") == "My roof leaks."

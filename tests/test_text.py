@@ -45,3 +45,27 @@ def test_be_for_reads_the_head_noun():
     assert be_for("market stalls") == "are" and be_for("water wheel") == "is"
     assert be_for("cup of teas") == "is" and be_for("sacks of flour") == "are"
     assert be_for("") == "is" and be_for("  ") == "is"
+
+
+def test_one_rule_names_a_resident_in_a_text():
+    """simulacra.text.name_reference: the full name, or the first name not followed by another capitalised word;
+    the scripted mind's greeting, its "you" and the perspective rating all read it."""
+    import re
+
+    from simulacra.cognition.scripted import addressed, names_resident
+    from simulacra.text import name_reference
+
+    assert re.search(name_reference("Anna Lund"), "Anna Lund waves") and re.search(name_reference("Anna Lund"), "Anna")
+    assert not re.search(name_reference("Anna Lund"), "Anna Berg waves")
+    assert not names_resident("Anna Berg is at the mill.", "Anna Lund") and names_resident("Anna is here.", "Anna Lund")
+    assert addressed("fixing Agnes\u2019s roof", "Agnes Penrose") == "fixing your roof"
+    assert addressed("taking her to Agnes", "Agnes Penrose") == "taking her to you"      # "her" is someone else
+    assert addressed("visiting her sister Agnes", "Agnes Penrose") == "visiting you"     # apposition
+
+
+def test_they_is_inferred_only_without_he_or_she_and_a_capitalised_plural_takes_are():
+    from simulacra.text import be_for, pronouns_of
+
+    assert pronouns_of("He keeps bees and sells their honey; he asks what is in them.") == "he"
+    assert pronouns_of("They came here young and all their years were spent at sea.") == "they"
+    assert be_for("Oak Benches") == "are" and be_for("Oak bench") == "is"

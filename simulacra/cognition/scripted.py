@@ -33,7 +33,7 @@ from simulacra.config import SimulationConfig
 from simulacra.memory.records import RetrievedMemory
 from simulacra.persona import Persona
 from simulacra.state import keyed_uniform as keyed_uniform  # the one keyed draw (also the town's)
-from simulacra.text import first_person
+from simulacra.text import NOT_A_NOUN, POSSESSIVE, first_person, name_reference
 
 
 def routine_plan(persona: Persona, day_start: int, day_end: int | None = None,
@@ -141,8 +141,9 @@ class GossipRule:
         return keyed_uniform(self.seed, "gossip", speaker, listener, item.topic, now) < p
 
 
-#: a possessive and a noun before a name in apposition ("my sister Agnes"): addressed, the three are "you"
-_APPOSITION = r"(?:\b(?:my|your|his|her|their|our) [a-z]+ )?"
+#: a possessive and a noun before a name in apposition ("my sister Agnes"): addressed, the three are "you"; not a
+#: preposition or a conjunction after "her" ("taking her to Agnes", "with her and Agnes": her is someone else)
+_APPOSITION = (r"(?:\b(?:my|your|his|her|their|our) (?!(?:" + "|".join(sorted(NOT_A_NOUN)) + r")\b)[a-z]+ )?")
 
 
 def addressed(text: str, listener: str) -> str:
@@ -150,13 +151,9 @@ def addressed(text: str, listener: str) -> str:
     becomes "you" ("your" for a possessive): "having breakfast with Leila", said to Leila Haddad, is "having
     breakfast with you"; with a possessive and a noun before it in apposition, those go too ("visiting my sister
     Agnes", said to Agnes, is "visiting you")."""
-    for name in dict.fromkeys(n for n in (listener, *listener.split()[:1]) if n):
-        pattern = _APPOSITION + r"\b" + re.escape(name)
-        text, possessive = re.subn(rf"{pattern}'s\b", "your", text)
-        text, plain = re.subn(rf"{pattern}\b", "you", text)
-        if possessive or plain:
-            break
-    return text
+    pattern = _APPOSITION + name_reference(listener)  # the full name, else the first name (one rule)
+    text = re.sub(pattern + POSSESSIVE, "your", text)
+    return re.sub(pattern, "you", text)
 
 
 def shared(text: str) -> str | None:
@@ -189,8 +186,9 @@ _ACTIVITY_LINE = re.compile(r"\b(?:I|We) have been\b")
 
 
 def names_resident(text: str, name: str) -> bool:
-    """Whether ``text`` names the resident called ``name``: its full name or its first name as a whole word."""
-    return any(re.search(rf"\b{re.escape(n)}\b", text) for n in dict.fromkeys((name, name.split()[0])) if n)
+    """Whether ``text`` names the resident called ``name`` (:func:`simulacra.text.name_reference`: its full name, or
+    its first name as a whole word not followed by another capitalised word)."""
+    return re.search(name_reference(name), text) is not None
 
 
 def _sentence(text: str) -> str:

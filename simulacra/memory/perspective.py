@@ -42,7 +42,10 @@ it; another resident's name that holds a pronoun as a word ("My Tran") is not to
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Literal
+
+from simulacra.text import POSSESSIVE, name_reference
 
 #: whose pronouns name the resident: the first person (its own question) or the second (a question put to it)
 Person = Literal["first", "second"]
@@ -148,6 +151,20 @@ def _verb(match: re.Match[str]) -> str:
     return verb.capitalize() if word[0].isupper() else verb
 
 
+@lru_cache(maxsize=4096)
+def _references(name: str, occupation: str, home: str) -> tuple[str | None, str]:
+    """:func:`own_perspective`'s patterns for one resident: its home's (``None`` without one) and its own (name and
+    occupation)."""
+    home_ref = None
+    if home.strip():
+        bare = re.sub(r"^the\s+", "", home.strip(), flags=re.I)
+        home_ref = rf"\b(?:[Tt]he\s+)?{re.escape(bare)}\b"
+    ref = name_reference(name)
+    if occupation.strip():
+        ref = rf"(?:\b[Tt]he\s+(?i:{re.escape(occupation.strip())})\b|{ref})"
+    return home_ref, ref
+
+
 def own_perspective(text: str, name: str, occupation: str | None = None, home: str | None = None) -> str | None:
     """``text`` as the resident named ``name`` would tell it, or ``None`` when it does not concern the resident.
 
@@ -159,11 +176,15 @@ def own_perspective(text: str, name: str, occupation: str | None = None, home: s
     own: its references to the resident in the first person (``memory.rate_from_perspective``, the rating the higher
     of the two).
 
-    What names the resident, as whole words: its full name or first name (case-sensitive), "the <occupation>" (any
-    case of "the": "The blacksmith slips"), and ``home``, its home's name ("Novak House"; a leading "The" of it
-    too). A possessive ("Kofi's", "the blacksmith's") becomes "my" ("My" at the start of a sentence), the home "my
-    home", the rest "I" at the start of a sentence and "me" elsewhere. Word rules for English, not a parser: "me"
-    where "I" is the subject inside a sentence ("as me walks") is left so; the rater reads meaning, not grammar.
+    What names the resident, as whole words: its full name or first name (:func:`simulacra.text.name_reference`:
+    case-sensitive, the first name not before another capitalised word), "the <occupation>" as the persona writes it
+    ("The blacksmith slips"; a compound occupation, "fisherman, skipper of the trawler Kittiwake", only as a whole:
+    "the skipper" could be another skipper), and ``home``, its home's name, case-sensitive ("Novak House"; a leading
+    "The" of it too). A possessive ("Kofi's", "the blacksmith's", "James'") becomes "my" ("My" at the start of a
+    sentence), the home "my home" ("My home"), the rest "I" at the start of a sentence and "me" elsewhere. Word
+    rules for English, not a parser: "me" where "I" is the subject inside a sentence ("as me walks") is left so,
+    and a first name that is also a word ("Grace is said") is taken for the name; the rater reads meaning, not
+    grammar.
 
     Args:
         text: the memory.
@@ -179,16 +200,13 @@ def own_perspective(text: str, name: str, occupation: str | None = None, home: s
     """
     if not name.strip():
         raise ValueError("name: expected the resident's name, got a blank one")
+    home_ref, ref = _references(name, occupation or "", home or "")
     out = text
-    if home and home.strip():
-        bare = re.sub(r"^the\s+", "", home.strip(), flags=re.I)
-        out = re.sub(rf"\b(?:the\s+)?{re.escape(bare)}\b", "my home", out, flags=re.I)
-    refs = [re.escape(n) for n in dict.fromkeys((name.strip(), name.split()[0]))]
-    if occupation and occupation.strip():
-        refs.insert(0, rf"(?i:the)\s+(?i:{re.escape(occupation.strip())})")
-    ref = "(?:" + "|".join(refs) + ")"
-    out = re.sub(rf"(^|[.!?]\s+){ref}['\u2019]s\b", lambda m: m.group(1) + "My", out)
-    out = re.sub(rf"\b{ref}['\u2019]s\b", "my", out)
-    out = re.sub(rf"(^|[.!?]\s+){ref}\b", lambda m: m.group(1) + "I", out)
-    out = re.sub(rf"\b{ref}\b", "me", out)
+    if home_ref is not None:
+        out = re.sub(rf"(^|[.!?]\s+){home_ref}", lambda m: m.group(1) + "My home", out)
+        out = re.sub(home_ref, "my home", out)
+    out = re.sub(rf"(^|[.!?]\s+){ref}{POSSESSIVE}", lambda m: m.group(1) + "My", out)
+    out = re.sub(rf"{ref}{POSSESSIVE}", "my", out)
+    out = re.sub(rf"(^|[.!?]\s+){ref}", lambda m: m.group(1) + "I", out)
+    out = re.sub(ref, "me", out)
     return None if out == text else out
