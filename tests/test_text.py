@@ -23,7 +23,9 @@ def test_the_pronoun_set_is_the_clear_majority_of_a_texts_pronouns():
     assert pronouns_of(hana + " She knows everyone's favourite loaf, but she keeps the secrets.") == "she"  # 5 of 8
     assert pronouns_of("He keeps the shop his grandmother opened; she left it to him.") == "he"
     assert pronouns_of("They mend nets, and their boat is theirs alone.") == "they"
-    assert pronouns_of("Dev took over the ferry; Tam asks him to carry boxes and Dev wonders what is in them.") is None
+    # "them" is the boxes: "they" forms count only in a text with no he or she forms
+    assert pronouns_of("Dev took over the ferry; Tam asks him to carry boxes and Dev wonders what is in them.") == "he"
+    assert pronouns_of("He said she would; she said he would.") is None  # a tie
     assert pronouns_of("Ann has carried water for the hamlet for twenty years.") is None  # no pronoun at all
     assert pronouns_of("Hershey the heron hides in the thesis.") is None  # whole words only
 
