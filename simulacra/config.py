@@ -378,8 +378,7 @@ class MemoryConfig(_Section):
         query names: ``(profile's dated profile, the cue)`` when the profile has one and the query names a time
         (:func:`simulacra.memory.timecue.time_cue`; a time before the run, which began at game minute ``run_start``,
         is a cue marked :attr:`~simulacra.memory.timecue.TimeCue.before_run`, see :meth:`switch`); ``(profile's
-        latest profile, None)``
-        when it has one and the query asks for the latest without naming a time
+        latest profile, None)`` when it has one and the query asks for the latest without naming a time
         (:func:`~simulacra.memory.timecue.asks_latest`); else ``(profile, None)``. The first two fields of
         :meth:`switch`, the one place the switch is decided (the engine's retrieval, its trace record and ``simulacra
         tune`` call it)."""

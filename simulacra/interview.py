@@ -30,10 +30,10 @@ from simulacra.embeddings import same_embedding
 from simulacra.errors import SimulacraError, is_whole
 from simulacra.memory.perspective import embedded
 from simulacra.memory.records import RetrievedMemory
-from simulacra.memory.timecue import EARLIEST_START, TimeCue, describe_named, describe_span
+from simulacra.memory.timecue import EARLIEST_START, TimeCue, describe_named
 from simulacra.persona import Persona
 from simulacra.text import text_key
-from simulacra.trace import FALLBACK, SCRIPTED, Header, TickRecord, read_trace
+from simulacra.trace import Header, TickRecord, read_trace
 
 #: the tiers of memories that have no time (static persona and world facts): all an agent holds from before its run
 TIMELESS_TIERS = ("static",)
@@ -204,9 +204,11 @@ def ask(memory, mind, embedder, config: Config, persona: Persona, question: str,
     standing at ``place``.
 
     A question about a time before the run (``named_time`` with a fourth item, :attr:`TimeCue.before_run
-    <simulacra.memory.timecue.TimeCue.before_run>`) recalls timeless memories only, and a scripted answer (the
-    scripted mind's, or a model's fallback to it) begins by saying that the agent has no memories from then
-    (:func:`before_run_words`); a model's own answer is its own, from the same memories.
+    <simulacra.memory.timecue.TimeCue.before_run>`) recalls timeless memories only; the mind is given the time
+    named (``AgentView.named_time``), and a scripted answer (the scripted mind's, or a model's fallback to it) begins
+    by saying that the agent has no memories from then
+    (:func:`simulacra.cognition.scripted.before_run_words`); a model's own answer is its own, from the same
+    memories.
 
     Returns:
         :func:`interview`'s dict without ``tick`` and ``ablations``; with ``"named_time"`` (:meth:`TimeCue.as_list
@@ -220,31 +222,18 @@ def ask(memory, mind, embedder, config: Config, persona: Persona, question: str,
     found = recalled(memory, embedder.embed([embedded(query)])[0], query, now, config, profile, run_start)
     used_profile, named, latest = config.memory.switch(profile, query, now, run_start)  # as recalled() read them
     view = AgentView(persona.id, persona, now, place, tuple(found), names, place_names,
-                     weekday=weekday_of(now, start_weekday))
+                     weekday=weekday_of(now, start_weekday), named_time=named)
     d = mind.interview(view, question)
-    text = d.value.text
-    if named is not None and named.before_run and d.source in (SCRIPTED, FALLBACK):
-        text = f"{before_run_words(named)} {text}"
     by_id = {m.id: m for m in found}
     return {
         "agent": persona.id, "name": names[persona.id], "question": question, "query": str(query), "time": now,
         "clock": format_game_time(now, start_weekday, rest_days),
-        "answer": text, "source": d.source, "mind": mind.name, "profile": used_profile,
+        "answer": d.value.text, "source": d.source, "mind": mind.name, "profile": used_profile,
         **({} if named is None else {"named_time": named.as_list()}),
         **({} if latest is None else {"asked_latest": latest}),
         "used": [by_id[i].to_dict() for i in d.value.memory_ids if i in by_id],
         "retrieved": [m.to_dict() for m in found],
     }
-
-
-def before_run_words(cue: TimeCue) -> str:
-    """What an agent says of a time before the run (:attr:`TimeCue.before_run
-    <simulacra.memory.timecue.TimeCue.before_run>`): ``'I have no memories from day 0 00:00 to day 0 23:59
-    ("yesterday"): that is before the run began, at day 1 07:00.'``"""
-    from simulacra.clock import format_game_time
-
-    began = "" if cue.run_start is None else f", at {format_game_time(cue.run_start)}"
-    return f'I have no memories from {describe_span(cue)} ("{cue.words}"): that is before the run began{began}.'
 
 
 def recall_query(question: str, name: str, config: Config) -> str:

@@ -146,3 +146,18 @@ def test_the_command_line_shows_yesterday_on_day_1_as_before_the_run(tmp_path, r
     assert 'named by "yesterday", before the run began (day 1 08:00); no memory is from then' in out
     assert main(["interview", str(sim.run_dir), "--agent", "ann", "--json", "What did you do yesterday?"]) == 0
     assert json.loads(capsys.readouterr().out)["named_time"][3] == 8 * 60
+
+
+def test_a_models_fallback_to_the_scripted_answer_says_the_time_is_before_the_run(ann):
+    """The mind is given the time named (AgentView.named_time): a model that falls back to the scripted answer, as
+    the language-model mind does on a bad answer, says it has no memories from then without the interview's help."""
+
+    class FallingBack:
+        name = "llm"
+
+        def interview(self, view, question):
+            d = ScriptedMind().interview(view, question)
+            return Decision(d.value, d.memory_ids, source="fallback")
+
+    r = _ask(ann, "What did you do yesterday?", at(1, "10:00"), FallingBack())
+    assert r["source"] == "fallback" and r["answer"].startswith('I have no memories from day 0 00:00 to day 0 23:59')

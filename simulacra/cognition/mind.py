@@ -19,6 +19,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from simulacra.clock import format_hhmm
 from simulacra.memory.records import RetrievedMemory, span_extra
+from simulacra.memory.timecue import TimeCue
 from simulacra.persona import Persona
 from simulacra.text import at_place
 from simulacra.trace import Source as Source  # where a decision came from: "scripted", "llm" or "fallback"
@@ -227,6 +228,9 @@ class AgentView:
         weekday: the weekday of ``now`` (``""``: unknown); rest_day: whether the agent's plan day
             (:func:`simulacra.days.plan_day_at`) is a rest day of the world (its plan then follows the persona's
             ``rest_day_routine``).
+        named_time: the time the decision's question names (an interview's), when it names one
+            (:class:`~simulacra.memory.timecue.TimeCue`; :attr:`~simulacra.memory.timecue.TimeCue.before_run` when
+            it is before the run, and ``memories`` are then the timeless ones).
     """
 
     agent: str
@@ -239,6 +243,7 @@ class AgentView:
     activity: str = ""
     weekday: str = ""
     rest_day: bool = False
+    named_time: TimeCue | None = None
 
     @property
     def memory_ids(self) -> tuple[str, ...]:

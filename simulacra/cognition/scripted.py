@@ -31,6 +31,7 @@ from simulacra.cognition.mind import (
 )
 from simulacra.config import SimulationConfig
 from simulacra.memory.records import RetrievedMemory
+from simulacra.memory.timecue import TimeCue, describe_span
 from simulacra.persona import Persona
 from simulacra.state import keyed_uniform as keyed_uniform  # the one keyed draw (also the town's)
 from simulacra.text import NOT_A_NOUN, POSSESSIVE, first_person, name_reference
@@ -318,9 +319,22 @@ class ScriptedMind:
 
     def interview(self, view: AgentView, question: str) -> Decision[Answer]:
         """The memories retrieved for the question, best first, told in the first person; an honest "I do not
-        remember" when retrieval found nothing."""
+        remember" when retrieval found nothing. A question about a time before the run (``view.named_time``,
+        :attr:`~simulacra.memory.timecue.TimeCue.before_run`) is first answered with :func:`before_run_words`."""
+        before = (f"{before_run_words(view.named_time)} " if view.named_time is not None and view.named_time.before_run
+                  else "")
         if not view.memories:
-            return Decision(Answer("I do not remember anything about that."), ())
+            return Decision(Answer(before + "I do not remember anything about that."), ())
         used = view.memories[:3]
         text = "What I remember: " + " ".join(m.text if m.text.endswith(".") else m.text + "." for m in used)
-        return Decision(Answer(text, tuple(m.id for m in used)), tuple(m.id for m in view.memories))
+        return Decision(Answer(before + text, tuple(m.id for m in used)), tuple(m.id for m in view.memories))
+
+
+def before_run_words(cue: TimeCue) -> str:
+    """What an agent says of a time before the run (:attr:`TimeCue.before_run
+    <simulacra.memory.timecue.TimeCue.before_run>`): ``'I have no memories from day 0 00:00 to day 0 23:59
+    ("yesterday"): that is before the run began, at day 1 07:00.'``"""
+    from simulacra.clock import format_game_time
+
+    began = "" if cue.run_start is None else f", at {format_game_time(cue.run_start)}"
+    return f'I have no memories from {describe_span(cue)} ("{cue.words}"): that is before the run began{began}.'
