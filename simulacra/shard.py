@@ -95,11 +95,9 @@ def split_by_shard(items: Iterable[T], key: Callable[[T], str | None], shard_of:
 
 
 def merge_remembered(parts: Sequence[Remembered], order: dict[str, int]) -> Remembered:
-    """The shards' :class:`Remembered` as one: operations in agent order, their agents' ratings together."""
-    own: dict[str, dict[str, int]] = {}
-    for p in parts:
-        own.update(p.own)
-    return Remembered(by_agent((op for p in parts for op in p.ops), order, op_agent), own)
+    """The shards' :class:`Remembered` as one: operations in agent order (what a shard reports to the town,
+    :meth:`Shard.act`: its ``own`` ratings stay in the shard)."""
+    return Remembered(by_agent((op for p in parts for op in p.ops), order, op_agent))
 
 
 def merge_retrieval(parts: Sequence[Retrieval], order: dict[str, int]) -> Retrieval:
@@ -167,10 +165,12 @@ class Shard:
     def remember(self, pending: Sequence[Pending], phase: str) -> Remembered:
         """Rate, embed and write the memories of ``pending`` that are its agents' (and the town's notices when it
         writes them): :func:`~simulacra.tick.remember_stage`."""
-        done = remember_stage(self.rt, self._mine(pending), phase)
-        if self.reports_town:
-            return done
-        return Remembered([op for op in done.ops if op_agent(op) is not None], done.own)
+        return remember_stage(self.rt, self._mine(pending), phase)
+
+    def _reported(self, done: Remembered) -> Remembered:
+        """What the town is sent of ``done``: its operations (the notices' only when this shard reports the town's);
+        the agents' own ratings are read here, by :func:`~simulacra.tick.retrieve_stage`."""
+        return Remembered(done.ops if self.reports_town else [op for op in done.ops if op_agent(op) is not None])
 
     def act(self, state: TownState, perception: Perception, pending: Sequence[Pending], now: int, tick: int,
             asleep: set[str]) -> tuple[Remembered, Retrieval, Decided]:
@@ -178,7 +178,7 @@ class Shard:
         situation and salient percepts, decide (plans, actions, reactions) from the town's snapshot ``state``."""
         seen = self.remember(pending, "remember1")
         retrieval = retrieve_stage(state, self.rt, perception, seen, now, asleep)
-        return seen, retrieval, decide_stage(state, self.rt, retrieval, now, tick, asleep)
+        return self._reported(seen), retrieval, decide_stage(state, self.rt, retrieval, now, tick, asleep)
 
     def sides(self, state: TownState, ordered: Sequence[tuple[str, str]], now: int) -> Sides:
         """Its agents' sides of the tick's conversations (:func:`~simulacra.tick.sides_stage`)."""
@@ -205,7 +205,7 @@ class Shard:
         shard its part of these (:func:`split_by_shard`). Returns ``(said, reflected, rehearse ops, summary ops,
         consolidation ops, markers)``; ``markers``: per agent, what the town state keeps of its memory,
         ``(importance since its last reflection, game minute of its last reflection, of its last consolidation)``."""
-        said = self.remember(pending, "remember2")
+        said = self._reported(self.remember(pending, "remember2"))
         reflected = reflect_stage(self.rt, now, tick)
         rehearsed = rehearse_stage(self.rt, [*used_ops, *said.ops, *reflected.ops], now)
         summarised = summarise_stage(self.rt, plans, now, tick)

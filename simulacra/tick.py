@@ -226,7 +226,8 @@ def perceive_stage(state: TownState, rt: Runtime, events: WorldEvents, object_st
 @dataclass
 class Remembered:
     """What :func:`remember_stage` wrote: the trace's operations, and ``own``, owner -> text -> the rating its memory
-    got (1..10; with the floors and the owner's perspective), which a reaction is chosen by."""
+    got (1..10; with the floors and the owner's perspective), which a reaction is chosen by (read in the shard that
+    wrote it; a shard sends the town the operations alone)."""
 
     ops: list[MemoryOp]
     own: dict[str, dict[str, int]] = field(default_factory=dict)
