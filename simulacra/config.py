@@ -244,9 +244,11 @@ class MemoryConfig(_Section):
     )
     rate_from_perspective: bool = Field(
         True, description="a resident's memory of a world event that names it (its name, 'the <occupation>', its "
-        "home) is rated at least as the same text in its first person ('burns the blacksmith's forearm' -> 'burns "
-        "my forearm' for the blacksmith): importance for the one who remembers, as the Generative Agents paper rates "
-        "poignancy for the agent (simulacra.memory.perspective.own_perspective); false: by its text alone (seed 003)",
+        "aliases, its home) is rated at least as the same text in its first person ('burns the blacksmith's forearm' "
+        "-> 'burns my forearm' for the blacksmith), and with rate_news_by_topic a memory telling news that names it "
+        "at least as that news in its first person: importance for the one who remembers, as the Generative Agents "
+        "paper rates poignancy for the agent (simulacra.memory.perspective.own_perspective); false: by its text "
+        "alone (seed 003)",
     )
     retold_bonus: int = Field(
         1, ge=0, le=9, description="news heard or seen n > 1 times (memories with the same topic) is rated "
@@ -343,14 +345,18 @@ class MemoryConfig(_Section):
         [0, 1] (under ``normalize: minmax`` too), so the highest score possible is ``top = a_rec + a_imp + a_rel``
         (:mod:`simulacra.memory.scoring`; reached: under ``minmax`` or RRF the best memory's relevance is 1), and a
         threshold above it makes every retrieval return nothing (selection keeps scores >= the threshold)."""
-        threshold = self.threshold if name == SITUATIONAL else self.profiles[name].threshold
-        if threshold is None or threshold <= top:  # no threshold of its own: the section's, checked against its weights
+        own = None if name == SITUATIONAL else self.profiles[name].threshold
+        threshold = self.threshold if own is None else own  # a profile without one scores with the section's
+        if threshold <= top:
             return
         whose = "the section's" if name == SITUATIONAL else f"profile {name}'s"
         why = (f"above {top:g}, the highest score a memory can get under {whose} weights (a_rec + a_imp + "
                f"a_rel; each term is at most 1), so no memory would ever be retrieved")
         if name == SITUATIONAL:
             raise ValueError(f"threshold {threshold:g} is {why}; expected memory.threshold at most {top:g}")
+        if own is None:
+            raise ValueError(f"profiles.{name}: the section's threshold {threshold:g}, which it inherits, is {why}; "
+                             f"expected memory.profiles.{name}.threshold set, at most {top:g}")
         raise ValueError(f"profiles.{name}.threshold {threshold:g} is {why}; expected "
                          f"memory.profiles.{name}.threshold at most {top:g}")
 

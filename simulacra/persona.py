@@ -69,6 +69,10 @@ class Persona(BaseModel):
         relationships: resident id -> how this resident sees that one (a static memory "<name> and <other>:
             ..."); the residents listed are acquaintances: perceived first, and likelier to talk
             (``simulation.acquaintance_bonus``).
+        aliases: other phrases the world's text names the resident by, matched as written (its first letter in
+            either case): ``["the minister"]`` for the minister of the Seafarers' Chapel, whose occupation as a whole
+            is not how an event says it. A world event that names the resident is rated, and told by it, from its
+            perspective (:func:`simulacra.memory.perspective.own_perspective`); default none.
         known_places: place ids whose descriptions the resident holds in static memory besides its home and the
             places of its routines (:meth:`places_known`); ``None`` (the default, every hand-made town): every
             place of the world. A generated town lists each resident's quarter, so a resident's static memory does
@@ -95,6 +99,9 @@ class Persona(BaseModel):
         description="the routine of the world's rest days (World.rest_days); null = the same routine every day",
     )
     relationships: dict[str, NonEmpty] = Field(default_factory=dict)
+    aliases: list[NonEmpty] = Field(
+        default_factory=list, description="phrases besides the name and 'the <occupation>' that name the resident "
+        "in the world's text ('the minister'), matched as written")
     known_places: list[NonEmpty] | None = Field(
         None, description="place ids known besides the home and the routines' places; null = every place")
 

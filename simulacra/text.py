@@ -138,6 +138,27 @@ def _inflect_engine() -> Any:
     return inflect.engine()
 
 
+#: words ending in "s" that stand between a subject and its verb, not verbs ("he always plunges")
+_ADVERBS_IN_S = frozenset("""
+afterwards always besides doubtless nevertheless perhaps sometimes thus towards unless
+""".split())
+#: the verbs whose form after "I" is not their plural ("I am", "I was")
+_AFTER_I = {"is": "am", "are": "am", "was": "was", "were": "was", "has": "have", "does": "do"}
+
+
+def verb_after_i(word: str) -> str:
+    """``word``, a verb in the third person singular ("plunges", "is", "has"), in the form it takes after "I"
+    ("plunge", "am", "have"), by the ``inflect`` library (``plural_verb``), except :data:`_AFTER_I`'s forms of "be",
+    "have" and "do". A word that is no such verb is returned as it is: one not in lower case, of three letters or
+    fewer but "is", "has" and "was", not ending in "s", or an adverb of :data:`_ADVERBS_IN_S`. Word rules: a plural
+    noun in a verb's place ("I apples") would be changed too; callers pass the word right after a subject."""
+    if word in _AFTER_I:
+        return _AFTER_I[word]
+    if not word.islower() or len(word) <= 3 or not word.endswith("s") or word in _ADVERBS_IN_S:
+        return word
+    return str(_inflect_engine().plural_verb(word))
+
+
 #: a noun phrase's postmodifier: its head is the last word before it ("pupils' desks in the classroom")
 _POSTMODIFIER = re.compile(r"\s+(?:in|on|at|of|by|with|from|near|behind|beside|under|for)\s", re.IGNORECASE)
 

@@ -44,7 +44,7 @@ from simulacra.cognition.scripted import news_candidates, routine_plan
 from simulacra.days import is_sleeping, plan_day_at, routine_entry_at
 from simulacra.errors import RaterError
 from simulacra.killpoint import kill_point
-from simulacra.memory.perspective import own_perspective
+from simulacra.memory.perspective import resident_view
 from simulacra.memory.records import MemoryRecord, RetrievedMemory, memory_id
 from simulacra.runtime import Runtime
 from simulacra.state import TownState, keyed_uniform
@@ -240,15 +240,14 @@ class Remembered:
 PERSPECTIVE_KINDS = frozenset({"event"})
 
 
-def own_view(rt: Runtime, owner: str, record: MemoryRecord) -> str | None:
-    """``record``'s text as ``owner`` would tell it (:func:`simulacra.memory.perspective.own_perspective`: its
-    name, "the <occupation>" and its home's name in the first person), or ``None`` when the text does not name the
-    owner, the owner is the town, the memory is not of :data:`PERSPECTIVE_KINDS` or ``memory.rate_from_perspective``
-    is off."""
-    if owner == TOWN or record.kind not in PERSPECTIVE_KINDS or not rt.config.memory.rate_from_perspective:
+def own_view(rt: Runtime, owner: str, text: str) -> str | None:
+    """``text`` as ``owner`` would tell it (:func:`simulacra.memory.perspective.resident_view`: its name, "the
+    <occupation>", its aliases, its home's name and its pronouns in the first person), or ``None`` when the text does
+    not name the owner, the owner is the town or ``memory.rate_from_perspective`` is off."""
+    if owner == TOWN or not rt.config.memory.rate_from_perspective:
         return None
     persona = rt.persona(owner)
-    return own_perspective(record.text, persona.name, persona.occupation, rt.place_names.get(persona.home))
+    return resident_view(text, persona, rt.place_names.get(persona.home))
 
 
 def remember_stage(rt: Runtime, pending: Sequence[Pending], phase: str = "remember") -> Remembered:
@@ -257,8 +256,10 @@ def remember_stage(rt: Runtime, pending: Sequence[Pending], phase: str = "rememb
     under ``memory.rate_news_by_topic`` a memory telling news (:attr:`Pending.topics`) is rated at least as each of
     its topics; under ``memory.rate_from_perspective`` a memory of a world event that names its owner is rated at
     least as its text in the owner's first person (:func:`own_view`; the Generative Agents paper rates poignancy for the
-    agent). All of them are rated in the same request. The same id twice in one tick is written once. ``phase``
-    names the batch for :func:`~simulacra.killpoint.kill_point` (after the first owner's write).
+    agent), and with both, a memory telling news that names its owner at least as the news in the owner's first
+    person (the blacksmith's lines telling of his own burn are rated as his memory of the burn). All of them are
+    rated in the same request. The same id twice in one tick is written once. ``phase`` names the batch for
+    :func:`~simulacra.killpoint.kill_point` (after the first owner's write).
 
     Raises:
         RaterError: the rater failed for good (the run then stops at the last complete tick).
@@ -268,16 +269,24 @@ def remember_stage(rt: Runtime, pending: Sequence[Pending], phase: str = "rememb
     texts = list(dict.fromkeys(p.record.text for p in pending))
     by_topic = rt.config.memory.rate_news_by_topic
     topics = [t for t in dict.fromkeys(t for p in pending for t in p.topics) if t not in texts] if by_topic else []
-    views = [own_view(rt, p.owner, p.record) for p in pending]
-    extra = [t for t in dict.fromkeys(v for v in views if v is not None) if t not in texts and t not in topics]
+    views = [own_view(rt, p.owner, p.record.text) if p.record.kind in PERSPECTIVE_KINDS else None for p in pending]
+    # news that names its owner is rated for it too: the teller of its own accident keeps its lines as the event
+    told_views = {(p.owner, t): own_view(rt, p.owner, t) for p in pending for t in p.topics} if by_topic else {}
+    extra = [t for t in dict.fromkeys(v for v in [*views, *told_views.values()] if v is not None)
+             if t not in texts and t not in topics]
     rated = rt.rater.rate_many(texts + topics + extra)
     ratings = dict(zip(texts, rated))
     other_ratings = dict(zip(texts + topics + extra, rated))
     vectors = dict(zip(texts, rt.embedder.embed(texts)))
     by_owner: dict[str, dict[str, MemoryRecord]] = {}
     own: dict[str, dict[str, int]] = {}
+
+    def topic_rating(owner: str, topic: str) -> int:
+        view = told_views.get((owner, topic))
+        return max(other_ratings[topic], other_ratings[view] if view is not None else 1)
+
     for p, view in zip(pending, views):
-        floor = max((other_ratings[t] for t in p.topics), default=1) if by_topic else 1
+        floor = max((topic_rating(p.owner, t) for t in p.topics), default=1) if by_topic else 1
         mine = other_ratings[view] if view is not None else 1
         p.record.rating = max(ratings[p.record.text], int(p.record.extra.get("importance", 1)), floor, mine)
         by_owner.setdefault(p.owner, {}).setdefault(p.record.id, p.record)

@@ -236,9 +236,12 @@ def test_no_retrieval_embeds_the_question_with_the_residents_name(tmp_path, rate
 # --------------------------------------------------------------------------- rating from the resident's perspective
 @pytest.mark.parametrize("text, expected", [
     ("At the forge an iron bar burns the blacksmith's forearm.", "At the forge an iron bar burns my forearm."),
-    ("The Blacksmith slips. Then the blacksmith laughs.", "I slips. Then me laughs."),  # word rules
+    ("The Blacksmith slips. Then the blacksmith laughs.", "I slip. Then I laugh."),  # the subject: its verb agrees
+    ("The blacksmith laughed at Kofi.", "I laughed at me."),  # word rules: a verb not in "s" shows no subject
     ("The minister reads the banns of Kofi Mensah and Ann.", "The minister reads the banns of me and Ann."),
-    ("Kofi's dog barks; Kofi runs. Kofi's cat too.", "My dog barks; me runs. My cat too."),
+    ("Kofi's dog barks; Kofi runs. Kofi's cat too.", "My dog barks; I run. My cat too."),
+    ("Greta hands the blacksmith nails; Bram gives Kofi tools.", "Greta hands me nails; Bram gives me tools."),
+    ("Kofi is late and has a cold.", "I am late and have a cold."),
     ("A tree falls on the Smithy Cottage roof.", "A tree falls on my home roof."),
     ("A tree falls on Smithy Cottage.", "A tree falls on my home."),
 ])
@@ -285,6 +288,8 @@ def test_the_blacksmith_rates_his_own_burn_from_his_perspective_and_keeps_it(tmp
     from simulacra.memory.perspective import own_perspective
     from tests.conftest import ROOT
 
+    told: dict[str, list[dict]] = {}  # setting -> the blacksmith's memories of telling of his burn
+
     def memories_of_the_burn(setting: str) -> dict[str, list[dict]]:
         args = ["--hours", "7", "--agents", "kofi_mensah,bram_ostrowski,yusuf_demir", "--db-dir", str(tmp_path),
                 "--run-name", setting, "--rater-url", rater_url, "--quiet", "--set",
@@ -297,6 +302,9 @@ def test_the_blacksmith_rates_his_own_burn_from_his_perspective_and_keeps_it(tmp
             for op in json.loads(line).get("memory") or []:
                 if "forearm" in (op.get("text") or "") and op.get("kind") in (None, "event"):
                     ops.setdefault(op["agent"], []).append(op)
+                if ("forearm" in (op.get("text") or "") and op.get("kind") in ("dialogue", "conversation")
+                        and op["agent"] == "kofi_mensah"):
+                    told.setdefault(setting, []).append(op)
         return ops
 
     on = memories_of_the_burn("true")
@@ -310,12 +318,22 @@ def test_the_blacksmith_rates_his_own_burn_from_his_perspective_and_keeps_it(tmp
     assert [op["op"] for op in on["kofi_mensah"]] == ["add", "move"]  # kept: moved to long-term at 13:00
     off = memories_of_the_burn("false")
     assert off["kofi_mensah"][0]["rating"] == as_text
+    # he tells it as his own ("burns my forearm; I plunge my arm"), and his memories of telling it (his line, the
+    # conversation's summary) are rated as the burn is for him, although their texts alone rate lower
+    lines = [op for op in told["true"] if op["kind"] == "dialogue" and op["text"].startswith("Kofi Mensah said")]
+    assert lines and all("burns my forearm; I plunge my arm" in op["text"] for op in lines)
+    assert {op["kind"] for op in told["true"]} == {"dialogue", "conversation"}
+    texts = [op["text"] for op in told["true"]]
+    assert max(r.rating for r in rater_backend.rate(texts)) < as_his
+    assert {op["rating"] for op in told["true"]} == {as_his}
+    assert {op["rating"] for op in told["false"]} <= {as_text, *(r.rating for r in rater_backend.rate(texts))}
+    assert max(op["rating"] for op in told["false"]) < as_his
 
 
 @pytest.mark.parametrize("text, expected", [
     ("A ship drops anchor by the Anchor.", "A ship drops anchor by my home."),   # the home by its name's case
     ("The Anchor floods. Kofi's boat too.", "My home floods. My boat too."),
-    ("Kofi Berg slips; Kofi laughs.", "Kofi Berg slips; me laughs."),         # another Kofi: his surname follows
+    ("Kofi Berg slips; Kofi laughs.", "Kofi Berg slips; I laugh."),           # another Kofi: his surname follows
     ("Mensahs' and James' roofs", None),
 ])
 def test_the_perspective_names_the_resident_not_a_namesake_nor_a_word(text, expected):
@@ -323,3 +341,33 @@ def test_the_perspective_names_the_resident_not_a_namesake_nor_a_word(text, expe
 
     assert own_perspective(text, "Kofi Mensah", "blacksmith", "The Anchor") == expected
     assert own_perspective("James' roof leaks.", "James Hall") == "My roof leaks."
+
+
+@pytest.mark.parametrize("text, pronouns, expected", [
+    ("At the forge an iron bar burns the blacksmith's forearm; he plunges his arm into the trough and grits his "
+     "teeth.", "he", "At the forge an iron bar burns my forearm; I plunge my arm into the trough and grit my teeth."),
+    ("He waves. Kofi falls and he always laughs at himself.", "he", "He waves. I fall and I always laugh at myself."),
+    ("Kofi helps Greta; she thanks him and he smiles.", "he", "I help Greta; she thanks me and I smile."),
+    ("The blacksmith drops her hammer; she picks her up.", "she", "I drop my hammer; I pick me up."),
+    ("The blacksmith is tired; they are done and they rest.", "they", "I am tired; I am done and I rest."),
+    # without the pronoun set the pronouns are left alone
+    ("The blacksmith slips; he laughs at himself.", None, "I slip; he laughs at himself."),
+])
+def test_the_resident_s_own_pronouns_after_it_is_named_are_put_in_the_first_person(text, pronouns, expected):
+    """The persona's pronoun set, after the first reference: "he" -> "I" with its verb (and a verb joined by
+    "and" before an object) agreeing, the other forms "me", "my", "myself"; pronouns before the reference stay."""
+    from simulacra.memory.perspective import own_perspective
+
+    assert own_perspective(text, "Kofi Mensah", "blacksmith", None, pronouns) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("At the service the minister reads the banns.", "At the service I read the banns."),
+    ("The skipper of the Kittiwake is fined; the skipper laughs.", "I am fined; I laugh."),  # the longest alias first
+    ("The ministers meet.", None),                                                           # whole words only
+])
+def test_a_persona_s_aliases_name_it_as_written(text, expected):
+    from simulacra.memory.perspective import own_perspective
+
+    aliases = ["the minister", "the skipper", "the skipper of the Kittiwake"]
+    assert own_perspective(text, "Grace Okafor", "minister of the Seafarers' Chapel", None, "she", aliases) == expected

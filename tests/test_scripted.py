@@ -96,6 +96,31 @@ def test_a_held_conversation_is_summarised_from_its_lines():
         "sweeping the shop.")
 
 
+def test_news_that_names_the_teller_is_told_in_its_first_person():
+    """The scripted mind tells news about itself as its own ("burns my forearm; I plunge my arm"), whether it saw it
+    or heard it; news about someone else, and its own intentions, as written."""
+    kofi = load_persona(PERSONAS / "kofi_mensah.json")
+    names = {"kofi_mensah": kofi.name, "bram_ostrowski": "Bram Ostrowski", "hana_novak": "Hana Novak"}
+    burn = ("At the forge, a red-hot iron bar slips from the tongs and burns the blacksmith's forearm; he plunges his "
+            "arm into the water trough and grits his teeth.")
+    mine = ("At the forge, a red-hot iron bar slips from the tongs and burns my forearm; I plunge my arm into the "
+            "water trough and grit my teeth.")
+    heard_of_me = "The miller says that Kofi Mensah shoes his horses badly."
+
+    def told(item: NewsItem) -> str:
+        view = AgentView("kofi_mensah", kofi, 700, "forge", (), names, {"forge": "The Forge"})
+        c = ConversationView("kofi_mensah", "bram_ostrowski", "forge", 1, 6, [("bram_ostrowski", Utterance("Hi."))],
+                             [item], set(), True, "working at the forge")
+        return ScriptedMind(gossip=GossipRule("tell-all")).next_line(view, c).value.text
+
+    assert told(NewsItem(burn, 6, "seen", "m1")) == f"Did you hear? {mine}"
+    assert told(NewsItem(heard_of_me, 5, "hana_novak", "m2")) == (
+        "I heard from Hana Novak: The miller says that I shoe my horses badly.")
+    assert told(NewsItem("The mill wheel stopped.", 5, "seen", "m3")) == "Did you hear? The mill wheel stopped."
+    assert told(NewsItem("Kofi Mensah hosts a supper.", 5, "own", "m4")) == (
+        "Let me tell you: Kofi Mensah hosts a supper.")
+
+
 # --------------------------------------------------------------------------- activities in the first person
 def said(persona_file: str, activity: str, listener: str = "Nobody Else") -> str:
     return activity_line(activity, load_persona(PERSONAS / persona_file), listener)

@@ -30,6 +30,7 @@ from simulacra.cognition.mind import (
     reflect_with,
 )
 from simulacra.config import SimulationConfig
+from simulacra.memory.perspective import resident_view
 from simulacra.memory.records import RetrievedMemory
 from simulacra.memory.timecue import TimeCue, describe_span
 from simulacra.persona import Persona
@@ -197,13 +198,19 @@ def _sentence(text: str) -> str:
     return text if text.endswith((".", "!", "?")) else text + "."
 
 
-def tell(item: NewsItem, names: dict[str, str]) -> str:
-    """The sentence that passes ``item`` on, naming who it came from."""
+def tell(item: NewsItem, view: AgentView) -> str:
+    """The sentence with which the resident of ``view`` passes ``item`` on, naming who it came from ("Did you
+    hear? ..." for what it saw, "I heard from <name>: ..." for what it was told, "Let me tell you: ..." for its own
+    intention). News that names the teller is told in its first person
+    (:func:`simulacra.memory.perspective.resident_view`): the blacksmith says "... burns my forearm; I plunge my arm
+    ...", not "the blacksmith's forearm" as if it had happened to someone else."""
     if item.source == "own":
         return f"Let me tell you: {item.topic}"
+    persona = view.persona
+    topic = resident_view(item.topic, persona, view.place_names.get(persona.home)) or item.topic
     if item.source == "seen":
-        return f"Did you hear? {item.topic}"
-    return f"I heard from {names.get(item.source, item.source)}: {item.topic}"
+        return f"Did you hear? {topic}"
+    return f"I heard from {view.names.get(item.source, item.source)}: {topic}"
 
 
 class ScriptedMind:
@@ -261,7 +268,7 @@ class ScriptedMind:
                 and self.gossip.tells(n, view.agent, c.listener, view.now, related, c.conversations)]
         item = pool[0] if pool and c.turn < c.max_turns - 1 else None
         if item is not None:
-            parts.append(tell(item, view.names))
+            parts.append(tell(item, view))
         elif c.turn <= 1:
             parts.append(activity_line(c.activity, me, other))
         else:

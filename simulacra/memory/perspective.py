@@ -43,9 +43,12 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from simulacra.text import POSSESSIVE, name_reference
+from simulacra.text import POSSESSIVE, PRONOUN_SETS, first_person, name_reference, verb_after_i
+
+if TYPE_CHECKING:
+    from simulacra.persona import Persona
 
 #: whose pronouns name the resident: the first person (its own question) or the second (a question put to it)
 Person = Literal["first", "second"]
@@ -152,45 +155,92 @@ def _verb(match: re.Match[str]) -> str:
 
 
 @lru_cache(maxsize=4096)
-def _references(name: str, occupation: str, home: str) -> tuple[str | None, str]:
-    """:func:`own_perspective`'s patterns for one resident: its home's (``None`` without one) and its own (name and
-    occupation)."""
+def _references(name: str, occupation: str, home: str, aliases: tuple[str, ...] = ()) -> tuple[str | None, str]:
+    """:func:`own_perspective`'s patterns for one resident: its home's (``None`` without one) and its own (name,
+    "the <occupation>" and its aliases, the longest phrase first)."""
     home_ref = None
     if home.strip():
         bare = re.sub(r"^the\s+", "", home.strip(), flags=re.I)
         home_ref = rf"\b(?:[Tt]he\s+)?{re.escape(bare)}\b"
-    ref = name_reference(name)
+    roles: list[tuple[int, str]] = []
     if occupation.strip():
-        ref = rf"(?:\b[Tt]he\s+(?i:{re.escape(occupation.strip())})\b|{ref})"
+        roles.append((len(occupation.strip()) + 4, rf"\b[Tt]he\s+(?i:{re.escape(occupation.strip())})\b"))
+    for alias in (a.strip() for a in aliases if a.strip()):
+        first = re.escape(alias[0])
+        first = f"[{alias[0].upper()}{alias[0].lower()}]" if alias[0].isalpha() else first
+        roles.append((len(alias), rf"(?<!\w){first}{re.escape(alias[1:])}(?!\w)"))
+    ref = "(?:" + "|".join([p for _, p in sorted(roles, key=lambda r: -r[0])] + [name_reference(name)]) + ")"
     return home_ref, ref
 
 
-def own_perspective(text: str, name: str, occupation: str | None = None, home: str | None = None) -> str | None:
+#: where an "I" goes that is the subject of the next verb (:func:`_agree` makes the verb agree)
+_SUBJECT = "\x01"
+#: a clause's beginning: a reference to the resident there is its subject ("I"), elsewhere its object ("me")
+_CLAUSE_START = r"(^|[.!?;:]\s+)"
+#: a word between a subject and its verb that is no verb ("he always plunges", "she slowly opens")
+_ADVERB = r"(?:[a-z]+ly|always|often|sometimes|never|then|also|just|still|soon|once|again)"
+#: the words after a verb joined to the subject's by "and" that show it is a verb ("and grits my teeth"), not a noun
+_OBJECT_START = (r"(?:my|me|the|a|an|his|her|its|their|our|this|that|these|those|some|every|any|anyone|everyone|"
+                 r"someone|everybody|anybody|him|them|it|us|you|up|out|down|off|back)")
+
+
+def _agree(text: str) -> str:
+    """``text`` with each :data:`_SUBJECT` mark made "I" and its verb put in its form after "I"
+    (:func:`simulacra.text.verb_after_i`: the next word, or the one after an adverb), and so each verb joined to it
+    by "and" later in the same clause when an object follows ("I plunge my arm into the trough and grit my teeth")."""
+
+    def clause(m: re.Match[str]) -> str:
+        rest = re.sub(rf"\band ([a-z]+)(?=\s+{_OBJECT_START}\b)", lambda c: "and " + verb_after_i(c.group(1)),
+                      m.group(3))
+        return "I" + m.group(1) + verb_after_i(m.group(2)) + rest
+
+    out = re.sub(rf"{_SUBJECT}(\s+(?:{_ADVERB}\s+)?)([A-Za-z]+)([^.;!?{_SUBJECT}]*)", clause, text)
+    return out.replace(_SUBJECT, "I")
+
+
+def own_perspective(text: str, name: str, occupation: str | None = None, home: str | None = None,
+                    pronouns: str | None = None, aliases: tuple[str, ...] | list[str] = ()) -> str | None:
     """``text`` as the resident named ``name`` would tell it, or ``None`` when it does not concern the resident.
 
-    The inverse of :func:`third_person`, for rating: the Generative Agents paper rates a memory's poignancy *for*
-    the agent, given who it is, and a language model asked so rates "the blacksmith burns his forearm" higher for
-    the blacksmith than for his neighbours. The offline rater rates text alone, and its labelled set rates what
-    happened to the one who remembers it ("I was badly burned at the forge ...") above what happened to someone else
-    ("The blacksmith burned his forearm ..."). So a memory that names the resident is also rated as the resident's
-    own: its references to the resident in the first person (``memory.rate_from_perspective``, the rating the higher
-    of the two).
+    The inverse of :func:`third_person`, for rating and for telling: the Generative Agents paper rates a memory's
+    poignancy *for* the agent, given who it is, and a language model asked so rates "the blacksmith burns his forearm"
+    higher for the blacksmith than for his neighbours. The offline rater rates text alone, and its labelled set rates
+    what happened to the one who remembers it ("I was badly burned at the forge ...") above what happened to someone
+    else ("The blacksmith burned his forearm ..."). So a memory that names the resident is also rated as the
+    resident's own: its references to the resident in the first person (``memory.rate_from_perspective``, the rating
+    the higher of the two). The scripted mind tells news that names its speaker in this form too
+    (:func:`simulacra.cognition.scripted.tell`).
 
     What names the resident, as whole words: its full name or first name (:func:`simulacra.text.name_reference`:
     case-sensitive, the first name not before another capitalised word), "the <occupation>" as the persona writes it
     ("The blacksmith slips"; a compound occupation, "fisherman, skipper of the trawler Kittiwake", only as a whole:
-    "the skipper" could be another skipper), and ``home``, its home's name, case-sensitive ("Novak House"; a leading
-    "The" of it too). A possessive ("Kofi's", "the blacksmith's", "James'") becomes "my" ("My" at the start of a
-    sentence), the home "my home" ("My home"), the rest "I" at the start of a sentence and "me" elsewhere. Word
-    rules for English, not a parser: "me" where "I" is the subject inside a sentence ("as me walks") is left so,
-    and a first name that is also a word ("Grace is said") is taken for the name; the rater reads meaning, not
-    grammar.
+    "the skipper" could be another skipper), each of ``aliases`` as written, its first letter in either case (the
+    persona's ``aliases``: "the minister", "the skipper of the Kittiwake"), and ``home``, its home's name,
+    case-sensitive ("Novak House"; a leading "The" of it too).
+
+    How it is put in the first person (word rules for English, not a parser): a possessive ("Kofi's", "the
+    blacksmith's", "James'") becomes "my" ("My" at the start of a sentence), the home "my home" ("My home"); a
+    reference at a clause's start (a sentence's, or after ";" or ":"), or one a verb follows and none precedes ("At the
+    service the minister reads"), becomes "I", the subject, and its verb agrees ("The innkeeper chalks" -> "I
+    chalk", :func:`simulacra.text.verb_after_i`), any other "me" ("hands the blacksmith nails": "me", as a word in
+    "s" before it reads as a verb). With ``pronouns``
+    (the persona's set, :attr:`Persona.pronouns <simulacra.persona.Persona.pronouns>`), its pronouns after the first
+    reference are the resident's too: "he" / "she" / "they" become "I" with the verb agreeing, and so a verb joined
+    to it by "and" before an object ("he plunges his arm into the trough and grits his teeth" -> "I plunge my arm
+    into the trough and grit my teeth"), the other forms "me", "my", "mine", "myself"
+    (:func:`simulacra.text.first_person`). Known limits: a subject whose verb does not end in "s" ("the blacksmith
+    laughed") becomes "me", an object before a plural noun with no verb in "s" before it ("gave Kofi tools") "I";
+    a pronoun of another person of the same set after the reference ("Kofi greets
+    Bram; he smiles") is taken for the resident's; a first name that is also a word ("Grace is said") is taken for
+    the name. The rater reads meaning more than grammar; the told sentence reads well for the shipped events.
 
     Args:
         text: the memory.
         name: the resident's full name (its first word is its first name).
         occupation: :attr:`Persona.occupation <simulacra.persona.Persona.occupation>`; ``None`` or blank: not used.
         home: the name of the resident's home place; ``None`` or blank: not used.
+        pronouns: the resident's pronoun set, ``"he"``, ``"she"`` or ``"they"``; ``None``: pronouns left as they are.
+        aliases: other phrases that name the resident (:attr:`Persona.aliases <simulacra.persona.Persona.aliases>`).
 
     Returns:
         The text in the resident's perspective, or ``None`` when nothing in it names the resident.
@@ -200,13 +250,34 @@ def own_perspective(text: str, name: str, occupation: str | None = None, home: s
     """
     if not name.strip():
         raise ValueError("name: expected the resident's name, got a blank one")
-    home_ref, ref = _references(name, occupation or "", home or "")
+    home_ref, ref = _references(name, occupation or "", home or "", tuple(aliases))
     out = text
     if home_ref is not None:
-        out = re.sub(rf"(^|[.!?]\s+){home_ref}", lambda m: m.group(1) + "My home", out)
-        out = re.sub(home_ref, "my home", out)
-    out = re.sub(rf"(^|[.!?]\s+){ref}{POSSESSIVE}", lambda m: m.group(1) + "My", out)
-    out = re.sub(rf"{ref}{POSSESSIVE}", "my", out)
-    out = re.sub(rf"(^|[.!?]\s+){ref}", lambda m: m.group(1) + "I", out)
-    out = re.sub(ref, "me", out)
-    return None if out == text else out
+        out = re.sub(rf"(^|[.!?]\s+){home_ref}", lambda m: m.group(1) + "\x04 home", out)
+        out = re.sub(home_ref, "\x03 home", out)
+    out = re.sub(rf"(^|[.!?]\s+){ref}{POSSESSIVE}", lambda m: m.group(1) + "\x04", out)
+    out = re.sub(rf"{ref}{POSSESSIVE}", "\x03", out)
+    out = re.sub(rf"{_CLAUSE_START}{ref}", lambda m: m.group(1) + _SUBJECT, out)
+    # inside a clause, the subject where a verb follows ("At the service the minister reads"), unless a verb
+    # precedes it ("hands the blacksmith nails": an object)
+    out = re.sub(rf"(?<![a-z]s ){ref}(?=\s+(?P<next>[a-z]+)\b)",
+                 lambda m: _SUBJECT if verb_after_i(m["next"]) != m["next"] else m.group(0), out)
+    out = re.sub(ref, "\x02", out)
+    if out == text:
+        return None
+    forms = PRONOUN_SETS.get(pronouns or "")
+    if forms:  # its pronouns after the first reference to it are its own
+        first = re.search(r"[\x01-\x04]", out)
+        assert first is not None  # out != text: a reference was marked
+        head, tail = out[:first.start()], out[first.start():]
+        tail = re.sub(rf"(^|[.!?]\s+){forms[0].capitalize()}\b", lambda m: m.group(1) + _SUBJECT, tail)
+        out = head + first_person(re.sub(rf"\b{forms[0]}\b", _SUBJECT, tail), pronouns)
+    return _agree(out.replace("\x02", "me").replace("\x03", "my").replace("\x04", "My"))
+
+
+def resident_view(text: str, persona: Persona, home: str | None) -> str | None:
+    """:func:`own_perspective` of ``text`` for the resident ``persona`` (its name, occupation, pronouns and aliases;
+    ``home``: the name of its home place), or ``None`` when the text does not name it. The one call the engine's
+    rating (:func:`simulacra.tick.own_view`) and the scripted mind's telling (:func:`simulacra.cognition.scripted.tell`)
+    make."""
+    return own_perspective(text, persona.name, persona.occupation, home, persona.pronouns, tuple(persona.aliases))
