@@ -1,5 +1,6 @@
 """Reflection (seed 003: summarise several memories into a new one citing them), over real HTTP and the client."""
 
+import numpy as np
 import pytest
 import requests
 from flask import Flask, jsonify, request
@@ -7,7 +8,7 @@ from flask import Flask, jsonify, request
 from rater_server import ThreadedServer
 from simulacra.errors import RaterError
 from simulacra.rater import RaterClient
-from simulacra.rating.reflection import OfflineReflector, shared_words
+from simulacra.rating.reflection import OfflineReflector, _quote, shared_words
 
 AGENT = "Bram Ostrowski"
 MILL = [
@@ -151,6 +152,66 @@ def test_shared_words_are_clean_words_common_to_half():
     assert words == ["Bram", "wheel", "mill", "Hana", "Novak"]
     assert shared_words(texts, exclude=frozenset({"bram"}), limit=2) == ["wheel", "mill"]
     assert shared_words(["Mill wheel.", "A clock."]) == []  # one text of two is not "common"
+
+
+# A conversation summary as the scripted mind words it: the news that comes first (a sheepdog) is not the news the
+# others share (the rider's storm warning).
+TALK = ("Samuel Reyes talked with Greta Lund at The Wren and Kettle. Greta Lund told Samuel Reyes: A muddy "
+        "black-and-white sheepdog is sniffing around the bakery; the baker's cart lost a wheel. Samuel Reyes told "
+        "Greta Lund: A rider says a violent storm is coming tonight. Tie down the shutters.")
+TALK_FRAME = "Samuel Reyes talked with Greta Lund at The Wren and Kettle."
+
+
+class SameVector:
+    """An embedder that puts every text in one cluster."""
+
+    def embed(self, texts):
+        return np.ones((len(texts), 4), dtype=np.float32)
+
+
+def test_a_summary_is_quoted_by_the_told_sentence_holding_the_shared_words():
+    assert _quote(TALK, ["Storm", "rider"]) == (
+        f"{TALK_FRAME} Samuel Reyes told Greta Lund: A rider says a violent storm is coming tonight.")
+    assert _quote(TALK, ["shutters"]) == f"{TALK_FRAME} Samuel Reyes told Greta Lund: Tie down the shutters."
+    # as the reflector words it: the words it names are the words its quote holds
+    memories = [{"id": "talk", "text": TALK, "rating": 8},
+                {"id": "square", "text": "A rider shouts in the square that a storm is coming.", "rating": 6},
+                {"id": "greta", "text": "Greta Lund is tying down the tavern shutters before the storm.", "rating": 4}]
+    (insight,) = OfflineReflector(SameVector()).reflect(memories, "Samuel Reyes")
+    assert insight.evidence == ["talk", "square", "greta"] and "storm" in insight.text.split(";")[0]
+    assert insight.text.endswith('(rated 8): "Samuel Reyes talked with Greta Lund at The Wren and Kettle. Samuel '
+                                 'Reyes told Greta Lund: A rider says a violent storm is coming tonight."')
+
+
+def test_a_summary_is_quoted_by_the_clause_of_its_news_holding_the_shared_words():
+    # the second ";" clause of the first told sentence; "baker's" counts as "baker", case does not count
+    assert _quote(TALK, ["Wheel", "baker"]) == (
+        f"{TALK_FRAME} Greta Lund told Samuel Reyes: the baker's cart lost a wheel.")
+    # "bakery" and "wheel" in different clauses, one each; "cart" and "wheel" both in the second: the second wins
+    assert _quote(TALK, ["bakery", "cart", "wheel"]) == (
+        f"{TALK_FRAME} Greta Lund told Samuel Reyes: the baker's cart lost a wheel.")
+
+
+def test_with_no_shared_words_in_any_clause_or_a_tie_the_first_clause_is_quoted():
+    first = (f"{TALK_FRAME} Greta Lund told Samuel Reyes: A muddy black-and-white sheepdog is sniffing around the "
+             "bakery...")
+    assert _quote(TALK) == first
+    assert _quote(TALK, ["mill", "Greta"]) == first  # in no clause of the news (the names are in every "told")
+    assert _quote(TALK, ["sheepdog", "storm"]) == first  # one word each: the first clause
+    done = ("Ruth Calloway talked with Ezra Pike at The Wren and Kettle. Ruth Calloway had been eating lunch at the "
+            "tavern; Ezra Pike had been eating soup at the tavern.")
+    assert _quote(done, ["tavern"]) == ("Ruth Calloway talked with Ezra Pike at The Wren and Kettle. Ruth Calloway "
+                                        "had been eating lunch at the tavern...")
+    assert _quote(done, ["soup"]) == ("Ruth Calloway talked with Ezra Pike at The Wren and Kettle. Ezra Pike had "
+                                      "been eating soup at the tavern.")
+    assert _quote("The wheel broke; the storm is coming.", ["bread"]) == "The wheel broke..."
+    assert _quote("The wheel broke; the storm is coming.", ["Storm"]) == "the storm is coming."
+
+
+def test_reported_speech_is_quoted_by_the_clause_holding_the_shared_words():
+    said = 'Hana Novak said to Bram Ostrowski: "Did you hear? The mill wheel broke; a storm is coming tonight."'
+    assert _quote(said) == "Hana Novak said 'The mill wheel broke...'"
+    assert _quote(said, ["storm", "tonight"]) == "Hana Novak said 'a storm is coming tonight.'"
 
 
 @pytest.mark.parametrize(

@@ -43,9 +43,13 @@ _FORMULAE = re.compile(
     r"|Really\? I had not heard\.|I should get back to it\.|Goodbye, [\w' -]+\."
 )
 _PLAN = re.compile(r"\bplans to be\b|\bfrom \d{1,2}:\d\d to \d{1,2}:\d\d\b")
-# The first sentence of the scripted mind's conversation summary ("A talked with B at <place>. B told A: ..."): a
-# quote of the summary goes on to the clause after it, which says what was told or done.
-_TALK = re.compile(r"^[^.:\"]{1,80}? talked with [^.:\"]{1,80}? at [^:\"]{1,80}?\.\s+(?=\S)")
+# The first sentence of the scripted mind's conversation summary ("A talked with B at <place>. B told A: <news>;
+# <news>. A told B: <news>."): a quote of the summary keeps it and goes on to one clause of what was told (with the
+# "B told A:" that says who told whom) or, with no news told, of what was done ("A had been ...; B had been ...") --
+# the clause holding the most of the insight's shared words (:func:`_quote`).
+_TALK = re.compile(r"^(?P<a>[^.:\"]{1,80}?) talked with (?P<b>[^.:\"]{1,80}?) at [^:\"]{1,80}?\.\s+(?=\S)")
+# A clause ends at ";" or a sentence end followed by a space.
+_CLAUSE_END = re.compile(r"(?<=[.!?;])\s")
 # The frame of this module's own insights, which become memories and may be reflected on again.
 _INSIGHT = re.compile(
     r"\b(?:There are|has) \d+ memories (?:that share|about one matter)|the most important(?: \(rated \d+\))?:"
@@ -139,10 +143,18 @@ def shared_words(texts: Sequence[str], share: float = 0.5, exclude: frozenset[st
     return [forms[k].most_common(1)[0][0] if forms[k] else k for k in keys[:limit]]
 
 
-def _clause(text: str, limit: int = 140) -> str:
-    """The first clause of ``text`` (up to ``;`` or a sentence end), cut at a word within ``limit`` chars;
-    ``...`` marks a cut."""
-    clause = re.split(r"(?<=[.!?;])\s", " ".join(text.split()), maxsplit=1)[0]
+def _best_clause(text: str, keys: frozenset[str] = frozenset()) -> tuple[str, int]:
+    """The clause of ``text`` (split after ``;`` and sentence ends) holding the most of ``keys`` (:func:`_tokens`
+    keys, each counted once), ties to the first, and how many it holds: with no ``keys`` (or none in any clause),
+    the first clause."""
+    clauses = _CLAUSE_END.split(" ".join(text.split()))
+    held = [len(keys.intersection(key for key, _, _ in _tokens(c))) for c in clauses]
+    best = held.index(max(held))
+    return clauses[best], held[best]
+
+
+def _cut(clause: str, limit: int = 140) -> str:
+    """``clause`` cut at a word within ``limit`` chars; ``...`` marks a cut, and replaces a trailing ``;``."""
     if clause.endswith(";"):
         clause = clause[:-1] + "..."
     if len(clause) > limit:
@@ -150,19 +162,40 @@ def _clause(text: str, limit: int = 140) -> str:
     return clause
 
 
-def _quote(text: str) -> str:
-    """A memory quoted in an insight: reported speech as ``A said 'what'`` without the formulae, a conversation's
-    summary as its first sentence and the first clause after it (``A talked with B at P. B told A: ...``), else its
-    first clause; double quotes become single."""
+def _quote(text: str, words: Sequence[str] = ()) -> str:
+    """A memory quoted in an insight by one clause (:func:`_best_clause`, cut by :func:`_cut`): the one holding the
+    most of the insight's shared ``words`` (compared by :func:`_tokens` key, as :func:`shared_words` counts them),
+    ties to the first, so with no ``words`` (or none in any clause) the first.
+
+    Reported speech becomes ``A said '<clause>'``, the clause taken from what was said without the formulae. A
+    conversation's summary keeps its first sentence and adds one clause of what was told, with who told whom:
+    ``A talked with B at P. B told A: <clause>``, the clause the best over every "told" sentence's clauses (a
+    summary of what was done rather than told, ``A had been ...; B had been ...``, adds its best clause). Anything
+    else is its best clause. Double quotes become single.
+    """
+    keys = frozenset(key for word in words for key, _, _ in _tokens(word))
     speech = _SPEECH.match(text.strip())
     if speech:
         said = " ".join(_FORMULAE.sub(" ", speech.group(2)).split())
         if said:
-            return f"{speech.group(1)} said '{_clause(said)}'".replace('"', "'")
-    talk = _TALK.match(" ".join(text.split()))
-    if talk:
-        return (talk.group(0) + _clause(" ".join(text.split())[talk.end():])).replace('"', "'")
-    return _clause(text).replace('"', "'")
+            return f"{speech.group(1)} said '{_cut(_best_clause(said, keys)[0])}'".replace('"', "'")
+    flat = " ".join(text.split())
+    talk = _TALK.match(flat)
+    if not talk:
+        return _cut(_best_clause(flat, keys)[0]).replace('"', "'")
+    rest = flat[talk.end():]
+    a, b = re.escape(talk["a"]), re.escape(talk["b"])
+    tellers = list(re.finditer(rf"(?:^|(?<=[.!?] ))(?:{a} told {b}|{b} told {a}):(?: |$)", rest))
+    if not tellers or tellers[0].start() > 0:
+        return (talk.group(0) + _cut(_best_clause(rest, keys)[0])).replace('"', "'")
+    best, most = "", -1
+    for teller, after in zip(tellers, [*tellers[1:], None]):
+        told = rest[teller.start():after.start() if after else len(rest)].strip()
+        prefix = teller.group().strip()
+        clause, held = _best_clause(told[len(prefix):], keys)
+        if held > most:
+            best, most = f"{prefix} {clause}".rstrip(), held
+    return (talk.group(0) + _cut(best)).replace('"', "'")
 
 
 def _rating(memory: dict) -> int:
@@ -261,5 +294,5 @@ class OfflineReflector:
                            [m["id"] for m in group])
         top = max(experiences, key=lambda i: _rating(group[i]))  # ties: the first
         rated = f" (rated {group[top]['rating']})" if group[top].get("rating") is not None else ""
-        text = f'{who} {len(group)} memories {about}; the most important{rated}: "{_quote(texts[top])}"'
+        text = f'{who} {len(group)} memories {about}; the most important{rated}: "{_quote(texts[top], words)}"'
         return Insight(text, [m["id"] for m in group])
