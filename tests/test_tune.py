@@ -81,12 +81,20 @@ def test_metrics_hand_computed():
     assert t.ndcg_at_k([], {"a"}, 5) == 0.0
 
 
+def situational(s: t.Setting) -> MemoryConfig:
+    """The memory section of setting ``s``, tuned as the situational retrieval: the other profiles keep the shipped
+    threshold, as :func:`simulacra.tune.report.write_snippet` writes them (a grid's threshold may lie above what the
+    recall profile's weights can score)."""
+    pinned = {n: p.model_copy(update={"threshold": 0.35}) for n, p in MemoryConfig().profiles.items()}
+    return MemoryConfig(**s.memory_dict(), profiles=pinned)
+
+
 def test_random_search_is_deterministic_and_in_range():
     a, b = t.random_settings(50, seed=3), t.random_settings(50, seed=3)
     assert a == b and a != t.random_settings(50, seed=4)
     for s in a:
         assert 0 < s.gamma <= 1 and 1 <= s.top_k <= 10 and s.retrieval in t.MODES
-        MemoryConfig(**s.memory_dict())  # every drawn setting is a valid config
+        situational(s)  # every drawn setting is a valid config
 
 
 # ------------------------------------------------------------------------------------------- synthetic store
@@ -202,7 +210,7 @@ def test_fast_path_equals_agent_memory_retrieve(tmp_path):
                 t.Setting(0.5, 0.5, 0.99, 0.8, 5, "merged", None, None, "hybrid", 0.5, "weighted", None, "minmax")]
     static_ids = {r.id for r in static}
     for s in settings:
-        mem.config = MemoryConfig(**s.memory_dict())
+        mem.config = situational(s)
         for pq in prepared:
             want = [m.id for m in mem.retrieve(qtexts[pq.query.query], pq.now, query_text=pq.query.query)]
             assert t.retrieve_ids(pq, s, info.config.memory) == want, s
@@ -242,6 +250,27 @@ def test_snippet_loads_with_load_config_and_plot_is_png(tmp_path):
     assert bars.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = t.format_report(report)
     assert "seed003" in text and "best:" in text
+
+
+def test_a_situational_snippet_keeps_the_threshold_the_other_profiles_inherited(tmp_path):
+    """A situational best with a threshold the recall profile's weights cannot reach (1.2 > 0 + 0.1 + 1) is written
+    with the run's profiles, those that inherited the section's threshold given the run's (0.35): the file loads, and
+    recall selects as before; a config that gave recall the section's 1.2 to inherit is refused, by name."""
+    from simulacra.errors import ConfigError
+
+    run, qfile, embedder = important_but_far_store(tmp_path, n_queries=2)
+    info = t.read_run(run)
+    prepared = t.prepare(run, t.load_queries(qfile), embedder, qfile, run=info)
+    report = t.tune(prepared, [t.Setting(0.5, 0.5, 0.99, 1.2, 5, "merged")], info.config.memory, "mrr")
+    assert report.best.setting.threshold == 1.2
+    cfg = load_config(t.write_snippet(report, tmp_path / "best.yaml")).memory
+    assert cfg.threshold == 1.2
+    assert {name: cfg.for_profile(name).threshold for name in cfg.profiles} == {
+        name: info.config.memory.for_profile(name).threshold for name in info.config.memory.profiles}
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["memory.threshold=1.2"])
+    assert "profiles.recall: the section's threshold 1.2, which it inherits, is above 1.1" in str(e.value)
+    assert "memory.profiles.recall.threshold" in str(e.value)
 
 
 def test_forgotten_and_future_memories_are_reported_not_scored(tmp_path):

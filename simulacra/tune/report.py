@@ -94,7 +94,9 @@ def format_report(report: TuneReport, top: int = 10) -> str:
 def write_snippet(report: TuneReport, path: str | Path, source: str = "") -> Path:
     """Write the best setting as a config file (``memory:`` section; under a tuned profile its
     ``memory.profiles.<name>``, beside the run's other profiles, since a config's ``profiles`` replaces them all),
-    loadable with ``--config``. Its comment header gives the best's figures beside the shipped defaults' and
+    loadable with ``--config``. A situational best whose ``threshold`` differs from the run's also writes the run's
+    profiles, those that inherited the section's threshold given the run's: tuning the situational retrieval does
+    not change how the others select. Its comment header gives the best's figures beside the shipped defaults' and
     seed003's, and a warning when the best scores below the defaults (:func:`below_defaults`)."""
     best = report.best
     p = Path(path)
@@ -124,6 +126,14 @@ def write_snippet(report: TuneReport, path: str | Path, source: str = "") -> Pat
                  "latest": report.run_memory.latest_link(report.profile)}
         profiles[report.profile] = {**kept, **fields, **{k: v for k, v in links.items() if v is not None}}
         fields = {"profiles": profiles}
+    elif fields.get("threshold", report.run_memory.threshold) != report.run_memory.threshold:
+        # the section's threshold tuned: a profile that inherited it keeps the run's (it was not tuned, and the
+        # tuned one may lie above what its weights can score, which the config then refuses)
+        inheriting = {name for name, p in report.run_memory.profiles.items() if p.threshold is None}
+        if inheriting:
+            fields["profiles"] = {name: {**p.model_dump(exclude_none=True),
+                                         **({"threshold": report.run_memory.threshold} if name in inheriting else {})}
+                                  for name, p in report.run_memory.profiles.items()}
     p.write_text(comment + yaml.safe_dump({"memory": fields}, sort_keys=False), encoding="utf-8")
     return p
 
