@@ -12,7 +12,11 @@ Variants: ``summary`` (the defaults: nightly summaries on), ``no-summary`` (``me
 applies to both. ``--days N`` shortens the scenario to N game days (its probes and tellings after that dropped),
 ``--agents N`` simulates the tellings' holders and the first others of the world up to N residents; ``--llm local``
 thinks and answers with the bundled SmolLM2 (the offline rater rates: the model rates too weakly, docs/llm.md).
-A variant whose run folder holds an unfinished run is resumed (``--resume``), so a long run survives a kill.
+A variant whose run folder holds an unfinished run is resumed (``--resume``), so a long run survives a kill. A
+variant whose process dies by a signal (chromadb 1.5.9's native code once segfaulted at tick ~4,100 of 4,269, note
+48) is resumed from its last checkpoint, at most twice, with a line on stderr (``bench.scale.run_resuming``); the
+result's ``resumed_after_signals`` lists the signals, and its ``setup_s`` / ``ticks_s`` are then the last process's
+alone, not a whole run's. The trace does not depend on it (a resumed run is identical, ``tests/test_resume.py``).
 
 Writes ``bench/results/recall.json`` (``--out``) and the plot ``docs/memory-recall.png`` (``--plot``; ``--plot ''``:
 none).
@@ -36,7 +40,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from bench.scale import ROOT, dir_bytes, free_port, load_summary, run_sampling_load  # noqa: E402
+from bench.scale import ROOT, dir_bytes, free_port, load_summary, run_resuming  # noqa: E402
 
 SCENARIO = ROOT / "scenarios" / "gullhaven-recall-30.yaml"
 RESULTS = ROOT / "bench" / "results" / "recall.json"
@@ -284,8 +288,11 @@ def markdown(results: dict[str, dict]) -> str:
         days = " / ".join(f"{mem[d]['total']:.0f} ({mem[d].get('long_term', 0):.0f})" if d in mem else "-"
                           for d in (2, 8, 16, 30))
         load = r.get("load_avg_1min") or {}
+        died = r.get("resumed_after_signals") or []
+        resumed = f"; the last process's, resumed after signal {', '.join(map(str, died))}" if died else ""
         out.append(f"| {name} | {r['ticks']} | {r['setup_s'] + r['ticks_s']:.0f} ({r['setup_s']:.0f} + "
-                   f"{r['ticks_s']:.0f}) | {load.get('mean', '-')}, {load.get('max', '-')} | {r['peak_rss_mb']:.0f} | "
+                   f"{r['ticks_s']:.0f}{resumed}) | {load.get('mean', '-')}, {load.get('max', '-')} | "
+                   f"{r['peak_rss_mb']:.0f} | "
                    f"{r['trace_mb']:.0f} | {r['store_mb_per_agent']} | {days} |")
     return "\n".join(out)
 
@@ -343,11 +350,13 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     for v in names:
         cmd = [sys.executable, "-m", "bench.recall", *passed, "--one", v]
-        stdout, stderr, code, loads = run_sampling_load(cmd)
+        stdout, stderr, code, loads, signals = run_resuming(cmd, [] if args.resume else ["--resume"],
+                                                            label=f"bench.recall: variant {v}")
         sys.stderr.write(stderr[-4000:] if code else "")
         if code:
             raise SystemExit(f"bench.recall: variant {v} failed (exit {code})")
-        results[v] = {**json.loads(stdout.strip().splitlines()[-1]), "load_avg_1min": load_summary(loads)}
+        results[v] = {**json.loads(stdout.strip().splitlines()[-1]), "load_avg_1min": load_summary(loads),
+                      "resumed_after_signals": signals}
         print(table({v: results[v]}), flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

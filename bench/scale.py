@@ -405,6 +405,28 @@ def run_sampling_load(cmd: Sequence[str], every_s: float = 30.0) -> tuple[str, s
             loads.append(os.getloadavg()[0])
 
 
+def run_resuming(cmd: Sequence[str], resume: Sequence[str], max_resumes: int = 2,
+                 label: str = "bench") -> tuple[str, str, int, list[float], list[int]]:
+    """:func:`run_sampling_load` of ``cmd``; when its process dies by a signal (a negative exit code: a crash in
+    native code such as chromadb's SIGSEGV, note 48, or the OOM killer) it is run again with ``resume`` appended
+    (the arguments that make it continue from its last checkpoint), at most ``max_resumes`` times, each said on
+    stderr. Returns ``(stdout, stderr, exit code, loads, signals)`` of the last process, the loads of all of them
+    and the signals the earlier ones died by (``[]``: it ran through). Its wall time is then not a whole run's:
+    callers record ``signals`` beside their figures."""
+    signals: list[int] = []
+    loads: list[float] = []
+    again: list[str] = []
+    while True:
+        stdout, stderr, code, sampled = run_sampling_load([*cmd, *again])
+        loads += sampled
+        if code >= 0 or len(signals) >= max_resumes:
+            return stdout, stderr, code, loads, signals
+        signals.append(-code)
+        again = list(resume)
+        print(f"{label}: the process died by signal {-code}; resuming it from its last checkpoint ({len(signals)} "
+              f"of at most {max_resumes})", file=sys.stderr, flush=True)
+
+
 def load_summary(loads: Sequence[float]) -> dict[str, float | int]:
     """``{"min", "mean", "max", "samples"}`` of 1-minute load averages (rounded to 0.01)."""
     return {"min": round(min(loads), 2), "mean": round(float(np.mean(loads)), 2), "max": round(max(loads), 2),

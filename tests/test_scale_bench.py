@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.memory_growth import growth_exponent, per_day
-from bench.scale import CASE_SETTINGS, DAY, load_summary, parse_case, run_sampling_load, town
+from bench.scale import CASE_SETTINGS, DAY, load_summary, parse_case, run_resuming, run_sampling_load, town
 from simulacra.world.model import load_world
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +60,38 @@ def test_load_is_sampled_while_a_case_runs():
     assert len(loads) >= 3 and all(x >= 0 for x in loads)  # at the start, then every 0.1 s
     assert load_summary([1.0, 2.0, 4.5]) == {"min": 1.0, "mean": 2.5, "max": 4.5, "samples": 3}
     assert CASE_SETTINGS["100x1"] == ("embedding.exact=false",)  # the 100-resident day embeds batched
+
+
+# a child that crashes (SIGSEGV, as chromadb's native code once did) until its marker file says it ran twice, and
+# prints the arguments it was finally given
+CRASHER = """
+import os, signal, sys
+marker = sys.argv[1]
+n = int(open(marker).read()) if os.path.exists(marker) else 0
+open(marker, "w").write(str(n + 1))
+if n < int(sys.argv[2]):
+    os.kill(os.getpid(), signal.SIGSEGV)
+print(" ".join(sys.argv[3:]))
+"""
+
+
+def test_a_child_killed_by_a_signal_is_resumed_at_most_twice(tmp_path, capsys):
+    """bench.recall's variants: a process that dies by a signal is run again with the resume arguments, each
+    time said on stderr; the signals are returned beside the figures; a third crash, or an ordinary failure,
+    is returned as it is."""
+    def run(crashes: int, marker: str):
+        cmd = [sys.executable, "-c", CRASHER, str(tmp_path / marker), str(crashes), "--one", "summary"]
+        return run_resuming(cmd, ["--resume"], label="test")
+
+    out, _, code, loads, signals = run(2, "a")
+    assert (out.strip(), code, signals) == ("--one summary --resume", 0, [11, 11]) and len(loads) == 3
+    assert capsys.readouterr().err.count("test: the process died by signal 11; resuming it") == 2
+    out, _, code, _, signals = run(0, "b")
+    assert (out.strip(), code, signals) == ("--one summary", 0, [])  # ran through: not resumed
+    _, _, code, _, signals = run(3, "c")
+    assert (code, signals) == (-11, [11, 11])  # the third death is the result
+    _, _, code, _, signals = run_resuming([sys.executable, "-c", "raise SystemExit(3)"], ["--resume"])
+    assert (code, signals) == (3, [])  # a failure that is not a signal is not retried
 
 
 def _row(minute, short, long, perceived):
