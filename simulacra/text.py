@@ -138,25 +138,43 @@ def _inflect_engine() -> Any:
     return inflect.engine()
 
 
-#: words ending in "s" that stand between a subject and its verb, not verbs ("he always plunges")
-_ADVERBS_IN_S = frozenset("""
-afterwards always besides doubtless nevertheless perhaps sometimes thus towards unless
+#: adverbs that stand between a subject and its verb ("he always plunges", "she slowly opens"), besides the words in
+#: "-ly" (:func:`is_adverb`); the one list of them
+ADVERBS = frozenset("""
+afterwards again also always besides doubtless just nevertheless never often once perhaps soon sometimes still then
+thus towards unless
 """.split())
-#: the verbs whose form after "I" is not their plural ("I am", "I was")
-_AFTER_I = {"is": "am", "are": "am", "was": "was", "were": "was", "has": "have", "does": "do"}
+#: the verbs whose form after "I" is not their plural ("I am", "I was"), contracted negatives too
+_AFTER_I = {"is": "am", "was": "was", "has": "have", "does": "do", "isn't": "am not", "wasn't": "wasn't",
+            "hasn't": "haven't", "doesn't": "don't"}
 
 
+def is_adverb(word: str) -> bool:
+    """Whether ``word`` is an adverb of :data:`ADVERBS` or a word in "-ly" of five letters or more ("slowly"; not
+    "fly")."""
+    return word in ADVERBS or (len(word) >= 5 and word.endswith("ly"))
+
+
+@lru_cache(maxsize=8192)
 def verb_after_i(word: str) -> str:
-    """``word``, a verb in the third person singular ("plunges", "is", "has"), in the form it takes after "I"
-    ("plunge", "am", "have"), by the ``inflect`` library (``plural_verb``), except :data:`_AFTER_I`'s forms of "be",
-    "have" and "do". A word that is no such verb is returned as it is: one not in lower case, of three letters or
-    fewer but "is", "has" and "was", not ending in "s", or an adverb of :data:`_ADVERBS_IN_S`. Word rules: a plural
-    noun in a verb's place ("I apples") would be changed too; callers pass the word right after a subject."""
-    if word in _AFTER_I:
-        return _AFTER_I[word]
-    if not word.islower() or len(word) <= 3 or not word.endswith("s") or word in _ADVERBS_IN_S:
+    """``word``, a verb in the third person singular ("plunges", "is", "has", "doesn't"), in the form it takes after
+    "I" ("plunge", "am", "have", "don't"), by the ``inflect`` library (``plural_verb``), except :data:`_AFTER_I`'s
+    forms of "be", "have" and "do". A word that is no such verb is returned as it is: one not in lower case, of
+    three letters or fewer but those forms, not ending in "s", or an adverb (:func:`is_adverb`). Word rules: a
+    plural noun in a verb's place ("I apples") would be changed too; callers pass the word right after a subject
+    (:func:`is_singular_verb` tells such a word)."""
+    key = word.replace("\u2019", "'")
+    if key in _AFTER_I:
+        return _AFTER_I[key]
+    if not word.islower() or len(word) <= 3 or not word.endswith("s") or is_adverb(word):
         return word
     return str(_inflect_engine().plural_verb(word))
+
+
+def is_singular_verb(word: str) -> bool:
+    """Whether ``word`` reads as a verb in the third person singular, which a singular subject takes and "I" does
+    not ("plunges", "is", "was", "hasn't"): one :func:`verb_after_i` changes, or "was" / "wasn't"."""
+    return word.replace("\u2019", "'") in _AFTER_I or verb_after_i(word) != word
 
 
 #: a noun phrase's postmodifier: its head is the last word before it ("pupils' desks in the classroom")

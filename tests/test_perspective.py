@@ -349,7 +349,8 @@ def test_the_perspective_names_the_resident_not_a_namesake_nor_a_word(text, expe
     ("He waves. Kofi falls and he always laughs at himself.", "he", "He waves. I fall and I always laugh at myself."),
     ("Kofi helps Greta; she thanks him and he smiles.", "he", "I help Greta; she thanks me and I smile."),
     ("The blacksmith drops her hammer; she picks her up.", "she", "I drop my hammer; I pick me up."),
-    ("The blacksmith is tired; they are done and they rest.", "they", "I am tired; I am done and I rest."),
+    # "they" is as often things: its pronouns are left alone
+    ("The blacksmith is tired; they are done and they rest.", "they", "I am tired; they are done and they rest."),
     # without the pronoun set the pronouns are left alone
     ("The blacksmith slips; he laughs at himself.", None, "I slip; he laughs at himself."),
 ])
@@ -371,3 +372,25 @@ def test_a_persona_s_aliases_name_it_as_written(text, expected):
 
     aliases = ["the minister", "the skipper", "the skipper of the Kittiwake"]
     assert own_perspective(text, "Grace Okafor", "minister of the Seafarers' Chapel", None, "she", aliases) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("At the docks Kofi waves.", "At the docks I wave."),                  # a noun in "s" before it: the subject
+    ("On Sundays the blacksmith rests.", "On Sundays I rest."),
+    ("Greta laughs as Kofi falls.", "Greta laughs as I fall."),            # after a conjunction: the subject
+    ("Marit says that the blacksmith is late.", "Marit says that I am late."),
+    ("Greta told Kofi things.", "Greta told me things."),                  # after a verb: the object
+    ("At noon Kofi always limps.", "At noon I always limp."),              # an adverb between
+    ("Kofi hears that Bram falls and breaks a leg.", "I hear that Bram falls and breaks a leg."),  # Bram's verbs
+    ("Kofi waves while Greta laughs and grabs the rope.", "I wave while Greta laughs and grabs the rope."),
+    ("Kofi hasn't eaten; he isn't well and he doesn't care.", "I haven't eaten; I am not well and I don't care."),
+    ("Kofi slips; he's fine.", "I slip; I am fine."),
+    ("Kofi fell; he's been hurt.", "I fell; I have been hurt."),
+    ('Greta says: "Kofi is here."', 'Greta says: "I am here."'),
+    ("I saw Kofi at the forge.", None),                                    # someone's first person already
+    ("Kofi\x01 naps.", "I nap."),                                          # the rules' marks are not read from input
+])
+def test_the_subject_is_told_from_the_object_by_the_words_around_it(text, expected):
+    from simulacra.memory.perspective import own_perspective
+
+    assert own_perspective(text, "Kofi Mensah", "blacksmith", None, "he") == expected

@@ -201,9 +201,10 @@ def _sentence(text: str) -> str:
 def tell(item: NewsItem, view: AgentView) -> str:
     """The sentence with which the resident of ``view`` passes ``item`` on, naming who it came from ("Did you
     hear? ..." for what it saw, "I heard from <name>: ..." for what it was told, "Let me tell you: ..." for its own
-    intention). News that names the teller is told in its first person
+    intention). News it saw or heard that names the teller is told in its first person
     (:func:`simulacra.memory.perspective.resident_view`): the blacksmith says "... burns my forearm; I plunge my arm
-    ...", not "the blacksmith's forearm" as if it had happened to someone else."""
+    ...", not "the blacksmith's forearm" as if it had happened to someone else. Its own intention (an invitation it
+    hosts) is said as written."""
     if item.source == "own":
         return f"Let me tell you: {item.topic}"
     persona = view.persona

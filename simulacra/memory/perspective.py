@@ -43,9 +43,18 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from simulacra.text import POSSESSIVE, PRONOUN_SETS, first_person, name_reference, verb_after_i
+from simulacra.text import (
+    ADVERBS,
+    POSSESSIVE,
+    PRONOUN_SETS,
+    first_person,
+    is_adverb,
+    is_singular_verb,
+    name_reference,
+    verb_after_i,
+)
 
 if TYPE_CHECKING:
     from simulacra.persona import Persona
@@ -154,10 +163,24 @@ def _verb(match: re.Match[str]) -> str:
     return verb.capitalize() if word[0].isupper() else verb
 
 
+class _Patterns(NamedTuple):
+    """:func:`own_perspective`'s compiled patterns for one resident (:func:`_references`)."""
+
+    mention: re.Pattern[str]              # any reference or its home: a text without one is not its concern
+    home_start: re.Pattern[str] | None    # its home at a sentence's start ("My home"), and anywhere ("my home")
+    home: re.Pattern[str] | None
+    possessive_start: re.Pattern[str]     # "Kofi's" at a sentence's start ("My"), and anywhere ("my")
+    possessive: re.Pattern[str]
+    clause_start: re.Pattern[str]         # a reference at a clause's start: the subject ("I")
+    followed: re.Pattern[str]             # a reference a word follows (perhaps after an adverb): the subject or not
+    any: re.Pattern[str]                  # any other reference: "me"
+
+
 @lru_cache(maxsize=4096)
-def _references(name: str, occupation: str, home: str, aliases: tuple[str, ...] = ()) -> tuple[str | None, str]:
-    """:func:`own_perspective`'s patterns for one resident: its home's (``None`` without one) and its own (name,
-    "the <occupation>" and its aliases, the longest phrase first)."""
+def _references(name: str, occupation: str, home: str, aliases: tuple[str, ...] = ()) -> _Patterns:
+    """:func:`own_perspective`'s patterns for one resident, compiled once (the engine asks for every memory telling
+    news, every tick): its home's (``None`` without one) and its own (name, "the <occupation>" and its aliases, the
+    longest phrase first)."""
     home_ref = None
     if home.strip():
         bare = re.sub(r"^the\s+", "", home.strip(), flags=re.I)
@@ -166,35 +189,88 @@ def _references(name: str, occupation: str, home: str, aliases: tuple[str, ...] 
     if occupation.strip():
         roles.append((len(occupation.strip()) + 4, rf"\b[Tt]he\s+(?i:{re.escape(occupation.strip())})\b"))
     for alias in (a.strip() for a in aliases if a.strip()):
-        first = re.escape(alias[0])
-        first = f"[{alias[0].upper()}{alias[0].lower()}]" if alias[0].isalpha() else first
+        first = f"[{alias[0].upper()}{alias[0].lower()}]" if alias[0].isalpha() else re.escape(alias[0])
         roles.append((len(alias), rf"(?<!\w){first}{re.escape(alias[1:])}(?!\w)"))
     ref = "(?:" + "|".join([p for _, p in sorted(roles, key=lambda r: -r[0])] + [name_reference(name)]) + ")"
-    return home_ref, ref
+    return _Patterns(
+        mention=re.compile(ref if home_ref is None else f"{ref}|{home_ref}"),
+        home_start=None if home_ref is None else re.compile(rf"(^|[.!?]\s+){home_ref}"),
+        home=None if home_ref is None else re.compile(home_ref),
+        possessive_start=re.compile(rf"(^|[.!?]\s+){ref}{POSSESSIVE}"),
+        possessive=re.compile(rf"{ref}{POSSESSIVE}"),
+        clause_start=re.compile(rf"{_CLAUSE_START}{ref}"),
+        followed=re.compile(rf"{ref}(?=\s+(?P<next>[a-z]+(?:['\u2019][a-z]+)?))"),
+        any=re.compile(ref),
+    )
 
 
-#: where an "I" goes that is the subject of the next verb (:func:`_agree` makes the verb agree)
-_SUBJECT = "\x01"
+#: the marks of what a reference became while the rules run (no input holds them: they are removed first); the
+#: subject "I" (:func:`_agree` makes its verb agree), "me", "my", "My"
+_SUBJECT, _ME, _MY, _MY_START = "\x01", "\x02", "\x03", "\x04"
+_MARKS = re.compile(r"[\x01-\x04]")
 #: a clause's beginning: a reference to the resident there is its subject ("I"), elsewhere its object ("me")
-_CLAUSE_START = r"(^|[.!?;:]\s+)"
-#: a word between a subject and its verb that is no verb ("he always plunges", "she slowly opens")
-_ADVERB = r"(?:[a-z]+ly|always|often|sometimes|never|then|also|just|still|soon|once|again)"
+_CLAUSE_START = r"(^|[.!?;:]\s+[\"\u201c]?)"
+#: the words before a reference that begin a clause within a sentence: a reference after them is its subject
+_CONJUNCTIONS = frozenset("""
+after although and as because before but if once since so that then though until when whenever where whereas
+while
+""".split())
+#: the words a noun follows ("the docks", "on Sundays"): a word in "s" after them is no verb
+_NOUN_BEFORE = frozenset("""
+a across along an at behind beside by during every for from her his in into its my near no of on onto our over some
+that the their these this those to under with your
+""".split())
+#: verbs in the past before a reference: it is their object ("told Kofi things"); and those in "-ed"
+_PAST = frozenset("""
+bought brought found gave heard kept left lent let made met paid saw sent showed sold taught told took
+""".split())
 #: the words after a verb joined to the subject's by "and" that show it is a verb ("and grits my teeth"), not a noun
 _OBJECT_START = (r"(?:my|me|the|a|an|his|her|its|their|our|this|that|these|those|some|every|any|anyone|everyone|"
                  r"someone|everybody|anybody|him|them|it|us|you|up|out|down|off|back)")
+#: where a clause's subject ends its reach: another clause begins with a conjunction ("... that Bram falls and breaks
+#: a leg"); not at a comma, which often sets off a phrase of the same clause ("reads the banns, ..., and asks")
+_CLAUSE_BREAK = re.compile(r"\b(?:" + "|".join(sorted(_CONJUNCTIONS - {"and", "so", "then"})) + r")\b")
+#: a text already in someone's first person (outside quoted speech): not put in the resident's
+_FIRST_PERSON_WORD = re.compile(r"\bI\b|\b(?:[Mm]e|[Mm]y|[Mm]ine|[Mm]yself)\b")
+_QUOTED = re.compile(r"\"[^\"]*\"|\u201c[^\u201d]*\u201d")
+
+
+def _is_subject(before: str, follows: str) -> bool:
+    """Whether a reference inside a clause, after the text ``before`` and before the word ``follows`` (an adverb
+    skipped), is the subject of that word: the word a verb in the singular ("reads", "is"), and the word before the
+    reference no verb of which it would be the object. That word is a conjunction ("as Kofi falls": subject), a verb
+    in the past ("told Kofi things": object) or in "s" not after a determiner or preposition ("hands the
+    blacksmith nails": object; "at the docks Kofi waves": subject)."""
+    if not is_singular_verb(follows):
+        return False
+    words = re.findall(r"[A-Za-z'\u2019]+", before)
+    if not words:
+        return True
+    last = words[-1].lower()
+    if last in _CONJUNCTIONS:
+        return True
+    if last in _PAST or last.endswith("ed"):
+        return False
+    after_noun_word = len(words) >= 2 and words[-2].lower() in _NOUN_BEFORE
+    return not (last.endswith("s") and len(last) > 3 and not after_noun_word)
 
 
 def _agree(text: str) -> str:
     """``text`` with each :data:`_SUBJECT` mark made "I" and its verb put in its form after "I"
     (:func:`simulacra.text.verb_after_i`: the next word, or the one after an adverb), and so each verb joined to it
-    by "and" later in the same clause when an object follows ("I plunge my arm into the trough and grit my teeth")."""
+    by "and" later in the same clause when an object follows ("I plunge my arm into the trough and grit my teeth"),
+    up to where another clause begins ("that", "while", ...: "I hear that Bram falls and breaks a leg")."""
 
     def clause(m: re.Match[str]) -> str:
-        rest = re.sub(rf"\band ([a-z]+)(?=\s+{_OBJECT_START}\b)", lambda c: "and " + verb_after_i(c.group(1)),
-                      m.group(3))
-        return "I" + m.group(1) + verb_after_i(m.group(2)) + rest
+        rest = m.group(3)
+        cut = _CLAUSE_BREAK.search(rest)
+        reach, beyond = (rest[:cut.start()], rest[cut.start():]) if cut else (rest, "")
+        reach = re.sub(rf"\band ([a-z]+)(?=\s+{_OBJECT_START}\b)", lambda c: "and " + verb_after_i(c.group(1)), reach)
+        return "I" + m.group(1) + verb_after_i(m.group(2)) + reach + beyond
 
-    out = re.sub(rf"{_SUBJECT}(\s+(?:{_ADVERB}\s+)?)([A-Za-z]+)([^.;!?{_SUBJECT}]*)", clause, text)
+    adverb = r"(?:[a-z]{3,}ly|" + "|".join(sorted(ADVERBS)) + ")"
+    out = re.sub(rf"{_SUBJECT}(\s+(?:{adverb}\s+)?)([A-Za-z]+(?:['\u2019][a-z]+)?)([^.;!?{_SUBJECT}]*)", clause,
+                 text)
     return out.replace(_SUBJECT, "I")
 
 
@@ -219,20 +295,25 @@ def own_perspective(text: str, name: str, occupation: str | None = None, home: s
     case-sensitive ("Novak House"; a leading "The" of it too).
 
     How it is put in the first person (word rules for English, not a parser): a possessive ("Kofi's", "the
-    blacksmith's", "James'") becomes "my" ("My" at the start of a sentence), the home "my home" ("My home"); a
-    reference at a clause's start (a sentence's, or after ";" or ":"), or one a verb follows and none precedes ("At the
-    service the minister reads"), becomes "I", the subject, and its verb agrees ("The innkeeper chalks" -> "I
-    chalk", :func:`simulacra.text.verb_after_i`), any other "me" ("hands the blacksmith nails": "me", as a word in
-    "s" before it reads as a verb). With ``pronouns``
-    (the persona's set, :attr:`Persona.pronouns <simulacra.persona.Persona.pronouns>`), its pronouns after the first
-    reference are the resident's too: "he" / "she" / "they" become "I" with the verb agreeing, and so a verb joined
-    to it by "and" before an object ("he plunges his arm into the trough and grits his teeth" -> "I plunge my arm
-    into the trough and grit my teeth"), the other forms "me", "my", "mine", "myself"
-    (:func:`simulacra.text.first_person`). Known limits: a subject whose verb does not end in "s" ("the blacksmith
-    laughed") becomes "me", an object before a plural noun with no verb in "s" before it ("gave Kofi tools") "I";
-    a pronoun of another person of the same set after the reference ("Kofi greets
-    Bram; he smiles") is taken for the resident's; a first name that is also a word ("Grace is said") is taken for
-    the name. The rater reads meaning more than grammar; the told sentence reads well for the shipped events.
+    blacksmith's", "James'") becomes "my" ("My" at the start of a sentence), the home "my home" ("My home"). A
+    reference at a clause's start (a sentence's, after ";" or ":", or an opening quote) becomes "I", the subject, and
+    its verb agrees ("The innkeeper chalks" -> "I chalk", :func:`simulacra.text.verb_after_i`); so does one inside a
+    clause that a verb in the singular follows (an adverb between) when the word before it is no verb of which it
+    would be the object (:func:`_is_subject`: "At the service the minister reads", "as Kofi falls"; not "hands the
+    blacksmith nails", "told Kofi things"). Any other reference becomes "me". With ``pronouns`` (the persona's set,
+    :attr:`Persona.pronouns <simulacra.persona.Persona.pronouns>`), its pronouns after the first reference are the
+    resident's too: "he" / "she" become "I" with the verb agreeing ("he isn't" -> "I am not", "he's been" -> "I have
+    been"), and so a verb joined to it by "and" before an object, up to a conjunction that begins another clause ("he
+    plunges his arm into the trough and grits his teeth" -> "I plunge my arm into the trough and grit my teeth"); the
+    other forms become "me", "my", "mine", "myself" (:func:`simulacra.text.first_person`). "they" is left alone (it
+    is as often things). A text already in someone's first person outside quoted speech ("I saw Kofi") is not the
+    resident's to tell: ``None``.
+
+    Known limits: a subject whose verb is not in "s" ("the blacksmith laughed") becomes "me"; so does a subject after
+    a verb in "s" ("He says Kofi slips"); a pronoun of another person of the same set after the reference ("Kofi
+    greets Bram; he smiles") is taken for the resident's; a first name that is also a word ("Grace is said") is
+    taken for the name. The rater reads meaning more than grammar; the told sentence reads well for the shipped
+    events (tests/test_perspective.py).
 
     Args:
         text: the memory.
@@ -250,29 +331,42 @@ def own_perspective(text: str, name: str, occupation: str | None = None, home: s
     """
     if not name.strip():
         raise ValueError("name: expected the resident's name, got a blank one")
-    home_ref, ref = _references(name, occupation or "", home or "", tuple(aliases))
+    pat = _references(name, occupation or "", home or "", tuple(aliases))
+    text = _MARKS.sub("", text)
+    if not pat.mention.search(text) or _FIRST_PERSON_WORD.search(_QUOTED.sub("", text)):
+        return None
     out = text
-    if home_ref is not None:
-        out = re.sub(rf"(^|[.!?]\s+){home_ref}", lambda m: m.group(1) + "\x04 home", out)
-        out = re.sub(home_ref, "\x03 home", out)
-    out = re.sub(rf"(^|[.!?]\s+){ref}{POSSESSIVE}", lambda m: m.group(1) + "\x04", out)
-    out = re.sub(rf"{ref}{POSSESSIVE}", "\x03", out)
-    out = re.sub(rf"{_CLAUSE_START}{ref}", lambda m: m.group(1) + _SUBJECT, out)
-    # inside a clause, the subject where a verb follows ("At the service the minister reads"), unless a verb
-    # precedes it ("hands the blacksmith nails": an object)
-    out = re.sub(rf"(?<![a-z]s ){ref}(?=\s+(?P<next>[a-z]+)\b)",
-                 lambda m: _SUBJECT if verb_after_i(m["next"]) != m["next"] else m.group(0), out)
-    out = re.sub(ref, "\x02", out)
+    if pat.home_start is not None and pat.home is not None:
+        out = pat.home_start.sub(lambda m: m.group(1) + _MY_START + " home", out)
+        out = pat.home.sub(_MY + " home", out)
+    out = pat.possessive_start.sub(lambda m: m.group(1) + _MY_START, out)
+    out = pat.possessive.sub(_MY, out)
+    out = pat.clause_start.sub(lambda m: m.group(1) + _SUBJECT, out)
+    out = pat.followed.sub(lambda m: _SUBJECT if _is_subject(m.string[:m.start()], _verb_after(m)) else m.group(0),
+                           out)
+    out = pat.any.sub(_ME, out)
     if out == text:
         return None
     forms = PRONOUN_SETS.get(pronouns or "")
-    if forms:  # its pronouns after the first reference to it are its own
-        first = re.search(r"[\x01-\x04]", out)
+    if forms and pronouns != "they":  # its pronouns after the first reference are its own ("they": often things)
+        first = _MARKS.search(out)
         assert first is not None  # out != text: a reference was marked
         head, tail = out[:first.start()], out[first.start():]
-        tail = re.sub(rf"(^|[.!?]\s+){forms[0].capitalize()}\b", lambda m: m.group(1) + _SUBJECT, tail)
-        out = head + first_person(re.sub(rf"\b{forms[0]}\b", _SUBJECT, tail), pronouns)
-    return _agree(out.replace("\x02", "me").replace("\x03", "my").replace("\x04", "My"))
+        subject = forms[0]
+        for form in (subject, subject.capitalize()):  # "he's been" -> "I have been", "he's here" -> "I am here"
+            tail = re.sub(rf"\b{form}['\u2019]s(?=\s+(?:been|got|had|done|gone|seen|[a-z]+ed)\b)", _SUBJECT + " has",
+                          tail)
+            tail = re.sub(rf"\b{form}['\u2019]s\b", _SUBJECT + " is", tail)
+        tail = re.sub(rf"(^|[.!?;:]\s+){subject.capitalize()}\b", lambda m: m.group(1) + _SUBJECT, tail)
+        out = head + first_person(re.sub(rf"\b{subject}\b", _SUBJECT, tail), pronouns)
+    return _agree(out.replace(_ME, "me").replace(_MY, "my").replace(_MY_START, "My"))
+
+
+def _verb_after(m: re.Match[str]) -> str:
+    """The word after a reference :data:`_Patterns.followed` matched, or the one after it when it is an adverb."""
+    words = m.string[m.end():].split(None, 2)
+    first = words[0] if words else ""
+    return words[1].rstrip(".,;:!?") if is_adverb(first) and len(words) > 1 else m["next"]
 
 
 def resident_view(text: str, persona: Persona, home: str | None) -> str | None:
