@@ -166,7 +166,6 @@ def _verb(match: re.Match[str]) -> str:
 class _Patterns(NamedTuple):
     """:func:`own_perspective`'s compiled patterns for one resident (:func:`_references`)."""
 
-    mention: re.Pattern[str]              # any reference or its home: a text without one is not its concern
     home_start: re.Pattern[str] | None    # its home at a sentence's start ("My home"), and anywhere ("my home")
     home: re.Pattern[str] | None
     possessive_start: re.Pattern[str]     # "Kofi's" at a sentence's start ("My"), and anywhere ("my")
@@ -176,11 +175,9 @@ class _Patterns(NamedTuple):
     any: re.Pattern[str]                  # any other reference: "me"
 
 
-@lru_cache(maxsize=4096)
-def _references(name: str, occupation: str, home: str, aliases: tuple[str, ...] = ()) -> _Patterns:
-    """:func:`own_perspective`'s patterns for one resident, compiled once (the engine asks for every memory telling
-    news, every tick): its home's (``None`` without one) and its own (name, "the <occupation>" and its aliases, the
-    longest phrase first)."""
+def _reference_sources(name: str, occupation: str, home: str, aliases: tuple[str, ...]) -> tuple[str | None, str]:
+    """The pattern sources of one resident's references: its home's (``None`` without one) and its own (name, "the
+    <occupation>" and its aliases, the longest phrase first)."""
     home_ref = None
     if home.strip():
         bare = re.sub(r"^the\s+", "", home.strip(), flags=re.I)
@@ -191,9 +188,22 @@ def _references(name: str, occupation: str, home: str, aliases: tuple[str, ...] 
     for alias in (a.strip() for a in aliases if a.strip()):
         first = f"[{alias[0].upper()}{alias[0].lower()}]" if alias[0].isalpha() else re.escape(alias[0])
         roles.append((len(alias), rf"(?<!\w){first}{re.escape(alias[1:])}(?!\w)"))
-    ref = "(?:" + "|".join([p for _, p in sorted(roles, key=lambda r: -r[0])] + [name_reference(name)]) + ")"
+    return home_ref, "(?:" + "|".join([p for _, p in sorted(roles, key=lambda r: -r[0])] + [name_reference(name)]) + ")"
+
+
+@lru_cache(maxsize=65536)
+def _mention(name: str, occupation: str, home: str, aliases: tuple[str, ...] = ()) -> re.Pattern[str]:
+    """Any reference to one resident or its home, compiled once: the engine asks whether each memory telling news
+    names its owner every tick, and most do not (one pattern a resident, kept for a town of tens of thousands)."""
+    home_ref, ref = _reference_sources(name, occupation, home, aliases)
+    return re.compile(ref if home_ref is None else f"{ref}|{home_ref}")
+
+
+@lru_cache(maxsize=4096)
+def _references(name: str, occupation: str, home: str, aliases: tuple[str, ...] = ()) -> _Patterns:
+    """:func:`own_perspective`'s patterns for one resident a text names (:func:`_mention`), compiled once."""
+    home_ref, ref = _reference_sources(name, occupation, home, aliases)
     return _Patterns(
-        mention=re.compile(ref if home_ref is None else f"{ref}|{home_ref}"),
         home_start=None if home_ref is None else re.compile(rf"(^|[.!?]\s+){home_ref}"),
         home=None if home_ref is None else re.compile(home_ref),
         possessive_start=re.compile(rf"(^|[.!?]\s+){ref}{POSSESSIVE}"),
@@ -331,10 +341,11 @@ def own_perspective(text: str, name: str, occupation: str | None = None, home: s
     """
     if not name.strip():
         raise ValueError("name: expected the resident's name, got a blank one")
-    pat = _references(name, occupation or "", home or "", tuple(aliases))
+    key = (name, occupation or "", home or "", tuple(aliases))
     text = _MARKS.sub("", text)
-    if not pat.mention.search(text) or _FIRST_PERSON_WORD.search(_QUOTED.sub("", text)):
+    if not _mention(*key).search(text) or _FIRST_PERSON_WORD.search(_QUOTED.sub("", text)):
         return None
+    pat = _references(*key)
     out = text
     if pat.home_start is not None and pat.home is not None:
         out = pat.home_start.sub(lambda m: m.group(1) + _MY_START + " home", out)
