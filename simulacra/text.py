@@ -149,10 +149,15 @@ _AFTER_I = {"is": "am", "was": "was", "has": "have", "does": "do", "isn't": "am 
             "hasn't": "haven't", "doesn't": "don't"}
 
 
+#: an adverb, as a pattern: a word of :data:`ADVERBS`, or one in lower case in "-ly" of five letters or more
+#: ("slowly"; not "fly"); the one rule, matched inside larger patterns too (:mod:`simulacra.memory.perspective`)
+ADVERB = r"(?:[a-z]{3,}ly|" + "|".join(sorted(ADVERBS)) + ")"
+_ADVERB_WORD = re.compile(ADVERB)
+
+
 def is_adverb(word: str) -> bool:
-    """Whether ``word`` is an adverb of :data:`ADVERBS` or a word in "-ly" of five letters or more ("slowly"; not
-    "fly")."""
-    return word in ADVERBS or (len(word) >= 5 and word.endswith("ly"))
+    """Whether ``word`` is an adverb (:data:`ADVERB`)."""
+    return _ADVERB_WORD.fullmatch(word) is not None
 
 
 @lru_cache(maxsize=8192)

@@ -46,11 +46,10 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from simulacra.text import (
-    ADVERBS,
+    ADVERB,
     POSSESSIVE,
     PRONOUN_SETS,
     first_person,
-    is_adverb,
     is_singular_verb,
     name_reference,
     verb_after_i,
@@ -171,7 +170,7 @@ class _Patterns(NamedTuple):
     possessive_start: re.Pattern[str]     # "Kofi's" at a sentence's start ("My"), and anywhere ("my")
     possessive: re.Pattern[str]
     clause_start: re.Pattern[str]         # a reference at a clause's start: the subject ("I")
-    followed: re.Pattern[str]             # a reference a word follows (perhaps after an adverb): the subject or not
+    followed: re.Pattern[str]             # a reference a word follows (``next``, after an adverb): subject or not
     any: re.Pattern[str]                  # any other reference: "me"
 
 
@@ -209,11 +208,13 @@ def _references(name: str, occupation: str, home: str, aliases: tuple[str, ...] 
         possessive_start=re.compile(rf"(^|[.!?]\s+){ref}{POSSESSIVE}"),
         possessive=re.compile(rf"{ref}{POSSESSIVE}"),
         clause_start=re.compile(rf"{_CLAUSE_START}{ref}"),
-        followed=re.compile(rf"{ref}(?=\s+(?P<next>[a-z]+(?:['\u2019][a-z]+)?))"),
+        followed=re.compile(rf"{ref}(?=\s+(?:{ADVERB}\s+)?(?P<next>{_WORD}))"),
         any=re.compile(ref),
     )
 
 
+#: a word in lower case, contracted forms too ("isn't"): what may follow a subject as its verb
+_WORD = r"[a-z]+(?:['\u2019][a-z]+)?"
 #: the marks of what a reference became while the rules run (no input holds them: they are removed first); the
 #: subject "I" (:func:`_agree` makes its verb agree), "me", "my", "My"
 _SUBJECT, _ME, _MY, _MY_START = "\x01", "\x02", "\x03", "\x04"
@@ -240,6 +241,10 @@ _OBJECT_START = (r"(?:my|me|the|a|an|his|her|its|their|our|this|that|these|those
 #: where a clause's subject ends its reach: another clause begins with a conjunction ("... that Bram falls and breaks
 #: a leg"); not at a comma, which often sets off a phrase of the same clause ("reads the banns, ..., and asks")
 _CLAUSE_BREAK = re.compile(r"\b(?:" + "|".join(sorted(_CONJUNCTIONS - {"and", "so", "then"})) + r")\b")
+#: a subject mark, its verb (after an adverb) and the rest of its clause (:func:`_agree`)
+_SUBJECT_VERB = re.compile(rf"{_SUBJECT}(\s+(?:{ADVERB}\s+)?)([A-Za-z]+(?:['\u2019][a-z]+)?)([^.;!?{_SUBJECT}]*)")
+#: a verb joined to the subject's by "and", an object after it (:func:`_agree`)
+_AND_VERB = re.compile(rf"\band ([a-z]+)(?=\s+{_OBJECT_START}\b)")
 #: a text already in someone's first person (outside quoted speech): not put in the resident's
 _FIRST_PERSON_WORD = re.compile(r"\bI\b|\b(?:[Mm]e|[Mm]y|[Mm]ine|[Mm]yself)\b")
 _QUOTED = re.compile(r"\"[^\"]*\"|\u201c[^\u201d]*\u201d")
@@ -275,13 +280,10 @@ def _agree(text: str) -> str:
         rest = m.group(3)
         cut = _CLAUSE_BREAK.search(rest)
         reach, beyond = (rest[:cut.start()], rest[cut.start():]) if cut else (rest, "")
-        reach = re.sub(rf"\band ([a-z]+)(?=\s+{_OBJECT_START}\b)", lambda c: "and " + verb_after_i(c.group(1)), reach)
+        reach = _AND_VERB.sub(lambda c: "and " + verb_after_i(c.group(1)), reach)
         return "I" + m.group(1) + verb_after_i(m.group(2)) + reach + beyond
 
-    adverb = r"(?:[a-z]{3,}ly|" + "|".join(sorted(ADVERBS)) + ")"
-    out = re.sub(rf"{_SUBJECT}(\s+(?:{adverb}\s+)?)([A-Za-z]+(?:['\u2019][a-z]+)?)([^.;!?{_SUBJECT}]*)", clause,
-                 text)
-    return out.replace(_SUBJECT, "I")
+    return _SUBJECT_VERB.sub(clause, text).replace(_SUBJECT, "I")
 
 
 def own_perspective(text: str, name: str, occupation: str | None = None, home: str | None = None,
@@ -353,8 +355,7 @@ def own_perspective(text: str, name: str, occupation: str | None = None, home: s
     out = pat.possessive_start.sub(lambda m: m.group(1) + _MY_START, out)
     out = pat.possessive.sub(_MY, out)
     out = pat.clause_start.sub(lambda m: m.group(1) + _SUBJECT, out)
-    out = pat.followed.sub(lambda m: _SUBJECT if _is_subject(m.string[:m.start()], _verb_after(m)) else m.group(0),
-                           out)
+    out = pat.followed.sub(lambda m: _SUBJECT if _is_subject(m.string[:m.start()], m["next"]) else m.group(0), out)
     out = pat.any.sub(_ME, out)
     if out == text:
         return None
@@ -371,13 +372,6 @@ def own_perspective(text: str, name: str, occupation: str | None = None, home: s
         tail = re.sub(rf"(^|[.!?;:]\s+){subject.capitalize()}\b", lambda m: m.group(1) + _SUBJECT, tail)
         out = head + first_person(re.sub(rf"\b{subject}\b", _SUBJECT, tail), pronouns)
     return _agree(out.replace(_ME, "me").replace(_MY, "my").replace(_MY_START, "My"))
-
-
-def _verb_after(m: re.Match[str]) -> str:
-    """The word after a reference :data:`_Patterns.followed` matched, or the one after it when it is an adverb."""
-    words = m.string[m.end():].split(None, 2)
-    first = words[0] if words else ""
-    return words[1].rstrip(".,;:!?") if is_adverb(first) and len(words) > 1 else m["next"]
 
 
 def resident_view(text: str, persona: Persona, home: str | None) -> str | None:
