@@ -5,14 +5,20 @@ from __future__ import annotations
 import argparse
 
 
-def add_third_person_option(ap: argparse.ArgumentParser) -> None:
-    """``--third-person on|off``, shared by the retrieval benches that score labelled queries
-    (:func:`third_person_choice` reads it)."""
+def add_query_options(ap: argparse.ArgumentParser) -> None:
+    """``--third-person on|off`` and ``--speech-roles on|off``, shared by the retrieval benches that score labelled
+    queries (:func:`query_choices` reads them)."""
     ap.add_argument("--third-person", choices=("on", "off"), help="put the queries in the third person (the agent "
                     "named for 'I', 'me', 'my', in the words BM25 matches) or not, whatever the runs' "
                     "memory.third_person_queries [as each run]")
+    ap.add_argument("--speech-roles", choices=("on", "off"), help="leave out the lines said the other way than a "
+                    "query names ('Who told me', 'What did Kofi tell me') or not, whatever the runs' "
+                    "memory.speech_roles [as each run]")
 
 
-def third_person_choice(args: argparse.Namespace) -> bool | None:
-    """``True`` / ``False`` for ``--third-person on`` / ``off``; ``None`` (as each run was made) without it."""
-    return None if args.third_person is None else args.third_person == "on"
+def query_choices(args: argparse.Namespace) -> dict[str, bool | None]:
+    """The keyword arguments of :func:`simulacra.tune.prepare` the options of :func:`add_query_options` give:
+    ``third_person`` and ``speech_roles``, ``True`` / ``False`` for ``on`` / ``off``, ``None`` (as each run was made)
+    without the option."""
+    return {name: None if (v := getattr(args, name)) is None else v == "on"
+            for name in ("third_person", "speech_roles")}

@@ -24,7 +24,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from bench import add_third_person_option, third_person_choice
+from bench import add_query_options, query_choices
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -70,9 +70,11 @@ def candidates(dated_grid: bool = False, latest_grid: bool = False):
 
 
 def measure(qdir: Path, db: Path, embedder, dated_grid: bool = False, latest_grid: bool = False,
-            third_person: bool | None = None) -> dict:
+            third_person: bool | None = None, speech_roles: bool | None = None) -> dict:
     """Every candidate on the query files of ``qdir`` whose run is under ``db``; ``third_person``: whether the
-    queries are put in the third person (``memory.third_person_queries``; ``None``: as each run was made)."""
+    queries are put in the third person (``memory.third_person_queries``), ``speech_roles``: whether a query that
+    names who spoke or who listened leaves out the lines said the other way (``memory.speech_roles``; ``None``:
+    as each run was made). With speech roles on, the shipped recall profile is also measured without them."""
     import yaml
 
     from simulacra import tune as t
@@ -85,10 +87,9 @@ def measure(qdir: Path, db: Path, embedder, dated_grid: bool = False, latest_gri
         info = t.read_run(db / run)
         run_memory = run_memory or info.config.memory
         prepared += t.prepare(db / run, t.load_queries(qfile, info.start_minute), embedder, qfile, run=info,
-                              third_person=third_person)
+                              third_person=third_person, speech_roles=speech_roles)
     scored = [p for p in prepared if p.relevant]
     held = [p for p in scored if p.query.split == "heldout"]
-    train = [p for p in scored if p.query.split != "heldout"]
     if not held:
         raise SystemExit(f"bench.recall_profiles: no held-out query with a findable memory in {qdir} over {db}")
     named = [p for p in scored if p.named is not None]
@@ -97,21 +98,26 @@ def measure(qdir: Path, db: Path, embedder, dated_grid: bool = False, latest_gri
            "named_time_heldout": sum(p.query.split == "heldout" for p in named), "latest": len(latest),
            "latest_heldout": sum(p.query.split == "heldout" for p in latest), "settings": {}}
 
-    def figures(queries):
+    def figures(s, queries):
         r = t.evaluate(queries, [s], run_memory)[0] if queries else None
         return None if r is None else [round(r.recall, 3), round(r.mrr, 3), round(r.ndcg, 3)]
 
-    for name, s in candidates(dated_grid, latest_grid).items():
-        a, h, tr = (t.evaluate(q, [s], run_memory)[0] for q in (scored, held, train))
-        n = t.evaluate(named, [s], run_memory)[0] if named else None
-        out["settings"][name] = {
-            "all": [round(a.recall, 3), round(a.mrr, 3), round(a.ndcg, 3)],
-            "heldout": [round(h.recall, 3), round(h.mrr, 3), round(h.ndcg, 3)],
-            "train": [round(tr.recall, 3), round(tr.mrr, 3), round(tr.ndcg, 3)],
-            "named_time": None if n is None else [round(n.recall, 3), round(n.mrr, 3), round(n.ndcg, 3)],
-            "latest_train": figures([p for p in latest if p.query.split != "heldout"]),
-            "latest_heldout": figures([p for p in latest if p.query.split == "heldout"]),
-            "ndcg_by_category": {c: round(r.ndcg, 3) for c, r in t.by_category(scored, s, run_memory).items()}}
+    def row(s, scored):
+        held = [p for p in scored if p.query.split == "heldout"]
+        train = [p for p in scored if p.query.split != "heldout"]
+        latest = [p for p in scored if p.latest]
+        return {"all": figures(s, scored), "heldout": figures(s, held), "train": figures(s, train),
+                "named_time": figures(s, [p for p in scored if p.named is not None]),
+                "latest_train": figures(s, [p for p in latest if p.query.split != "heldout"]),
+                "latest_heldout": figures(s, [p for p in latest if p.query.split == "heldout"]),
+                "ndcg_by_category": {c: round(r.ndcg, 3) for c, r in t.by_category(scored, s, run_memory).items()}}
+
+    settings = candidates(dated_grid, latest_grid)
+    for name, s in settings.items():
+        out["settings"][name] = row(s, scored)
+    if any(tier.left_out is not None for p in scored for tier in p.tiers):  # the lines said the other way kept
+        kept = [replace(p, tiers=[replace(tier, left_out=None) for tier in p.tiers]) for p in scored]
+        out["settings"]["recall (shipped), no speech roles"] = row(settings["recall (shipped)"], kept)
     return out
 
 
@@ -144,9 +150,9 @@ def main(argv: list[str] | None = None) -> int:
                     "settings (a_rec 0.05 / 0.1 / 0.25 / 0.5, gamma 0.99 / 0.9 / 0.5 / 0.25)")
     ap.add_argument("--stemmer", action="store_true", help="BM25 over stemmed words (PyStemmer's Snowball English, "
                     "pip install PyStemmer): what the lexical relevance would score with a stemming tokeniser")
-    add_third_person_option(ap)
+    add_query_options(ap)
     args = ap.parse_args(argv)
-    third_person = third_person_choice(args)
+    choices = query_choices(args)
     if args.stemmer:
         stem_words()
     embedder = build_embedder()
@@ -154,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     for pair in args.pairs:
         qdir, _, db = pair.partition(":")
         r = results[pair] = measure(Path(qdir), Path(db or "database"), embedder, args.dated_grid, args.latest_grid,
-                                    third_person)
+                                    **choices)
         print(f"\n== {pair}: {r['queries']} queries with a findable memory, {r['heldout']} held out, "
               f"{r['named_time']} name a time, {r['latest']} ask for the latest ({r['latest_heldout']} held out)")
         print(f"{'setting':<40} {'all: recall / MRR / nDCG':>26} {'held-out':>22} {'naming a time':>22} "

@@ -20,7 +20,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from bench import add_third_person_option, third_person_choice
+from bench import add_query_options, query_choices
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -45,11 +45,11 @@ def main() -> None:
     ap.add_argument("--grid", default="options", help="a grid of simulacra.tune.GRIDS, or 'baselines' (no search)")
     ap.add_argument("--plot", default=None)
     ap.add_argument("--no-embed-time", action="store_true", help="skip the day-and-time-in-the-text experiment")
-    add_third_person_option(ap)
+    add_query_options(ap)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "retrieval_quality.json"))
     args = ap.parse_args()
 
-    third_person = third_person_choice(args)
+    choices = query_choices(args)
     pairs = []
     for qfile in sorted(Path(args.queries).glob("*.yaml")):
         run = (yaml.safe_load(qfile.read_text(encoding="utf-8")) or {}).get("run")
@@ -70,7 +70,7 @@ def main() -> None:
             queries = t.load_queries(qfile, info.start_minute)
             try:
                 prepared[timed] += t.prepare(run_dir, queries, embedder, qfile, run=info, embed_time=timed,
-                                             third_person=third_person)
+                                             **choices)
             except SimulacraError as err:  # a file that does not fit its run (or an unfinished run): said, not scored
                 print(f"skipped {qfile}: {err}")
     if args.grid == "baselines":  # no search: the baselines and the defaults under each relevance variant
@@ -80,7 +80,8 @@ def main() -> None:
     else:
         settings = t.grid_settings(args.grid)
     out: dict = {"runs": [str(r) for r, _ in pairs], "grid": args.grid, "settings": len(settings),
-                 "third_person": args.third_person or "as each run"}
+                 "third_person": args.third_person or "as each run",
+                 "speech_roles": args.speech_roles or "as each run"}
     base = t.baseline_settings()
     best = None
     for timed, prep in prepared.items():

@@ -277,6 +277,12 @@ class MemoryConfig(_Section):
         60.0, gt=0, description="seconds a Chroma server may stay unreachable (retried with backoff) before the run "
         "stops at its last complete tick"
     )
+    speech_roles: bool = Field(
+        True, description="a question that names who spoke or who listened ('What did Kofi tell you?', 'Whom did I "
+        "tell about the rider?') leaves out the memories of lines said the other way (what the resident told Kofi), "
+        "which hold the same words (simulacra.memory.speech; docs/memory.md, measured on the labelled queries); "
+        "false: every memory is a candidate (seed 003, presets/seed003.yaml)",
+    )
     chroma_timeout_s: float = Field(60.0, gt=0, description="seconds one request to the Chroma server may take")
     store_flush_minutes: int = Field(
         480, ge=0, description="game minutes between writes of a running simulation's memory changes to Chroma "
@@ -791,7 +797,8 @@ def profile_overrides(memory: Any, profile: str | None) -> dict[str, Any]:
 PREDATED: dict[str, dict[str, Any]] = {"memory": {"decay_importance_exponent": 0.0, "purposes": {},
                                                   "rate_news_by_topic": False, "retold_bonus": 0,
                                                   "rate_from_perspective": False,
-                                                  "day_summary": False, "third_person_queries": False},
+                                                  "day_summary": False, "third_person_queries": False,
+                                                  "speech_roles": False},
                                        "embedding": {"backend": "torch"},
                                        "simulation": {"gossip": "tell-all", "meeting_draws": "stream"}}
 

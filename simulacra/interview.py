@@ -30,6 +30,7 @@ from simulacra.embeddings import same_embedding
 from simulacra.errors import SimulacraError, is_whole
 from simulacra.memory.perspective import embedded
 from simulacra.memory.records import RetrievedMemory
+from simulacra.memory.speech import SpeechCue, contradicts
 from simulacra.memory.timecue import EARLIEST_START, TimeCue, describe_named
 from simulacra.persona import Persona
 from simulacra.text import text_key
@@ -145,13 +146,14 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         full = len(answer["retrieved"]) >= max(profile.top_k, config.cognition.memories_in_prompt)
         lost = forgotten(ticks[: n + 1], agent, held, embedder, question,  # embedded as ask() embedded it
                          min(episodic) if full and episodic else profile.threshold, config.memory.distance,
-                         start_weekday, rest_days, now=now, later=ticks[n + 1:])
+                         start_weekday, rest_days, now=now, later=ticks[n + 1:],
+                         cue=held.speech_cue(answer.get("query", question)))
     return {**answer, "tick": n, "ablations": sorted(ablate), "forgotten": lost}
 
 
 def forgotten(ticks: Sequence[TickRecord], agent: str, memory, embedder, question: str, floor: float, space: str,
               start_weekday: str = "Monday", rest_days: Sequence[str] = (), most: int = 3, now: float | None = None,
-              later: Sequence[TickRecord] = ()) -> list[dict[str, Any]]:
+              later: Sequence[TickRecord] = (), cue: SpeechCue | None = None) -> list[dict[str, Any]]:
     """What ``agent`` once held and forgot that would answer ``question``: the memories of the ``forget`` operations
     of ``ticks`` whose text none of its memories formed before ``now`` (``memory``'s short- and long-term tiers;
     ``now`` ``None``: all) holds any more and whose dense relevance to the question (seed 003's
@@ -162,7 +164,9 @@ def forgotten(ticks: Sequence[TickRecord], agent: str, memory, embedder, questio
     it recalled when they filled the answer's places, else the profile's ``threshold``. Each: ``{"id", "text",
     "tier", "relevance", "time" (game minute of the tick it was forgotten in), "clock", "reason", "later"}``. It
     explains an answer that misses what the agent once knew (issue 22: a witness who rated the forge accident a 4
-    had forgotten it two game hours later)."""
+    had forgotten it two game hours later). With ``cue`` (who spoke to whom the question names,
+    :meth:`AgentMemory.speech_cue <simulacra.memory.stream.AgentMemory.speech_cue>`), the lines said the other way
+    are left out, as the retrieval leaves them out."""
     from simulacra.clock import format_game_time
     from simulacra.memory.index import distances_in
     from simulacra.memory.scoring import relevance_from_distance
@@ -175,12 +179,13 @@ def forgotten(ticks: Sequence[TickRecord], agent: str, memory, embedder, questio
         for op in t["memory"]:
             if op["op"] == "add" and op["agent"] == agent:
                 added.add(op["id"])
-            elif op["op"] == "forget" and op["agent"] == agent and text_key(op["text"]) not in kept:
+            elif (op["op"] == "forget" and op["agent"] == agent and text_key(op["text"]) not in kept
+                  and not contradicts(cue, op["text"])):
                 last[text_key(op["text"])] = (op, float(t["time"]), False)
     for t in later:
         for op in t["memory"]:
             if (op["op"] == "forget" and op["agent"] == agent and op["id"] in added
-                    and text_key(op["text"]) not in kept):
+                    and text_key(op["text"]) not in kept and not contradicts(cue, op["text"])):
                 last.setdefault(text_key(op["text"]), (op, float(t["time"]), True))
     if not last:
         return []

@@ -9,9 +9,10 @@ agent could ask later in the run, with the memories of that agent that answer th
   bracket?" (the speaker): the asker's memory of that line (and any identical line it heard or said); asked as
   "... the last time we talked about the bracket?", the last such line between the two up to the query time;
 * ``who``: "Who told me about the bracket?" / "Whom did I tell about the bracket?": every line the asker heard
-  (said) containing that word, up to the query time, and the asker's memory of each such line's conversation
-  when that summary names the word too (``<a> talked with <b> at <place>. <b> told <a>: ...``, or what each had
-  been doing, names both and answers "who");
+  (said) containing that word, up to the query time ("Who did I talk to about the bracket?": said or heard), and
+  the asker's memory of each such line's conversation when that summary, after its frame, names the word too
+  (``<a> talked with <b> at <place>. <b> told <a>: ...``, or what each had been doing, names both and answers
+  "who");
 * ``when``: "When did I last talk with Yusuf?" (the asker's memories of the last conversation with him before the
   query time: its summary, its lines, and the sight of him talking with the asker then), "What was Ezra doing
   at 09:40?" (the asker's observation of Ezra at 09:40), "When did this happen: <event>?" (the asker's memory of
@@ -20,18 +21,19 @@ agent could ask later in the run, with the memories of that agent that answer th
   step's ("... from 13:00 to 14:00"), and the day's plan and the night's plan summary when they list an item
   covering it and were made by the time of the question.
 
-Topic words of ``said`` and ``who`` are the line's rarest content words in the run (BM25's tokeniser; people's
-names, pronouns, auxiliaries, filler and words under three letters left out), so a question names what the line was
-about without quoting it. A question is asked at a game time drawn uniformly, in 10-minute steps, from 10 minutes
-after its memory formed to the run's last tick (so over the whole run: the next day's questions about yesterday
-too), not just soon after it, which would reward recency by construction. The memories asked about are drawn
-stratified by importance: the candidates of a category are split by the rating of the memory asked about (low
-1-3, mid 4-6, high 7-10; :data:`STRATA`) and drawn in turn from each stratum, so that low-, mid- and
-high-importance memories are asked about about equally often (as far as each stratum has candidates), whatever
-their share of the run. An expected memory must still be in the asker's store at the end of the run (not
-forgotten), since ``simulacra tune`` scores against the final stores with later memories hidden. Every query
-gets a fixed split: ``heldout`` when the first byte of the SHA-1 of ``run|agent|time|query`` is below 86 (about
-a third), else ``train``. The same run and seed give the same file.
+Topic words of ``said`` and ``who`` are the line's rarest content words in the run (BM25's tokeniser; the words of
+people's and places' names, of the calendar, pronouns, auxiliaries, filler and words under three letters left out)
+among the words a determiner names ("the bracket", "a heavy branch": branch; all of them when the line has none), so
+a question names what the line was about without quoting it. A question is asked at a game time drawn uniformly, in
+10-minute steps, from 10 minutes after its memory formed to the run's last tick (so over the whole run: the next
+day's questions about yesterday too), not just soon after it, which would reward recency by construction. The
+memories asked about are drawn stratified by importance: the candidates of a category are split by the rating of the
+memory asked about (low 1-3, mid 4-6, high 7-10; :data:`STRATA`) and drawn in turn from each stratum, so that low-,
+mid- and high-importance memories are asked about about equally often (as far as each stratum has candidates),
+whatever their share of the run. An expected memory must still be in the asker's store at the end of the run (not
+forgotten), since ``simulacra tune`` scores against the final stores with later memories hidden. Every query gets a
+fixed split: ``heldout`` when the first byte of the SHA-1 of ``run|agent|time|query`` is below 86 (about a third),
+else ``train``. The same run and seed give the same file.
 """
 
 from __future__ import annotations
@@ -68,6 +70,10 @@ FILLER = {"hello", "hi", "yes", "no", "just", "really", "well", "been", "have", 
           "when", "where", "who", "there", "here", "now", "then", "some", "any", "much", "many", "very", "so",
           "back", "goodbye", "bye", "later", "must", "way", "off", "out", "around", "together",
           "mine", "myself"}
+#: the calendar's names: when a line was said, not what it was about ("Who told me about sunday?")
+CALENDAR = frozenset("monday tuesday wednesday thursday friday saturday sunday weekend week month year tonight "
+                     "tomorrow yesterday january february march april may june july august september october november "
+                     "december".split())
 #: step and least delay (game minutes) between a memory and the question about it
 DELAY_STEP = 10
 #: importance strata (upper bounds of the 1-10 rating, inclusive): low, mid, high
@@ -77,6 +83,17 @@ _SPAN = re.compile(r"from (\d\d:\d\d) to (\d\d:\d\d)")
 #: summary ("mending nets ... (16:00-18:00)") list it; such memories name their day (``_DAY_PLAN``, game days from 1)
 _ITEM = re.compile(r"\b(\d\d:\d\d)-(\d\d:\d\d)\b")
 _DAY_PLAN = re.compile(r"'s plan for day (\d+)\b")
+#: common adjectives: a determiner's next word that qualifies the word after it ("the old well", "a heavy branch")
+_QUALIFIERS = frozenset(
+    "old new big small little great large long short young whole last first next other same good bad fine nice "
+    "red black white blue green grey gray brown dark bright cold hot warm wet dry high low heavy light loud quiet "
+    "early late main own usual strange real full empty broken poor rich north south east west upper lower front "
+    "back few many several every".split())
+_FRAME = re.compile(r"^.+? talked with .+? at .+?\. ")
+#: a determiner and the one or two words after it: what a line talks about ("the mill's wheel", "a heavy branch"),
+#: not how it says it ("Who did I talk to about long?", stop 49's labels; :func:`_determined`)
+_DETERMINED = re.compile(r"\b(?i:the|a|an|my|his|her|our|their|your|its|this|these|those)\s+([A-Za-z][\w'’-]*)"
+                         r"(?:\s+([A-Za-z][\w'’-]*))?")
 
 
 @dataclass
@@ -93,6 +110,7 @@ class RunFacts:
     lines: list[dict] = field(default_factory=list)
     conversations: list[dict] = field(default_factory=list)  # {time, participants, summary}
     ticks: list[float] = field(default_factory=list)  # game minute of each tick, in order
+    places: list[str] = field(default_factory=list)  # the world's place names (not topics: "The Anchor and Gull")
 
     def alive(self, agent: str, memory_id: str) -> bool:
         return memory_id not in self.forgotten.get(agent, set())
@@ -117,6 +135,7 @@ def read_facts(run_dir: str | Path) -> RunFacts:
     header, ticks = stream_trace(path)
     names = agent_names(header)
     facts = RunFacts(Path(run_dir).name, int(header.get("seed", 0)), names, float(header.get("start_minute", 0)))
+    facts.places = [str(p.get("name", pid)) for pid, p in ((header.get("world") or {}).get("places") or {}).items()]
     for rec in ticks:
         facts.end = float(rec["time"])
         facts.ticks.append(facts.end)
@@ -139,6 +158,24 @@ def read_facts(run_dir: str | Path) -> RunFacts:
     return facts
 
 
+def _determined(text: str) -> list[str]:
+    """The words a determiner names in ``text`` (:data:`_DETERMINED`): the word after it, or, when that word
+    qualifies the next (an adjective of :data:`_QUALIFIERS`, a hyphenated word, a possessive), the next one:
+    "the bracket needs" -> bracket, "a heavy branch" -> branch, "the mill's wheel" -> wheel."""
+    out = []
+    for m in _DETERMINED.finditer(text):
+        first, second = m.group(1), m.group(2)
+        qualifies = first.lower() in _QUALIFIERS or "-" in first or first.lower().endswith(("'s", "’s"))
+        out.append(second if qualifies and second else first)
+    return out
+
+
+def _body(summary: str | None) -> str:
+    """A conversation summary after its frame ``<a> talked with <b> at <place>.``: who told whom what, or what each
+    had been doing (the place's name is not what the talk was about)."""
+    return _FRAME.sub("", summary or "", count=1)
+
+
 def _when(minute: float, start: float, end: float | None = None) -> str:
     """``HH:MM``, with ``on day N`` after the run's first day, or on every day when the run (``start`` to
     ``end``) spans several days (a question asked on day 2 about 16:20 must say which day's)."""
@@ -156,10 +193,11 @@ class _Generator:
         self.start = start
         self.rng = np.random.default_rng([seed, 1234])
         self.tokenize = tokenize
-        name_words = {w for name in facts.names.values() for w in tokenize([name])[0]}
-        self.stop = FILLER | name_words
+        name_words = {w for name in [*facts.names.values(), *facts.places] for w in tokenize([name])[0]}
+        self.stop = FILLER | CALENDAR | name_words
         self.line_words = [[w for w in dict.fromkeys(toks) if w not in self.stop and not w.isdigit() and len(w) > 2]
                            for toks in tokenize([ln["text"] for ln in facts.lines])]
+        self.named = [set(toks) for toks in tokenize([" ".join(_determined(ln["text"])) for ln in facts.lines])]
         df: dict[str, int] = defaultdict(int)
         for words in self.line_words:
             for w in words:
@@ -191,8 +229,10 @@ class _Generator:
         return max(rated) if rated else None
 
     def topic(self, i: int) -> list[str]:
-        """The rarest one or two content words of line ``i`` (ties: order in the line)."""
-        words = sorted(self.line_words[i], key=lambda w: (self.df[w], self.line_words[i].index(w)))
+        """The rarest one or two content words of line ``i`` (ties: order in the line) among those a determiner
+        names (:data:`_DETERMINED`: "the bracket", "a heavy branch"), or among all when none is."""
+        pool = [w for w in self.line_words[i] if w in self.named[i]] or self.line_words[i]
+        words = sorted(pool, key=lambda w: (self.df[w], self.line_words[i].index(w)))
         return words[:2] if len(words) > 1 and self.rng.random() < 0.5 else words[:1]
 
     def own_copy(self, agent: str, line: dict) -> list[str]:
@@ -276,23 +316,26 @@ class _Generator:
             heard = self.rng.random() < 0.6
             asker = line["listener"] if heard else line["speaker"]
             now = self.later(line["time"])
-            role = "listener" if heard else "speaker"
+            form = int(self.rng.integers(2))
+            # "Who did I talk to" goes both ways: the lines the asker said and heard
+            roles = ("speaker", "listener") if not heard and form == 1 else ("listener" if heard else "speaker",)
             expected, who = [], set()
             for j, other in enumerate(self.f.lines):
-                if other[role] == asker and other["time"] <= now and word in self.line_words[j]:
+                role = next((r for r in roles if other[r] == asker), None)
+                if role is not None and other["time"] <= now and word in self.line_words[j]:
                     conv = self.f.conversations[other["conversation"]]
                     ids = self.own_copy(asker, other) + (
-                        self.talk_memories(asker, conv) if word in self.tokenize([conv["summary"] or ""])[0] else [])
+                        self.talk_memories(asker, conv) if word in self.tokenize([_body(conv["summary"])])[0] else [])
                     expected += ids
                     if ids:
-                        who.add(other["speaker" if heard else "listener"])
+                        who.add(other["speaker" if role == "listener" else "listener"])
             expected = list(dict.fromkeys(expected))
             if not expected:
                 continue
             query = (["Who told me about {w}?", "Who was talking to me about {w}?"] if heard
-                     else ["Whom did I tell about {w}?", "Who did I talk to about {w}?"])[int(self.rng.integers(2))]
-            out.append(self.query("who", asker, now, query.format(w=word), expected,
-                                  f"{'from' if heard else 'to'} {', '.join(sorted(who))}"))
+                     else ["Whom did I tell about {w}?", "Who did I talk to about {w}?"])[form]
+            way = "from" if heard else "with" if len(roles) == 2 else "to"
+            out.append(self.query("who", asker, now, query.format(w=word), expected, f"{way} {', '.join(sorted(who))}"))
             if len(out) == n:
                 break
         return out

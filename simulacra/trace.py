@@ -276,6 +276,7 @@ class RetrieveOp(TypedDict):
     normalize: NotRequired[str]  # "minmax" ...
     ranges: NotRequired[dict[str, list[float | None]]]  # ... with per tier [rel min, max, imp min, max, age min, max]
     named_time: NotRequired[list]  # [start, end, words]: the window a dated retrieval measured recency from
+    speech: NotRequired[list]  # [speaker, listener, words]: who spoke to whom the query named (memory.speech_roles)
 
 
 #: an entry of a tick's ``memory`` list, tagged by ``op``
@@ -447,7 +448,7 @@ def retrieve_op(agent: str, query: str, purpose: str, profile: str, results: lis
                 tiers: list[str], max_top_k: int, candidates: dict[str, list[CandidateRow] | None],
                 lexical: tuple[str, float] | None = None, rrf_k: float | None = None,
                 minmax_ranges: dict[str, list[float | None]] | None = None,
-                named_time: list | None = None) -> RetrieveOp:
+                named_time: list | None = None, speech: list | None = None) -> RetrieveOp:
     """A ``retrieve``.
 
     Args:
@@ -457,6 +458,9 @@ def retrieve_op(agent: str, query: str, purpose: str, profile: str, results: lis
         lexical: under lexical or hybrid relevance, ``(relevance, hybrid_weight)``, written as those keys.
         rrf_k: under reciprocal-rank fusion its ``k``, written with ``fusion: "rrf"``.
         minmax_ranges: under ``normalize: minmax`` the tiers' extremes, written as ``ranges`` with ``normalize``.
+        speech: when the query named who spoke or who listened (``memory.speech_roles``), ``[speaker, listener,
+            words]`` (``None`` for a side not named): the memories of lines said the other way were left out of the
+            results and the candidates (:mod:`simulacra.memory.speech`).
     """
     op: RetrieveOp = {"op": RETRIEVE, "agent": agent, "query": query, "purpose": purpose, "profile": profile,
                       "results": results, "mode": mode, "top_k": top_k, "threshold": threshold,
@@ -472,6 +476,8 @@ def retrieve_op(agent: str, query: str, purpose: str, profile: str, results: lis
         op["ranges"] = minmax_ranges
     if named_time is not None:
         op["named_time"] = named_time
+    if speech is not None:
+        op["speech"] = speech
     return op
 
 

@@ -56,6 +56,8 @@ def test_queries_are_grounded_in_the_trace(run):
         elif q["category"] == "who":
             word = q["query"].rsplit(" ", 1)[1].rstrip("?")
             heard = q["query"].startswith("Who told") or "to me" in q["query"]
+            both = q["query"].startswith("Who did I talk to")  # said or heard
+            roles = ("listener", "speaker") if both else ("listener",) if heard else ("speaker",)
             for op in (by_id[e["id"]][1] for e in q["expected"]):
                 text = op["text"]
                 if op["kind"] == "conversation":  # the asker's memory of the conversation names the word too
@@ -66,12 +68,13 @@ def test_queries_are_grounded_in_the_trace(run):
                     body = re.sub(r"^.+? talked with .+? at .+?\. ", "", text, count=1)
                     assert body != text and q["agent"] in talk["participants"] and word in tokenize([body])[0]
                     lines = [ln for ln in facts.lines if facts.conversations[ln["conversation"]] is talk]
-                    assert any(ln["listener" if heard else "speaker"] == q["agent"] and word in
-                               tokenize([ln["text"]])[0] for ln in lines)  # a line of it was heard (said) by the asker
+                    assert any(any(ln[r] == q["agent"] for r in roles) and word in tokenize([ln["text"]])[0]
+                               for ln in lines)  # a line of it was heard (said) by the asker
                     continue
                 speaker, rest = text.split(" said to ", 1)
                 listener = rest.split(":", 1)[0]
-                assert (listener if heard else speaker) == me and word in tokenize([rest.split(":", 1)[1]])[0]
+                sides = {"listener": listener, "speaker": speaker}
+                assert me in {sides[r] for r in roles} and word in tokenize([rest.split(":", 1)[1]])[0]
         elif q["category"] == "when" and " last " in q["query"]:  # one conversation: its summary, lines, sight
             other = q["query"].rsplit(" ", 2)[-2:]
             times = {by_id[e["id"]][1]["timestamp"] for e in q["expected"]}
@@ -222,3 +225,45 @@ def test_a_plan_question_expects_the_plans_of_its_own_day():
         assert q["expected"] == [{"id": i} for i in [f"p{d - 1}", f"day{d}", *summary]], q
     assert any(q["query"].endswith("on day 2?") for q in asked) and any(q["query"].endswith("on day 1?")
                                                                          for q in asked)
+
+
+def test_who_questions_ask_about_what_a_line_names_and_talking_to_goes_both_ways():
+    """Ann told Ben about the bracket and Ben told her about it: "Who did I talk to about bracket?" expects both lines
+    (a talk goes both ways), "Whom did I tell" her line alone, "Who told me" his; the word is one a determiner names
+    ("the bracket"), not the rarer "cracked" or "looking" (stop 49's labels asked "Who did I talk to about long?")."""
+    from simulacra.labels import RunFacts, _Generator
+
+    lines = [("ann", "ben", "I was looking at the bracket, it cracked."),
+             ("ben", "ann", "Aye, the bracket needs looking at.")]
+    names = {"ann": "Ann Lee", "ben": "Ben Brook"}
+    adds: dict[str, list[dict]] = {"ann": [], "ben": []}
+    facts_lines = []
+    for i, (s, li, text) in enumerate(lines):
+        said = f'{names[s]} said to {names[li]}: "{text}"'
+        ids = []
+        for agent in (s, li):
+            ids.append(f"{agent}{i}")
+            adds[agent].append({"op": "add", "agent": agent, "tier": "short_term", "id": f"{agent}{i}", "text": said,
+                                "kind": "dialogue", "rating": 4, "timestamp": 600.0 + 10 * i})
+        facts_lines.append({"speaker": s, "listener": li, "text": text, "memory_ids": ids, "time": 600.0 + 10 * i,
+                            "place": "forge", "conversation": 0})
+    facts = RunFacts("pair", 0, names, 900.0, adds=adds, lines=facts_lines,
+                     conversations=[{"time": 600.0, "participants": ["ann", "ben"], "summary": None}])
+    asked = {(q["agent"], q["query"]): q for seed in range(40) for q in _Generator(facts, seed, 420.0).who(4)}
+    assert {query.rsplit(" ", 1)[1] for _, query in asked} == {"bracket?"}
+    forms = {(a, q.split(" about")[0]): [e["id"] for e in x["expected"] if x["time"] >= 610] for (a, q), x in
+             asked.items()}
+    assert forms.get(("ann", "Who did I talk to")) == ["ann0", "ann1"]  # her line and his, both
+    assert forms.get(("ann", "Whom did I tell")) == ["ann0"] and forms.get(("ann", "Who told me")) == ["ann1"]
+
+
+def test_a_topic_word_is_not_a_place_s_name_nor_a_day():
+    """"Who told me about anchor?" asked after the talk of meeting at The Anchor and Gull, and "... about sunday?",
+    name where and when, not what: the words of the world's place names and of the calendar are no topic."""
+    from simulacra.labels import RunFacts, _Generator
+
+    text = "Meet me at the Anchor on Sunday, we will talk about the lifeboat."
+    facts = RunFacts("one", 0, {"ann": "Ann Lee", "ben": "Ben Brook"}, 900.0, places=["The Anchor and Gull"],
+                     lines=[{"speaker": "ann", "listener": "ben", "text": text, "memory_ids": [], "time": 600.0,
+                             "place": "quay", "conversation": 0}])
+    assert {w for seed in range(10) for w in _Generator(facts, seed, 420.0).topic(0)} == {"lifeboat"}

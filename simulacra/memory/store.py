@@ -27,6 +27,7 @@ from simulacra.memory.index import BOUND_MIN_ROWS, COLUMNS, MirrorIndex
 from simulacra.memory.lexical import LexicalIndex
 from simulacra.memory.records import MemoryRecord, RetrievedMemory, remarked
 from simulacra.memory.scoring import ScoreTerms, ScoringInputs, ScoringParams
+from simulacra.memory.speech import SpeechCue, contradicts
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +193,14 @@ class MemoryTier:
     def records(self) -> list[MemoryRecord]:
         """The tier's records in row order (a copy of the list)."""
         return list(self._records)
+
+    def contradicting(self, cue: SpeechCue | None) -> frozenset[str]:
+        """Ids of the memories that state a talk said the other way than ``cue`` asks about
+        (:func:`simulacra.memory.speech.contradicts`), which a retrieval with ``memory.speech_roles`` leaves out;
+        empty without a cue."""
+        if cue is None:
+            return frozenset()
+        return frozenset(r.id for r in self._records if contradicts(cue, r.text))
 
     def get(self, memory_id: str) -> MemoryRecord | None:
         """The record with this id, or ``None``."""

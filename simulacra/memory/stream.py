@@ -32,6 +32,7 @@ from simulacra.memory.memo import LastAnswer
 from simulacra.memory.records import TIERS, MemoryRecord, RetrievedMemory, remarked
 from simulacra.memory.scoring import SCORING_FIELDS, ScoringParams
 from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
+from simulacra.memory.speech import SpeechCue, speech_cue
 from simulacra.memory.store import MemoryTier, check_query_text, flush_tiers
 from simulacra.memory.timecue import TimeCue
 from simulacra.threads import scoring_threads
@@ -566,7 +567,10 @@ class AgentMemory:
                 :meth:`~simulacra.config.MemoryConfig.profile_of` the retrieval's purpose); ``None``: the memory
                 section's own fields (``situational``). When ``query_text`` names a time and the profile links a
                 ``dated`` profile, that one scores, recency measured from the time named (:meth:`dated`).
-                ``top_k``, ``threshold``, ``mode`` and ``rule`` still replace the profile's.
+                ``top_k``, ``threshold``, ``mode`` and ``rule`` still replace the profile's. When ``query_text``
+                names who spoke or who listened and ``memory.speech_roles`` is on, the memories of lines said the
+                other way are left out of its results and candidates (:meth:`speech_cue`; under ``normalize: minmax``
+                and RRF, whose terms depend on the whole tier, the tier's ranges and ranks still count them).
         Returns:
             What :func:`simulacra.memory.selection.select` picks (the one retrieval rule; see there): cascade or
             merged over the tiers with ``top_k`` and ``threshold``, then, under a static budget, at most
@@ -584,10 +588,14 @@ class AgentMemory:
         self._check_text(params, query_text, profile)
         rule = rule or self.rule(top_k, threshold, mode, profile)
         names = self.readable if tiers is None else tuple(tiers)
+        cue = self.speech_cue(query_text)
         fetched: dict[str, list[RetrievedMemory]] = {}
 
         def fetch(name: str, n: int) -> TierCandidates:
-            best = self.tier(name).top(query_embedding, now, params, n, self.config.recency_from, query_text)
+            tier = self.tier(name)
+            out = tier.contradicting(cue)  # the n best of the others are among the n + len(out) best of all
+            best = tier.top(query_embedding, now, params, n + len(out), self.config.recency_from, query_text)
+            best = [m for m in best if m.id not in out][:n] if out else best
             fetched[name] = best  # best first, ties in row order: positions are row order among equals
             return TierCandidates(name, [m.id for m in best], np.array([m.score for m in best], dtype=np.float64))
 
@@ -633,9 +641,21 @@ class AgentMemory:
         names = self.readable if tiers is None else tuple(tiers)
         used, params, _ = self.dated(profile, query_text, now)
         self._check_text(params, query_text, used)
-        return {name: self.tier(name).candidates(query_embedding, now, params, k, self.config.recency_from,
-                                                 query_text=query_text)
-                for name in names}
+        cue = self.speech_cue(query_text)
+        out: dict[str, list[list] | None] = {}
+        for name in names:
+            tier = self.tier(name)
+            left_out = tier.contradicting(cue)  # a row k others beat is one that k + len(left_out) of all beat
+            rows = tier.candidates(query_embedding, now, params, k + len(left_out), self.config.recency_from,
+                                   query_text=query_text)
+            out[name] = rows if rows is None or not left_out else [r for r in rows if r[0] not in left_out]
+        return out
+
+    def speech_cue(self, query_text: str | None) -> SpeechCue | None:
+        """Who spoke to whom ``query_text`` asks about (:func:`simulacra.memory.speech.speech_cue`) when
+        ``memory.speech_roles`` is on, else ``None``: a retrieval leaves out the memories of lines said the other
+        way (:meth:`MemoryTier.contradicting <simulacra.memory.store.MemoryTier.contradicting>`)."""
+        return speech_cue(query_text) if self.config.speech_roles else None
 
     def retrieval_record(self, query: str, purpose: str, results: Sequence[RetrievedMemory],
                          query_embedding: np.ndarray, now: float, rule: RetrievalRule | None = None,
@@ -660,7 +680,9 @@ class AgentMemory:
             relevance also ``"relevance"`` and ``"hybrid_weight"``; the candidates' relevance is then the fused one
             (``query`` is the text it was computed for); under RRF ``"fusion"`` and ``"rrf_k"``; under ``normalize:
             minmax`` ``"normalize"`` and per tier ``"ranges"``: ``[relevance min, max, importance min, max, age min,
-            max]`` (:meth:`MemoryTier.extremes`).
+            max]`` (:meth:`MemoryTier.extremes`); when the query names who spoke or who listened
+            (:meth:`speech_cue`), ``"speech": [speaker, listener, words]`` (``None`` for a side not named): the
+            memories of lines said the other way were left out of the results and the candidates.
         """
         asked = profile
         profile, params, named = self.dated(profile, query, now)
@@ -676,7 +698,9 @@ class AgentMemory:
                            depth, self.candidates(query_embedding, now, depth, names, query, asked),
                            lexical=(params.relevance, params.hybrid_weight) if params.lexical else None,
                            rrf_k=params.rrf_k if params.rrf else None, minmax_ranges=ranges,
-                           named_time=None if named is None else named.as_list())
+                           named_time=None if named is None else named.as_list(),
+                           speech=None if (cue := self.speech_cue(query)) is None else [cue.speaker, cue.listener,
+                                                                                      cue.words])
 
     def most_important(
         self, now: float, n: int, tiers: Sequence[str] = ("long_term",), since: float | None = None,

@@ -29,6 +29,9 @@ class TierInputs:
     name: str
     ids: list[str]
     inputs: ScoringInputs
+    #: the rows a speech cue leaves out after scoring (``memory.speech_roles``, :mod:`simulacra.memory.speech`),
+    #: bool ``(n,)``; ``None``: none
+    left_out: np.ndarray | None = None
 
 
 @dataclass
@@ -106,7 +109,8 @@ def timed_text(text: str, timestamp: float | None) -> str:
 
 def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, queries_file: str | Path = "<queries>",
             hide_future: bool = True, run: RunInfo | None = None, embed_time: bool = False,
-            reembed: bool = False, third_person: bool | None = None) -> list[PreparedQuery]:
+            reembed: bool = False, third_person: bool | None = None,
+            speech_roles: bool | None = None) -> list[PreparedQuery]:
     """Embed the queries once and read every tier's raw columns once per query (stores are only read).
 
     Args:
@@ -119,12 +123,16 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
         third_person: whether a query is put in the third person, the agent named for "I", "me", "my", before its
             words are matched (:meth:`MemoryConfig.query_text <simulacra.config.MemoryConfig.query_text>`, as an
             interview does with "you"; embedded as asked); ``None``: as the run's ``memory.third_person_queries``.
+        speech_roles: whether a query that names who spoke or who listened leaves out the memories of lines said the
+            other way (:mod:`simulacra.memory.speech`, read from the text the lexical relevance matches, as the
+            engine reads it); ``None``: as the run's ``memory.speech_roles``.
     Raises:
         InputError: an unknown agent or expected memory (naming ``queries_file`` and the query index).
         TuneError: a missing store.
     """
     from simulacra.memory.index import COLUMNS, MirrorIndex
     from simulacra.memory.lexical import LexicalIndex
+    from simulacra.memory.speech import contradicts, speech_cue
     from simulacra.memory.stream import AgentMemory
     from simulacra.runtime import RunStores
 
@@ -139,6 +147,7 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
     dim = int(embedder.dim)
     # a query is the agent's own question: "I", "me", "my" are the agent (memory.third_person_queries)
     memory_rule = mem_cfg if third_person is None else mem_cfg.model_copy(update={"third_person_queries": third_person})
+    roles = mem_cfg.speech_roles if speech_roles is None else speech_roles
     agent_names = run.names
     text_of = [memory_rule.query_text(q.query, agent_names[q.agent], "first") for q in queries]
     unique = list(dict.fromkeys(embedded(text) for text in text_of))  # the name is matched, not embedded
@@ -160,6 +169,7 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
         trace_ops = run.added.get(q.agent, []) + (run.added.get(SHARED, []) if shared is not None else [])
         relevant, missing = _resolve(q, file, records, trace_ops, now, hide_future)
         vector = vec_of[embedded(text)]
+        cue = speech_cue(str(text)) if roles else None  # read from the text matched, as the engine reads it
         tiers = []
         for name in names:
             tier = mem.tier(name)
@@ -179,7 +189,9 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
             lexical = LexicalIndex()  # BM25 over the memories of the tier at the query's time
             lexical.append(texts)
             inputs = replace(inputs, lexical=np.array(lexical.relevance(text)))
-            tiers.append(TierInputs(name, [tier_records[i].id for i in rows], inputs))
+            left = None if cue is None else np.array([contradicts(cue, tier_records[i].text) for i in rows], bool)
+            tiers.append(TierInputs(name, [tier_records[i].id for i in rows], inputs,
+                                    left if left is not None and left.any() else None))
         named, latest = time_words(q.query, now)  # read from the query as asked, as the engine reads them
         out.append(PreparedQuery(q, now, tiers, relevant, missing, named, latest is not None, str(text)))
     return out

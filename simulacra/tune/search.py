@@ -28,8 +28,17 @@ from simulacra.tune.settings import (
 
 
 def _scored(pq: PreparedQuery, params: ScoringParams) -> dict[str, TierCandidates]:
-    """Every visible memory of each tier, scored under ``params`` (row order; :func:`select` ranks them)."""
-    return {t.name: TierCandidates(t.name, t.ids, t.inputs.score(pq.now, params).score) for t in pq.tiers}
+    """Every visible memory of each tier, scored under ``params`` (row order; :func:`select` ranks them), but those a
+    speech cue leaves out (:attr:`TierInputs.left_out`), after scoring, as the engine does."""
+    out = {}
+    for t in pq.tiers:
+        score = t.inputs.score(pq.now, params).score
+        if t.left_out is None:
+            out[t.name] = TierCandidates(t.name, t.ids, score)
+        else:
+            keep = np.flatnonzero(~t.left_out)
+            out[t.name] = TierCandidates(t.name, [t.ids[i] for i in keep], score[keep], keep)
+    return out
 
 
 def query_params(pq: PreparedQuery, s: Setting, run_memory: MemoryConfig) -> ScoringParams:
