@@ -262,8 +262,10 @@ def test_a_topic_word_is_not_a_place_s_name_nor_a_day():
     name where and when, not what: the words of the world's place names and of the calendar are no topic."""
     from simulacra.labels import RunFacts, _Generator
 
-    text = "Meet me at the Anchor on Sunday, we will talk about the lifeboat."
+    texts = ["Meet me at the Anchor on Sunday, we will talk about the lifeboat.",
+             "This Sunday the lifeboat goes out."]  # "this Sunday" is a determiner's word, and a day's
     facts = RunFacts("one", 0, {"ann": "Ann Lee", "ben": "Ben Brook"}, 900.0, places=["The Anchor and Gull"],
-                     lines=[{"speaker": "ann", "listener": "ben", "text": text, "memory_ids": [], "time": 600.0,
-                             "place": "quay", "conversation": 0}])
-    assert {w for seed in range(10) for w in _Generator(facts, seed, 420.0).topic(0)} == {"lifeboat"}
+                     lines=[{"speaker": "ann", "listener": "ben", "text": t, "memory_ids": [], "time": 600.0,
+                             "place": "quay", "conversation": 0} for t in texts])
+    for i in range(2):
+        assert {w for seed in range(10) for w in _Generator(facts, seed, 420.0).topic(i)} == {"lifeboat"}

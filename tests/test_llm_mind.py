@@ -82,6 +82,31 @@ def go_to(place):
     return lambda body, default: {**default, "decision": "go", "place": place, "activity": "helping at the " + place}
 
 
+def test_a_reaction_can_only_name_a_place_or_someone_present(tmp_path, openai_double, rater_url, embedder):
+    """The reaction schema leaves a model no "none" to answer "talk" or "go" with (the bundled 135M model answered
+    "talk" to "none", and no reaction of its started a conversation): the person is one of the people the prompt
+    lists as here, the place one of the world's, and "talk" is not offered when nobody is here."""
+    seen: list[tuple[list, list, str]] = []
+
+    def reaction(body, default):
+        props = body["response_format"]["json_schema"]["schema"]["properties"]
+        here = prompt_text(body).split("People here: ", 1)[1].split(".\n", 1)[0]
+        seen.append((props["decision"]["enum"], props["person"]["enum"], here))
+        assert set(props["place"]["enum"]) == PLACES
+        return {**default, "decision": "continue"}
+
+    openai_double.script([], then=SchemaAnswers(hooks={"reaction": reaction}))
+    with llm_sim(tmp_path, openai_double, rater_url, embedder, "enum") as sim:
+        sim.run(6)
+    assert seen
+    for decision, people, here in seen:
+        if here == "nobody":
+            assert decision == ["continue", "go"] and people == ["none"]
+        else:
+            assert decision == ["continue", "go", "talk"] and people == here.split(", ") and "none" not in people
+    assert any(here != "nobody" for _, _, here in seen)
+
+
 def test_a_reaction_changes_the_route(tmp_path, openai_double, rater_url, embedder):
     """Every agent goes to the field when it notices something: the route changes against the plan's."""
     plan_everyone_home = {
@@ -147,7 +172,7 @@ def test_a_whole_exchange_in_one_call(tmp_path, openai_double, rater_url, embedd
 
     hooks = {"reaction": lambda b, d: {**d, "decision": "talk", "person": next(
         p for p in b["response_format"]["json_schema"]["schema"]["properties"]["person"]["enum"] if p != "none")}
-        if len(b["response_format"]["json_schema"]["schema"]["properties"]["person"]["enum"]) > 1
+        if "talk" in b["response_format"]["json_schema"]["schema"]["properties"]["decision"]["enum"]
         else {**d, "decision": "continue"}, "exchange": exchange}
     answers = SchemaAnswers(hooks=hooks)
     openai_double.script([], then=answers)

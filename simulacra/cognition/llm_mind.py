@@ -411,10 +411,13 @@ class LLMMind:
                 "continue what you are doing (the usual answer), go somewhere else (the place id and what you "
                 "will do there) because of it, or talk to someone here about it (their name).")},
         ]
+        # every field is required, so a "go" or "talk" answer can only name a place or someone here: offered
+        # "none", the bundled 135M model answered "talk" to "none", and no reaction of its started a conversation
         schema = _obj({"reason": {"type": "string", "maxLength": 120},  # first: the model reasons, then decides
-                       "decision": {"type": "string", "enum": ["continue", "go", "talk"]},
-                       "place": {"type": "string", "enum": [*places, "none"]},
-                       "person": {"type": "string", "enum": [*people, "none"]},
+                       "decision": {"type": "string", "enum": ["continue", "go", "talk"] if people
+                                    else ["continue", "go"]},
+                       "place": {"type": "string", "enum": places},
+                       "person": {"type": "string", "enum": list(people) or ["none"]},
                        "activity": {"type": "string", "maxLength": 60}}, "reaction")
 
         def parse(data) -> Reaction:

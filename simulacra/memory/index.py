@@ -127,6 +127,11 @@ class MirrorIndex:
         self._dense_cache: LastAnswer[np.ndarray] = LastAnswer()
         self.last_scored = 0  # memories scored exactly by the last top() (for tests and benches)
 
+    @property
+    def version(self) -> int:
+        """A number every write changes: what was computed from the rows holds while it stays."""
+        return self._version
+
     # ----------------------------------------------------------------- columns (views of the first n rows)
     def __len__(self) -> int:
         return self._n

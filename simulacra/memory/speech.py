@@ -7,72 +7,87 @@ A resident remembers every line of a conversation it had, said and heard alike, 
 Kofi told him: dense and BM25 relevance read a text as a bag of words and cannot tell the direction, so Bram's own
 lines answer the question as well as Kofi's (measured on the labelled ``said`` and ``who`` questions of
 ``data/queries``: docs/memory.md). A question that names who spoke or who listened asks about the lines said that
-way; a retrieval with ``speech_roles`` on leaves out the memories of lines said the other way (:func:`contradicts`),
-and keeps every other memory (observations, events, plans, reflections, what someone said to a third person that
-the resident overheard as a line told it...). This is a filter, not a score: the memories it leaves out are not
-scored lower, they are not among the candidates, as memories formed after a query's time are not.
+way; a retrieval with ``speech_roles`` on leaves out the memories of lines said the other way (:func:`contradicts`)
+and keeps every other memory: observations, events, plans, reflections, and the lines between others (what Greta
+told Bram about Kofi may answer "What did Kofi tell you?"). This is a filter, not a score: the memories it leaves
+out are not among the results or the candidates.
 
 What is read (English; a *name* is a run of capitalised words, as the question names a resident, or the resident's
 own name that :func:`simulacra.memory.perspective.third_person` put in for "I", "me" and "you"):
 
-* ``<name> told <name>``, ``<name> said to <name>``, "did <name> tell <name>", "did <name> say to <name>", "was
-  <name> telling <name>" ("What did Kofi tell Bram about the bracket?", "When did Greta say to Ruth ...?"): both;
-* "did <name> say", "was <name> saying" ("What did Kofi say about the burn?"): the speaker alone;
-* "Who told <name>", "Who said to <name>", "Who spoke to <name>", "Who was talking / speaking to <name>": the
-  listener alone (the speaker is anyone else);
-* "Whom / Who did <name> tell", "What did <name> tell" without a name after it: the speaker alone (the listener
-  is anyone else).
+* "did <name> tell <name>", "did <name> say to <name>", "has <name> told <name>", "was <name> telling <name>"
+  ("What did Kofi tell Bram about the bracket?", "When did Greta say to Ruth ...?"): both;
+* "was <name> told (by <name>)" ("What were you told by Kofi?"): the listener (and the speaker);
+* "did <name> say", "did <name> tell" with no name after it, "was <name> saying" ("What did Kofi say about the
+  burn?", "Whom did Bram tell about the rider?"): the speaker alone;
+* "Who told <name>", "Who said to <name>", "Who spoke to <name>", "Who was talking / speaking / telling to
+  <name>": the listener alone.
 
-Only a question is read (it ends with "?" or begins with a question word): a statement used as a query, such as a
-memory's text that a reflection takes as its focal point ("Ezra Pike said to Bram Ostrowski: ..."), asks about the
-whole talk. A side that is not a name ("What did the blacksmith tell Bram?", "What did someone tell me?" without
-third-person queries) is not read as a name, and the other side still is ("Bram" there). "Who did I talk to",
-"What did we talk about" and "talked with" name no direction (a talk goes both ways) and are no cue.
+Only a question is read (it ends with "?"): a statement used as a query, such as a memory's text that a reflection
+takes as its focal point ("Ezra Pike said to Bram Ostrowski: ..."), asks about the whole talk. A side that is not a
+name ("What did the blacksmith tell Bram?", "What did someone tell me?" without third-person queries), a
+possessive ("What did you tell Kofi's wife?") or one of several people ("What did Kofi say to Greta and Ruth?") is
+not read, and the other side still is. A question whose words name more than one direction ("Did you tell Kofi, or
+did Kofi tell you?") is no cue, and neither are "Who did I talk to", "What did we talk about" and the present tense
+("Does Kofi tell stories?"): a talk goes both ways, and a habit is not a line.
 
 A memory's sides are read from the formats simulacra writes (:func:`speech_pairs`): a dialogue memory ``S said to
-L: "..."``, a line of an imported or benchmark conversation ``S said: "..."`` (the listener unknown), and each
-sentence ``S told L: ...`` of a conversation summary or of a fact told by a visitor. A memory with none of these is
-never left out. A memory contradicts a cue when none of its pairs agrees with it: a pair agrees when its speaker is
-the cue's speaker (any speaker but the cue's listener when the cue names only the listener) and its listener is the
-cue's listener (or unknown). Two names agree when the words of one are all words of the other, case and titles
-aside (:func:`same_person`: "Kofi" and "Kofi Mensah", "Mr Brekke" and "Lars Brekke", and so Solveig Brekke too: a
-family name alone keeps the whole family's lines, since leaving a right memory out costs more than keeping a wrong
-one; "Ada Wróbel" is not "Tomasz Wróbel").
+L: "..."``, a line of an imported or benchmark conversation ``S said: "..."`` (the listener unknown), a fact told
+``S told L: ...`` (a recall scenario's visitor), and each sentence ``S told L: ...`` of a conversation summary that
+begins with simulacra's frame ``A talked with B at P.``; a side that is a pronoun or not capitalised is unknown
+("Ezra told me: ..."). A memory with no pair is never left out, nor one with a pair that does not go the other way
+(:func:`said_the_other_way`): with both sides named, a line said *by* the cue's listener (to its speaker, or to
+someone unknown); with the speaker alone, a line said *to* the speaker; with the listener alone, a line said *by*
+the listener. So a misread side leaves out nothing it does not name. Two names are the same person when the words
+of one are all words of the other, accents, case and titles aside (:func:`same_person`: "Kofi" and "Kofi Mensah",
+"Ada Wrobel" and "Ada Wróbel", "Mr Brekke" and "Lars Brekke", and so Solveig Brekke too: a family name alone
+matches the whole family; "Ada Wróbel" is not "Tomasz Wróbel").
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
+#: an upper-case letter (Latin, with its accented forms): where a name begins
+_UPPER = "A-ZÀ-ÖØ-Þ\u0100-\u017f"
 #: a name as a question or a memory writes it: capitalised words ("Kofi Mensah", "Tomasz Wróbel", "Tam McLeod",
-#: "O'Neill"), at most five
-_NAME = r"[A-Z][\w'’.-]*(?:[ \t]+[A-Z][\w'’.-]*){0,4}"
-#: the words of a question's side that are not a name even when capitalised (a sentence may start with them)
+#: "O'Neill", "Ólafur"), at most five
+_NAME = rf"[{_UPPER}][\w'’.-]*(?:[ \t]+[{_UPPER}][\w'’.-]*){{0,4}}"
+#: the words of a side that are not a name even when capitalised (a sentence may start with them)
 _NOT_NAMES = frozenset("i me you we us he him she her they them it who whom what someone anyone somebody anybody "
                        "everyone everybody nobody people".split())
-
-#: a question's own words for who spoke: "did <s> tell <l>", "was <s> telling", "did <s> say to <l>", "did <s> say"
+_ADVERBS = r"(?:(?i:ever|last|first|just|already|really|actually)\s+)?"
+#: a side that a determiner begins ("the blacksmith", "his wife"): read past, not a name
+_PHRASE = r"(?i:the|a|an|my|your|his|her|our|their)\s+[\w'’-]+"
+#: a question's own words for who spoke, in the past: "did <s> tell <l>", "did <s> say to <l>", "did <s> say",
+#: "has <s> told <l>", "was <s> telling <l>", "was <s> saying"
 _ASKED = re.compile(
-    rf"\b(?i:did|does|do|has|have|had|was|were|is)\s+(?P<s>{_NAME}|(?i:the|a|an|my|your|his|her|our|their)\s+[\w'’-]+)\s+(?:(?i:ever|last|first|just|already)\s+)?"
-    rf"(?:(?i:tell|tells|telling|told)\b(?:\s+(?P<l>{_NAME})\b)?"
-    rf"|(?i:say|says|saying|said)\b(?:\s+(?i:to)\s+(?P<l2>{_NAME})\b)?)")
-#: "<s> told <l>", "<s> said to <l>"
-_STATED = re.compile(rf"(?P<s>{_NAME})\s+(?:told|said\s+to)\s+(?P<l>{_NAME})\b")
+    rf"\b(?:(?i:did)\s+(?P<s1>{_NAME}|{_PHRASE})\s+{_ADVERBS}(?:(?i:tell)\b(?:\s+(?P<l1>{_NAME}))?"
+    rf"|(?i:say)\b(?:\s+(?i:to)\s+(?P<m1>{_NAME}))?)"
+    rf"|(?i:has|have|had)\s+(?P<s2>{_NAME}|{_PHRASE})\s+{_ADVERBS}(?:(?i:told)\b(?:\s+(?P<l2>{_NAME}))?"
+    rf"|(?i:said)\b(?:\s+(?i:to)\s+(?P<m2>{_NAME}))?)"
+    rf"|(?i:was|were)\s+(?P<s3>{_NAME}|{_PHRASE})\s+{_ADVERBS}(?:(?i:telling)\b(?:\s+(?P<l3>{_NAME}))?"
+    rf"|(?i:saying)\b(?:\s+(?i:to)\s+(?P<m3>{_NAME}))?))")
+#: the passive: "was <l> told (by <s>)", "were <l> told"
+_PASSIVE = re.compile(rf"\b(?i:was|were|been|is|are|got|get)\s+(?P<l>{_NAME})\s+{_ADVERBS}(?i:told)\b"
+                      rf"(?:\s+(?i:about\s+[^?]*?\s+)?(?i:by)\s+(?P<s>{_NAME}))?")
 #: "Who told <l>", "Who was talking to <l>"
 _LISTENER = re.compile(
     rf"\b(?i:who)\s+(?i:told|has\s+told|had\s+told|said\s+to|spoke\s+to|was\s+talking\s+to|was\s+speaking\s+to"
-    rf"|was\s+telling)\s+(?P<l>{_NAME})\b")
+    rf"|was\s+telling)\s+(?P<l>{_NAME})")
+#: what follows a side that names more than one person ("Kofi and Greta", "Kofi, or Greta")
+_MORE = re.compile(r"\s*,?\s*(?i:and|or|nor)\b")
 
-#: a question: it ends with "?" or begins with a question word -- not a statement used as a query (a reflection's
-#: focal point "Ezra Pike said to Bram Ostrowski: ..." retrieves the whole talk, both ways)
-_QUESTION = re.compile(r"\?\s*$|^\s*(?i:who|whom|whose|what|which|when|where|why|how|did|do|does|was|were|has|have|had"
-                       r"|is|are|can|could|would)\b")
 #: a dialogue memory ``S said to L: "..."`` and a conversation's line ``S said: "..."``, at the text's start
 _SAID = re.compile(r'^(?P<s>[^:"\n]{1,80}?) said(?: to (?P<l>[^:"\n]{1,80}?))?: ["“]')
-#: a sentence ``S told L: ...`` (a conversation summary's, a fact told by a visitor)
-_TOLD = re.compile(r'(?:^|(?<=[.!?] ))(?P<s>[^.:"\n]{1,80}?) told (?P<l>[^.:"\n]{1,80}?):(?= |$)')
+#: a fact told by someone, ``S told L: "..."``, at the text's start (a recall scenario's visitor)
+_TOLD_FIRST = re.compile(r'^(?P<s>[^.:"\n]{1,80}?) told (?P<l>[^.:"\n]{1,80}?): ')
+#: the frame of simulacra's conversation summary, ``A talked with B at P.``, and each of its sentences ``S told L:``
+_TALKED = re.compile(r"^[^.:\"\n]{1,80}? talked with [^.:\"\n]{1,80}? at [^:\"\n]{1,80}?\.\s")
+_TOLD = re.compile(r'(?<=[.!?] )(?P<s>[^.:"\n]{1,80}?) told (?P<l>[^.:"\n]{1,80}?):(?= |$)')
 
 
 @dataclass(frozen=True)
@@ -86,14 +101,17 @@ class SpeechCue:
     words: str
 
 
-def _name(side: str | None) -> str | None:
-    """A question's side as a name, or ``None`` when it is not one (a pronoun, "the blacksmith")."""
-    if side is None:
+def _side(question: str, m: re.Match[str], group: str) -> str | None:
+    """Side ``group`` of match ``m`` as a name, or ``None``: not matched, not a name (a pronoun, "the blacksmith"),
+    a possessive ("Kofi's wife"), or one of several people ("Kofi and Greta")."""
+    side = m.group(group)
+    if side is None or _MORE.match(question, m.end(group)):
         return None
     words = side.split()
     while words and words[-1].lower() in _NOT_NAMES:  # "Kofi tell me" read as far as the name
         words.pop()
-    if not words or words[0].lower() in _NOT_NAMES or not words[0][0].isupper():
+    if (not words or words[0].lower() in _NOT_NAMES or not words[0][0].isupper()
+            or words[-1].lower().endswith(("'s", "’s", "'", "’"))):
         return None
     return " ".join(words)
 
@@ -101,36 +119,56 @@ def _name(side: str | None) -> str | None:
 @lru_cache(maxsize=4096)
 def speech_cue(question: str | None) -> SpeechCue | None:
     """The speech cue of ``question`` (the text the lexical relevance matches: in the third person under
-    ``memory.third_person_queries``), or ``None`` when it names no side of a talk or is not a question (it neither
-    ends with "?" nor begins with a question word: a memory's text used as a query, as a reflection's focal point
-    is, retrieves the whole talk; module docstring)."""
-    if not question or not _QUESTION.search(question):
+    ``memory.third_person_queries``), or ``None`` when it names no side of a talk, names several that disagree
+    ("Did you tell Kofi, or did Kofi tell you?"), or is not a question (it does not end with "?": a memory's text
+    used as a query, as a reflection's focal point is, retrieves the whole talk; module docstring)."""
+    if not question or not question.rstrip().endswith("?"):
         return None
-    m = _ASKED.search(question)
-    if m:
-        speaker, listener = _name(m.group("s")), _name(m.group("l") or m.group("l2"))
+    found: dict[tuple[str | None, str | None], str] = {}
+    for m in _ASKED.finditer(question):
+        n = next(i for i in "123" if m.group("s" + i) is not None)
+        speaker = _side(question, m, "s" + n)
+        listener = _side(question, m, "l" + n) or _side(question, m, "m" + n)
         if speaker or listener:
-            return SpeechCue(speaker, listener, m.group(0))
-    m = _STATED.search(question)
-    if m:
-        speaker, listener = _name(m.group("s")), _name(m.group("l"))
+            found.setdefault((speaker, listener), m.group(0))
+    for m in _PASSIVE.finditer(question):
+        speaker, listener = _side(question, m, "s"), _side(question, m, "l")
         if speaker or listener:
-            return SpeechCue(speaker, listener, m.group(0))
-    m = _LISTENER.search(question)
-    if m and (listener := _name(m.group("l"))):
-        return SpeechCue(None, listener, m.group(0))
-    return None
+            found.setdefault((speaker, listener), m.group(0))
+    for m in _LISTENER.finditer(question):
+        if listener := _side(question, m, "l"):
+            found.setdefault((None, listener), m.group(0))
+    if len(found) != 1:  # none, or several that may disagree
+        return None
+    (speaker, listener), words = next(iter(found.items()))
+    return SpeechCue(speaker, listener, words)
+
+
+def _known(side: str | None) -> str | None:
+    """A memory's side as a name, or ``None`` (unknown): a pronoun ("Ezra told me"), a lower-case phrase."""
+    if side is None:
+        return None
+    side = side.strip()
+    if not side or side.split()[0].lower() in _NOT_NAMES or not side[0].isupper():
+        return None
+    return side
 
 
 @lru_cache(maxsize=65536)
-def speech_pairs(text: str) -> tuple[tuple[str, str | None], ...]:
-    """The ``(speaker, listener)`` pairs a memory's text states (listener ``None`` when unknown): its dialogue line
-    ``S said to L: "..."`` or ``S said: "..."`` at the start, and every sentence ``S told L: ...``; ``()`` when it
-    states none (module docstring)."""
+def speech_pairs(text: str) -> tuple[tuple[str | None, str | None], ...]:
+    """The ``(speaker, listener)`` pairs a memory's text states, in the formats simulacra writes (``None``: a side
+    unknown or not a name): a dialogue memory ``S said to L: "..."`` or a line ``S said: "..."``; a fact told
+    ``S told L: ...``; and each sentence ``S told L: ...`` of a conversation summary that begins ``A talked with B
+    at P.``; ``()`` when it states none (module docstring)."""
     m = _SAID.match(text)
     if m:
-        return ((m.group("s").strip(), None if m.group("l") is None else m.group("l").strip()),)
-    return tuple((t.group("s").strip(), t.group("l").strip()) for t in _TOLD.finditer(text))
+        return ((_known(m.group("s")), _known(m.group("l"))),)
+    m = _TOLD_FIRST.match(text)
+    if m:
+        return ((_known(m.group("s")), _known(m.group("l"))),)
+    if not _TALKED.match(text):
+        return ()
+    return tuple((_known(t.group("s")), _known(t.group("l"))) for t in _TOLD.finditer(text))
 
 
 #: words before a name that are not part of it
@@ -138,34 +176,42 @@ _TITLES = frozenset("mr mrs ms miss mx dr doctor old young little father mother 
                     "captain skipper reverend master mistress".split())
 
 
+@lru_cache(maxsize=16384)
 def _words(name: str) -> frozenset[str]:
-    words = (w.strip("'’.-").casefold() for w in name.split())
+    """A name's words, compared: accents, case, a possessive and the apostrophe's form aside, titles left out."""
+    plain = "".join(c for c in unicodedata.normalize("NFKD", name.replace("’", "'"))
+                    if not unicodedata.combining(c)).casefold()
+    words = (w.strip("'.-").removesuffix("'s") for w in plain.split())
     return frozenset(w for w in words if w and w not in _TITLES)
 
 
-def same_person(a: str, b: str) -> bool:
-    """Whether two names may name the same resident: the words of one (case and titles aside) are all words of the
-    other ("Kofi" and "Kofi Mensah", "Mr Brekke" and "Lars Brekke"; not "Ada Wróbel" and "Tomasz Wróbel")."""
+def same_person(a: str | None, b: str | None) -> bool:
+    """Whether two names may name the same resident: the words of one are all words of the other, accents, case and
+    titles aside ("Kofi" and "Kofi Mensah", "Ada Wrobel" and "Ada Wróbel", "Mr Brekke" and "Lars Brekke"; not "Ada
+    Wróbel" and "Tomasz Wróbel"); ``False`` when either is unknown (``None``)."""
+    if a is None or b is None:
+        return False
     x, y = _words(a), _words(b)
     return bool(x and y) and (x <= y or y <= x)
 
 
-def agrees(cue: SpeechCue, speaker: str, listener: str | None) -> bool:
-    """Whether a line ``speaker`` said to ``listener`` (``None``: unknown) is said the way ``cue`` asks about."""
-    if cue.speaker is not None and not same_person(cue.speaker, speaker):
-        return False
-    if cue.listener is not None:
-        if listener is not None:
-            return same_person(cue.listener, listener)
-        return cue.speaker is not None or not same_person(cue.listener, speaker)
-    return True
+def said_the_other_way(cue: SpeechCue, speaker: str | None, listener: str | None) -> bool:
+    """Whether a line ``speaker`` said to ``listener`` (``None``: unknown) goes the other way than ``cue`` asks:
+    with both sides named, said by the cue's listener (to its speaker, or to someone unknown); with the speaker
+    alone, said to the cue's speaker; with the listener alone, said by the cue's listener. A line between others,
+    or one whose sides are unknown, does not."""
+    if cue.speaker is not None and cue.listener is not None:
+        return same_person(cue.listener, speaker) and (listener is None or same_person(cue.speaker, listener))
+    if cue.speaker is not None:
+        return same_person(cue.speaker, listener)
+    return same_person(cue.listener, speaker)
 
 
 def contradicts(cue: SpeechCue | None, text: str) -> bool:
-    """Whether the memory ``text`` states a talk and none of its pairs (:func:`speech_pairs`) agrees with ``cue``:
-    a memory a retrieval with ``speech_roles`` on leaves out. ``False`` without a cue or for a memory that states
-    no talk."""
+    """Whether the memory ``text`` states a talk and every pair of it (:func:`speech_pairs`) goes the other way
+    (:func:`said_the_other_way`): a memory a retrieval with ``speech_roles`` on leaves out. ``False`` without a
+    cue or for a memory that states no talk."""
     if cue is None:
         return False
     pairs = speech_pairs(text)
-    return bool(pairs) and not any(agrees(cue, speaker, listener) for speaker, listener in pairs)
+    return bool(pairs) and all(said_the_other_way(cue, speaker, listener) for speaker, listener in pairs)

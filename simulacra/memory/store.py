@@ -25,6 +25,7 @@ from simulacra.killpoint import kill_point
 from simulacra.memory.chroma import OWNER_KEY
 from simulacra.memory.index import BOUND_MIN_ROWS, COLUMNS, MirrorIndex
 from simulacra.memory.lexical import LexicalIndex
+from simulacra.memory.memo import LastAnswer
 from simulacra.memory.records import MemoryRecord, RetrievedMemory, remarked
 from simulacra.memory.scoring import ScoreTerms, ScoringInputs, ScoringParams
 from simulacra.memory.speech import SpeechCue, contradicts
@@ -32,6 +33,10 @@ from simulacra.memory.speech import SpeechCue, contradicts
 log = logging.getLogger(__name__)
 
 _PAGE = 5_000
+
+
+#: the most memories a tier may hold for its retrieval candidates to be recorded (the k-skyband check is O(n^2))
+CANDIDATE_LIMIT = 2000
 
 
 def _row_columns(rec: MemoryRecord) -> tuple[float, ...]:
@@ -102,6 +107,7 @@ class MemoryTier:
         self._records: list[MemoryRecord] = []
         self._row: dict[str, int] = {}
         self.index = MirrorIndex(dim, space, bound_min_rows)
+        self._left_out: LastAnswer[frozenset[str]] = LastAnswer()  # contradicting()'s last answer
         self.lexical = LexicalIndex()  # BM25 over the texts, row-aligned; built only when lexical relevance is asked
         self._stored: set[str] = set()  # ids Chroma holds (read at open, then as flushed)
         self._dirty: dict[str, None] = {}  # ids written (record and embedding) since the last flush, in order
@@ -200,7 +206,8 @@ class MemoryTier:
         empty without a cue."""
         if cue is None:
             return frozenset()
-        return frozenset(r.id for r in self._records if contradicts(cue, r.text))
+        key = (cue, id(self.index), self.index.version, len(self._records))  # a retrieval and its trace record ask
+        return self._left_out.get(key, lambda: frozenset(r.id for r in self._records if contradicts(cue, r.text)))
 
     def get(self, memory_id: str) -> MemoryRecord | None:
         """The record with this id, or ``None``."""
@@ -287,7 +294,7 @@ class MemoryTier:
         return out
 
     def candidates(self, query: np.ndarray, now: float, params: ScoringParams, k: int,
-                   recency_from: str = "created", limit: int | None = 2000,
+                   recency_from: str = "created", limit: int | None = CANDIDATE_LIMIT,
                    query_text: str | None = None) -> list[list] | None:
         """The tier's k-skyband for ``query`` (:meth:`MirrorIndex.skyband`) as ``[id, relevance, importance,
         age_minutes]`` rows in row order (``None`` for a missing term), or ``None`` above ``limit`` memories.

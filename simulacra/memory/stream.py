@@ -33,7 +33,7 @@ from simulacra.memory.records import TIERS, MemoryRecord, RetrievedMemory, remar
 from simulacra.memory.scoring import SCORING_FIELDS, ScoringParams
 from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
 from simulacra.memory.speech import SpeechCue, speech_cue
-from simulacra.memory.store import MemoryTier, check_query_text, flush_tiers
+from simulacra.memory.store import CANDIDATE_LIMIT, MemoryTier, check_query_text, flush_tiers
 from simulacra.memory.timecue import TimeCue
 from simulacra.threads import scoring_threads
 from simulacra.trace import (
@@ -569,8 +569,9 @@ class AgentMemory:
                 ``dated`` profile, that one scores, recency measured from the time named (:meth:`dated`).
                 ``top_k``, ``threshold``, ``mode`` and ``rule`` still replace the profile's. When ``query_text``
                 names who spoke or who listened and ``memory.speech_roles`` is on, the memories of lines said the
-                other way are left out of its results and candidates (:meth:`speech_cue`; under ``normalize: minmax``
-                and RRF, whose terms depend on the whole tier, the tier's ranges and ranks still count them).
+                other way are left out of its results and candidates (:meth:`speech_cue`); what depends on the whole
+                tier still counts them: the BM25 maximum that lexical relevance is divided by, and under ``normalize:
+                minmax`` and RRF the tier's ranges and ranks.
         Returns:
             What :func:`simulacra.memory.selection.select` picks (the one retrieval rule; see there): cascade or
             merged over the tiers with ``top_k`` and ``threshold``, then, under a static budget, at most
@@ -593,7 +594,7 @@ class AgentMemory:
 
         def fetch(name: str, n: int) -> TierCandidates:
             tier = self.tier(name)
-            out = tier.contradicting(cue)  # the n best of the others are among the n + len(out) best of all
+            out = tier.contradicting(cue)  # the n best of the rest are among the n + len(out) best of all
             best = tier.top(query_embedding, now, params, n + len(out), self.config.recency_from, query_text)
             best = [m for m in best if m.id not in out][:n] if out else best
             fetched[name] = best  # best first, ties in row order: positions are row order among equals
@@ -645,9 +646,12 @@ class AgentMemory:
         out: dict[str, list[list] | None] = {}
         for name in names:
             tier = self.tier(name)
-            left_out = tier.contradicting(cue)  # a row k others beat is one that k + len(left_out) of all beat
+            # a kept row that can be in the rest's top k is beaten for sure by at most k - 1 kept rows and the left-out
+            # ones, so it is in the (k + len(left_out))-skyband of the whole tier: that band without the left-out
+            # rows holds every such row (a superset of the rest's own band, which rescore re-ranks exactly)
+            left_out = tier.contradicting(cue) if len(tier) <= CANDIDATE_LIMIT else frozenset()
             rows = tier.candidates(query_embedding, now, params, k + len(left_out), self.config.recency_from,
-                                   query_text=query_text)
+                                   limit=CANDIDATE_LIMIT, query_text=query_text)
             out[name] = rows if rows is None or not left_out else [r for r in rows if r[0] not in left_out]
         return out
 
