@@ -93,6 +93,7 @@ def test_a_question_that_names_no_direction_is_no_cue(question):
     ("The well rope at the square is frayed and snapped.", ()),
     (f'{BRAM} plans to tell Kofi: "nothing"', ()),  # "told" / "said to" at a sentence's start only
     ("Ezra Pike told me: the mill is shut.", (("Ezra Pike", None),)),  # a pronoun is an unknown side
+    ("Dev Raman spread the word at The Quay: the harbour wall has collapsed.", (("Dev Raman", None),)),
     ("The rider told the tavern: the bridge is out.", (("The rider", None),)),
     (f"Conversation of {BRAM} and {KOFI} at the forge: Kofi said the mill is shut. {BRAM} told {KOFI}: the storm.",
      ()),  # not simulacra's summary frame: its sentences are not read
@@ -126,6 +127,7 @@ def test_a_memory_is_left_out_only_when_every_line_it_states_goes_the_other_way(
     told_bram = SpeechCue(None, BRAM, "Who told Bram")
     assert not contradicts(told_bram, f'Greta Lund said to {BRAM}: "x"') and contradicts(told_bram, bram_to_kofi)
     assert contradicts(told_bram, f'{BRAM} said: "x"')  # his own line, its listener unknown, was not told to him
+    assert contradicts(told_bram, f"{BRAM} spread the word at the square: x.")  # nor was what he spread
     bram_told = SpeechCue(BRAM, None, "Whom did Bram tell")
     assert contradicts(bram_told, kofi_to_bram) and not contradicts(bram_told, f'Greta Lund said to {KOFI}: "x"')
     assert not said_the_other_way(bram_told, BRAM, "Greta Lund")

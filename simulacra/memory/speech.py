@@ -31,17 +31,18 @@ not read, and the other side still is. A question whose words name more than one
 did Kofi tell you?") is no cue, and neither are "Who did I talk to", "What did we talk about" and the present tense
 ("Does Kofi tell stories?"): a talk goes both ways, and a habit is not a line.
 
-A memory's sides are read from the formats simulacra writes (:func:`speech_pairs`): a dialogue memory ``S said to
-L: "..."``, a line of an imported or benchmark conversation ``S said: "..."`` (the listener unknown), a fact told
-``S told L: ...`` (a recall scenario's visitor), and each sentence ``S told L: ...`` of a conversation summary that
-begins with simulacra's frame ``A talked with B at P.``; a side that is a pronoun or not capitalised is unknown
-("Ezra told me: ..."). A memory with no pair is never left out, nor one with a pair that does not go the other way
+A memory's sides are read from the formats simulacra writes (:func:`speech_pairs`): a dialogue memory ``S said to L:
+"..."``, a line of an imported or benchmark conversation ``S said: "..."`` (the listener unknown), a fact told ``S
+told L: ...`` (a recall scenario's visitor), a notice ``S spread the word at P: ...`` (news told at a public place,
+said to whoever was there), and each sentence ``S told L: ...`` of a conversation summary that begins with
+simulacra's frame ``A talked with B at P.``; a side that is a pronoun or not capitalised is unknown ("Ezra told me:
+..."). A memory with no pair is never left out, nor one with a pair that does not go the other way
 (:func:`said_the_other_way`): with both sides named, a line said *by* the cue's listener (to its speaker, or to
 someone unknown); with the speaker alone, a line said *to* the speaker; with the listener alone, a line said *by*
-the listener. So a misread side leaves out nothing it does not name. Two names are the same person when the words
-of one are all words of the other, accents, case and titles aside (:func:`same_person`: "Kofi" and "Kofi Mensah",
-"Ada Wrobel" and "Ada Wróbel", "Mr Brekke" and "Lars Brekke", and so Solveig Brekke too: a family name alone
-matches the whole family; "Ada Wróbel" is not "Tomasz Wróbel").
+the listener. So a misread side leaves out nothing it does not name. Two names are the same person when the words of
+one are all words of the other, accents, case and titles aside (:func:`same_person`: "Kofi" and "Kofi Mensah", "Ada
+Wrobel" and "Ada Wróbel", "Mr Brekke" and "Lars Brekke", and so Solveig Brekke too: a family name alone matches the
+whole family; "Ada Wróbel" is not "Tomasz Wróbel").
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ _MORE = re.compile(r"\s*,?\s*(?i:and|or|nor)\b")
 _SAID = re.compile(r'^(?P<s>[^:"\n]{1,80}?) said(?: to (?P<l>[^:"\n]{1,80}?))?: ["“]')
 #: a fact told by someone, ``S told L: "..."``, at the text's start (a recall scenario's visitor)
 _TOLD_FIRST = re.compile(r'^(?P<s>[^.:"\n]{1,80}?) told (?P<l>[^.:"\n]{1,80}?): ')
+#: a word spread in public, ``S spread the word at P: ...`` (the shared tier's notice of news told at a public
+#: place, :func:`simulacra.tick.converse_stage`): said by S to whoever was there
+_SPREAD = re.compile(r'^(?P<s>[^:"\n]{1,80}?) spread the word at [^:"\n]{1,80}?: ')
 #: the frame of simulacra's conversation summary, ``A talked with B at P.``, and each of its sentences ``S told L:``
 _TALKED = re.compile(r"^[^.:\"\n]{1,80}? talked with [^.:\"\n]{1,80}? at [^:\"\n]{1,80}?\.\s")
 _TOLD = re.compile(r'(?<=[.!?] )(?P<s>[^.:"\n]{1,80}?) told (?P<l>[^.:"\n]{1,80}?):(?= |$)')
@@ -157,15 +161,19 @@ def _known(side: str | None) -> str | None:
 @lru_cache(maxsize=65536)
 def speech_pairs(text: str) -> tuple[tuple[str | None, str | None], ...]:
     """The ``(speaker, listener)`` pairs a memory's text states, in the formats simulacra writes (``None``: a side
-    unknown or not a name): a dialogue memory ``S said to L: "..."`` or a line ``S said: "..."``; a fact told
-    ``S told L: ...``; and each sentence ``S told L: ...`` of a conversation summary that begins ``A talked with B
-    at P.``; ``()`` when it states none (module docstring)."""
+    unknown or not a name): a dialogue memory ``S said to L: "..."`` or a line ``S said: "..."``; a fact told ``S
+    told L: ...``; a notice ``S spread the word at P: ...`` (to whoever was there); and each sentence ``S told L:
+    ...`` of a conversation summary that begins ``A talked with B at P.``; ``()`` when it states none (module
+    docstring)."""
     m = _SAID.match(text)
     if m:
         return ((_known(m.group("s")), _known(m.group("l"))),)
     m = _TOLD_FIRST.match(text)
     if m:
         return ((_known(m.group("s")), _known(m.group("l"))),)
+    m = _SPREAD.match(text)
+    if m:
+        return ((_known(m.group("s")), None),)
     if not _TALKED.match(text):
         return ()
     return tuple((_known(t.group("s")), _known(t.group("l"))) for t in _TOLD.finditer(text))
