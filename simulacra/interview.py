@@ -227,7 +227,7 @@ def ask(memory, mind, embedder, config: Config, persona: Persona, question: str,
     found = recalled(memory, embedder.embed([embedded(query)])[0], query, now, config, profile, run_start)
     used_profile, named, latest = config.memory.switch(profile, query, now, run_start)  # as recalled() read them
     view = AgentView(persona.id, persona, now, place, tuple(found), names, place_names,
-                     weekday=weekday_of(now, start_weekday), named_time=named)
+                     weekday=weekday_of(now, start_weekday), named_time=named, speech=memory.speech_cue(query))
     d = mind.interview(view, question)
     by_id = {m.id: m for m in found}
     return {

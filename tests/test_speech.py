@@ -5,13 +5,14 @@ memory states, and retrievals that leave out the lines said the other way -- exa
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from simulacra.config import EmbeddingConfig, MemoryConfig, config_from_dict, load_config, recorded_config
-from simulacra.memory.records import MemoryRecord, memory_id
+from simulacra.memory.records import MemoryRecord, RetrievedMemory, memory_id
 from simulacra.memory.speech import (
     SpeechCue,
     contradicts,
@@ -345,3 +346,33 @@ def test_an_interview_lists_as_forgotten_only_what_it_would_have_recalled(embedd
                                       for i, t in enumerate(lines)]}]
     later = forgotten(added, "bram", holds, embedder, question, 0.0, "l2", now=550, later=ticks, cue=cue)
     assert [(m["id"], m["later"]) for m in later] == [("m1", True)]
+
+
+def test_the_scripted_answer_quotes_the_lines_said_the_asked_way_first():
+    """After `make run`, "What did Kofi tell you?" put to Bram retrieved a relationship fact and two bedtime plans
+    ahead of Kofi's one line to him, and the scripted answer quoted those three: with the question's cue in the view,
+    the lines said the way it asks come first, best first, then the rest."""
+    from simulacra.cognition.mind import AgentView
+    from simulacra.cognition.scripted import ScriptedMind
+    from simulacra.persona import load_persona
+    from tests.conftest import ROOT
+
+    def memory(i: int, text: str) -> RetrievedMemory:
+        return RetrievedMemory(id=f"m{i}", text=text, tier="long_term", kind="dialogue", recency=None,
+                               importance=None, relevance=0.9 - i / 10, score=0.9 - i / 10)
+
+    texts = [f"{BRAM} and {KOFI}: the blacksmith who keeps the old mill running.",
+             f"{BRAM} plans to be going to sleep at Mill House from 22:00 to 07:00.",
+             f'Greta Lund said to {BRAM}: "The tavern is full tonight."',
+             f'{KOFI} said to {BRAM}: "We have been fitting the new bracket."',
+             f'{KOFI} said to Greta Lund: "The forge is hot."']
+    bram = load_persona(ROOT / "simulacra" / "assets" / "agent_personalities" / "bram_ostrowski.json")
+    view = AgentView("bram_ostrowski", bram, 1380, "mill_house", tuple(memory(i, t) for i, t in enumerate(texts)),
+                     {"bram_ostrowski": BRAM, "kofi_mensah": KOFI}, {"mill_house": "Mill House"})
+    question = "What did Kofi tell you?"
+    cue = speech_cue(MemoryConfig().query_text(question, BRAM, "second"))
+    told = ScriptedMind().interview(replace(view, speech=cue), question).value
+    assert told.memory_ids == ("m3", "m0", "m1") and told.text.startswith(f"What I remember: {KOFI} said to {BRAM}")
+    assert ScriptedMind().interview(view, question).value.memory_ids == ("m0", "m1", "m2")  # no cue: best first
+    anyone = ScriptedMind().interview(replace(view, speech=speech_cue(f"Who told {BRAM} about it?")), question).value
+    assert anyone.memory_ids == ("m2", "m3", "m0")  # Greta's and Kofi's lines to him, not Kofi's to Greta

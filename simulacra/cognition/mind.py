@@ -19,6 +19,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from simulacra.clock import format_hhmm
 from simulacra.memory.records import RetrievedMemory, span_extra
+from simulacra.memory.speech import SpeechCue
 from simulacra.memory.timecue import TimeCue
 from simulacra.persona import Persona
 from simulacra.text import at_place
@@ -231,6 +232,9 @@ class AgentView:
         named_time: the time the decision's question names (an interview's), when it names one
             (:class:`~simulacra.memory.timecue.TimeCue`; :attr:`~simulacra.memory.timecue.TimeCue.before_run` when
             it is before the run, and ``memories`` are then the timeless ones).
+        speech: who spoke to whom the decision's question names (an interview's), when it names them and
+            ``memory.speech_roles`` is on (:class:`~simulacra.memory.speech.SpeechCue`; ``memories`` then hold no
+            line said the other way).
     """
 
     agent: str
@@ -244,6 +248,7 @@ class AgentView:
     weekday: str = ""
     rest_day: bool = False
     named_time: TimeCue | None = None
+    speech: SpeechCue | None = None
 
     @property
     def memory_ids(self) -> tuple[str, ...]:

@@ -32,6 +32,7 @@ from simulacra.cognition.mind import (
 from simulacra.config import SimulationConfig
 from simulacra.memory.perspective import resident_view
 from simulacra.memory.records import RetrievedMemory
+from simulacra.memory.speech import said_the_asked_way
 from simulacra.memory.timecue import TimeCue, describe_span
 from simulacra.persona import Persona
 from simulacra.state import keyed_uniform as keyed_uniform  # the one keyed draw (also the town's)
@@ -328,12 +329,15 @@ class ScriptedMind:
     def interview(self, view: AgentView, question: str) -> Decision[Answer]:
         """The memories retrieved for the question, best first, told in the first person; an honest "I do not
         remember" when retrieval found nothing. A question about a time before the run (``view.named_time``,
-        :attr:`~simulacra.memory.timecue.TimeCue.before_run`) is first answered with :func:`before_run_words`."""
+        :attr:`~simulacra.memory.timecue.TimeCue.before_run`) is first answered with :func:`before_run_words`. A
+        question that names who spoke to whom (``view.speech``, "What did Kofi tell you?") is answered first with
+        the lines said that way (:func:`simulacra.memory.speech.said_the_asked_way`), best first, then the rest."""
         before = (f"{before_run_words(view.named_time)} " if view.named_time is not None and view.named_time.before_run
                   else "")
         if not view.memories:
             return Decision(Answer(before + "I do not remember anything about that."), ())
-        used = view.memories[:3]
+        asked = [said_the_asked_way(view.speech, m.text) for m in view.memories]
+        used = ([m for m, a in zip(view.memories, asked) if a] + [m for m, a in zip(view.memories, asked) if not a])[:3]
         text = "What I remember: " + " ".join(m.text if m.text.endswith(".") else m.text + "." for m in used)
         return Decision(Answer(before + text, tuple(m.id for m in used)), tuple(m.id for m in view.memories))
 

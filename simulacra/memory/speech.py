@@ -215,6 +215,17 @@ def said_the_other_way(cue: SpeechCue, speaker: str | None, listener: str | None
     return same_person(cue.listener, speaker)
 
 
+def said_the_asked_way(cue: SpeechCue | None, text: str) -> bool:
+    """Whether the memory ``text`` states a line said the way ``cue`` asks about: by its speaker (any, when it names
+    none) to its listener (any, when it names none, or unknown); ``False`` without a cue."""
+    if cue is None:
+        return False
+    return any((cue.speaker is None or same_person(cue.speaker, speaker))
+               and (cue.listener is None or listener is None or same_person(cue.listener, listener))
+               and (cue.speaker is not None or not same_person(cue.listener, speaker))
+               for speaker, listener in speech_pairs(text))
+
+
 def contradicts(cue: SpeechCue | None, text: str) -> bool:
     """Whether the memory ``text`` states a talk and every pair of it (:func:`speech_pairs`) goes the other way
     (:func:`said_the_other_way`): a memory a retrieval with ``speech_roles`` on leaves out. ``False`` without a
