@@ -7,6 +7,7 @@ from typing import Any
 
 from simulacra.clock import format_game_time
 from simulacra.errors import SimulacraError
+from simulacra.memory.speech import describe_speech
 from simulacra.memory.timecue import describe_named
 from simulacra.trace import (
     ADD,
@@ -68,7 +69,8 @@ def explain_tick(run: str | Path, agent: str, tick: int) -> dict[str, Any]:
             remembered.append({"text": op["text"], "kind": op["kind"], "rating": op["rating"], "tier": op["tier"]})
         elif op["op"] == RETRIEVE:
             retrieved.append({"purpose": op["purpose"], "query": op["query"], "results": op["results"],
-                              **({"named_time": op["named_time"]} if "named_time" in op else {})})
+                              **({"named_time": op["named_time"]} if "named_time" in op else {}),
+                              **({"speech": op["speech"]} if "speech" in op else {})})
         elif op["op"] == REFLECT:
             reflections += op["insights"]
         elif op["op"] == MOVE:
@@ -159,6 +161,8 @@ def format_explanation(e: dict[str, Any]) -> str:
         out.append(f"retrieved for {r['purpose']}: \"{r['query']}\"")
         if r.get("named_time"):  # a dated retrieval: recency from the time the query named
             out.append(f"    (recency measured from {describe_named(r['named_time'])})")
+        if r.get("speech"):  # a question that named who spoke to whom (memory.speech_roles)
+            out.append(f"    ({describe_speech(r['speech'])})")
         parts = any("lexical" in m for m in r["results"])  # lexical or hybrid relevance: show its two parts
         scaled = any("normalized" in m for m in r["results"])  # minmax: the raw terms, then as summed
         out.append("    score  recency  importance  relevance  " + ("dense  lexical  " if parts else "")

@@ -30,7 +30,7 @@ from simulacra.embeddings import same_embedding
 from simulacra.errors import SimulacraError, is_whole
 from simulacra.memory.perspective import embedded
 from simulacra.memory.records import RetrievedMemory
-from simulacra.memory.speech import SpeechCue, contradicts
+from simulacra.memory.speech import SpeechCue, contradicts, describe_speech
 from simulacra.memory.timecue import EARLIEST_START, TimeCue, describe_named
 from simulacra.persona import Persona
 from simulacra.text import text_key
@@ -80,7 +80,7 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
         default), "used": [memory dicts], "retrieved": [memory dicts], "ablations": [the ablations applied],
         "forgotten": what it forgot that is as relevant as what it recalled (:func:`forgotten`; ``[]`` under an
         ablation, and for a question about a time before the run: nothing formed then was forgotten)}``, and
-        ``"named_time"`` / ``"asked_latest"`` as :func:`ask`; each memory dict
+        ``"named_time"`` / ``"asked_latest"`` / ``"speech"`` as :func:`ask`; each memory dict
         has id, text, tier, kind, recency, importance, relevance, score. ``retrieved`` lists each text once (the
         best-scoring memory holding it).
     Raises:
@@ -218,7 +218,9 @@ def ask(memory, mind, embedder, config: Config, persona: Persona, question: str,
     Returns:
         :func:`interview`'s dict without ``tick`` and ``ablations``; with ``"named_time"`` (:meth:`TimeCue.as_list
         <simulacra.memory.timecue.TimeCue.as_list>`: ``[start, end, words]`` in game minutes, and ``run_start`` when
-        before the run) when the question names a time, ``"asked_latest"`` (the words) when it asks for the latest.
+        before the run) when the question names a time, ``"asked_latest"`` (the words) when it asks for the latest,
+        ``"speech"`` (:meth:`SpeechCue.as_list <simulacra.memory.speech.SpeechCue.as_list>`) when it names who spoke
+        to whom and the lines said the other way were left out.
     """
     from simulacra.clock import format_game_time, weekday_of
 
@@ -226,8 +228,9 @@ def ask(memory, mind, embedder, config: Config, persona: Persona, question: str,
     query = recall_query(question, persona.name, config)
     found = recalled(memory, embedder.embed([embedded(query)])[0], query, now, config, profile, run_start)
     used_profile, named, latest = config.memory.switch(profile, query, now, run_start)  # as recalled() read them
+    speech = memory.speech_cue(query)
     view = AgentView(persona.id, persona, now, place, tuple(found), names, place_names,
-                     weekday=weekday_of(now, start_weekday), named_time=named, speech=memory.speech_cue(query))
+                     weekday=weekday_of(now, start_weekday), named_time=named, speech=speech)
     d = mind.interview(view, question)
     by_id = {m.id: m for m in found}
     return {
@@ -236,6 +239,7 @@ def ask(memory, mind, embedder, config: Config, persona: Persona, question: str,
         "answer": d.value.text, "source": d.source, "mind": mind.name, "profile": used_profile,
         **({} if named is None else {"named_time": named.as_list()}),
         **({} if latest is None else {"asked_latest": latest}),
+        **({} if speech is None else {"speech": speech.as_list()}),
         "used": [by_id[i].to_dict() for i in d.value.memory_ids if i in by_id],
         "retrieved": [m.to_dict() for m in found],
     }
@@ -307,6 +311,8 @@ def format_interview(r: dict[str, Any]) -> str:
         named = f" (profile {r['profile']}: asked for the latest, \"{r['asked_latest']}\")"
     matched = f", words matched as \"{r['query']}\"" if r.get("query", r["question"]) != r["question"] else ""
     out.append(f"memories retrieved for the question{matched}: {len(r['retrieved'])}{named}")
+    if r.get("speech"):  # the question named who spoke to whom (memory.speech_roles)
+        out.append(f"  ({describe_speech(r['speech'])})")
     out += [f"  {m['score']:.3f}  {m['tier']:<10} {m['text']}" for m in r["retrieved"]]
     if r.get("forgotten"):  # what it once held, as relevant as what it recalled
         out.append("once held and forgotten, as relevant as what was recalled (relevance):")

@@ -376,3 +376,25 @@ def test_the_scripted_answer_quotes_the_lines_said_the_asked_way_first():
     assert ScriptedMind().interview(view, question).value.memory_ids == ("m0", "m1", "m2")  # no cue: best first
     anyone = ScriptedMind().interview(replace(view, speech=speech_cue(f"Who told {BRAM} about it?")), question).value
     assert anyone.memory_ids == ("m2", "m3", "m0")  # Greta's and Kofi's lines to him, not Kofi's to Greta
+
+
+def test_an_interview_and_an_inspected_tick_say_which_lines_were_left_out():
+    from simulacra.explain import format_explanation
+    from simulacra.interview import format_interview
+    from simulacra.memory.speech import describe_speech
+
+    cue = speech_cue(f"What did Kofi tell {BRAM}?")
+    assert cue is not None and cue.as_list() == ["Kofi", BRAM, f"did Kofi tell {BRAM}"]
+    said = f'(asked what Kofi said to {BRAM}, named by "did Kofi tell {BRAM}": the lines said the other way left out)'
+    assert f"({describe_speech(cue.as_list())})" == said
+    assert describe_speech([None, BRAM, "Who told"]).startswith(f"asked what was said to {BRAM},")
+    assert describe_speech(["Kofi", None, "did Kofi say"]).startswith("asked what Kofi said,")
+    r = {"name": BRAM, "agent": "bram", "clock": "day 1 23:00", "question": "What did Kofi tell you?",
+         "query": f"What did Kofi tell {BRAM}?", "answer": "…", "mind": "scripted", "source": "scripted", "used": [],
+         "retrieved": [], "profile": "recall", "speech": cue.as_list()}
+    assert said in format_interview(r) and said not in format_interview({**r, "speech": None})
+    e = {"name": BRAM, "agent": "bram", "tick": 3, "clock": "20:15", "action": {"activity": "resting"},
+         "place": "home", "perceived": [], "said": [], "heard": [], "remembered": [], "reflections": [],
+         "moved": [], "reinforced": [], "forgotten": [], "posted": [],
+         "retrieved": [{"purpose": "interview", "query": r["query"], "results": [], "speech": cue.as_list()}]}
+    assert said in format_explanation(e)

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -103,6 +104,21 @@ class SpeechCue:
     speaker: str | None
     listener: str | None
     words: str
+
+    def as_list(self) -> list:
+        """The trace's form, ``[speaker, listener, words]`` (a retrieve operation's ``speech``)."""
+        return [self.speaker, self.listener, self.words]
+
+
+def describe_speech(speech: Sequence) -> str:
+    """A cue in words, from its trace form ``[speaker, listener, words]``: ``'asked what Kofi said to Bram, named by
+    "did Kofi tell Bram": the lines said the other way left out'``."""
+    speaker, listener, words = speech[:3]
+    if speaker and listener:
+        what = f"what {speaker} said to {listener}"
+    else:
+        what = f"what {speaker} said" if speaker else f"what was said to {listener}"
+    return f'asked {what}, named by "{words}": the lines said the other way left out'
 
 
 def _side(question: str, m: re.Match[str], group: str) -> str | None:

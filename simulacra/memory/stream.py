@@ -703,8 +703,7 @@ class AgentMemory:
                            lexical=(params.relevance, params.hybrid_weight) if params.lexical else None,
                            rrf_k=params.rrf_k if params.rrf else None, minmax_ranges=ranges,
                            named_time=None if named is None else named.as_list(),
-                           speech=None if (cue := self.speech_cue(query)) is None else [cue.speaker, cue.listener,
-                                                                                      cue.words])
+                           speech=None if (cue := self.speech_cue(query)) is None else cue.as_list())
 
     def most_important(
         self, now: float, n: int, tiers: Sequence[str] = ("long_term",), since: float | None = None,
