@@ -52,6 +52,7 @@ import yaml
 
 from simulacra.clock import MINUTES_PER_DAY, day_number, day_start, format_hhmm
 from simulacra.errors import SimulacraError
+from simulacra.memory.speech import TALK_FRAME
 from simulacra.trace import ADD, FORGET, REINFORCE, AddOp, agent_names, reinforced_as_add
 
 #: the "latest" forms of a ``said`` question: the answer is the last line between the two about the words
@@ -89,7 +90,6 @@ _QUALIFIERS = frozenset(
     "red black white blue green grey gray brown dark bright cold hot warm wet dry high low heavy light loud quiet "
     "early late main own usual strange real full empty broken poor rich north south east west upper lower front "
     "back few many several every".split())
-_FRAME = re.compile(r"^.+? talked with .+? at .+?\. ")
 #: a determiner and the one or two words after it: what a line talks about ("the mill's wheel", "a heavy branch"),
 #: not how it says it ("Who did I talk to about long?", stop 49's labels; :func:`_determined`)
 _DETERMINED = re.compile(r"\b(?i:the|a|an|my|his|her|our|their|your|its|this|these|those)\s+([A-Za-z][\w'’-]*)"
@@ -173,7 +173,7 @@ def _determined(text: str) -> list[str]:
 def _body(summary: str | None) -> str:
     """A conversation summary after its frame ``<a> talked with <b> at <place>.``: who told whom what, or what each
     had been doing (the place's name is not what the talk was about)."""
-    return _FRAME.sub("", summary or "", count=1)
+    return TALK_FRAME.sub("", summary or "", count=1)
 
 
 def _when(minute: float, start: float, end: float | None = None) -> str:

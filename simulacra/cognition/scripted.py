@@ -336,8 +336,7 @@ class ScriptedMind:
                   else "")
         if not view.memories:
             return Decision(Answer(before + "I do not remember anything about that."), ())
-        asked = [said_the_asked_way(view.speech, m.text) for m in view.memories]
-        used = ([m for m, a in zip(view.memories, asked) if a] + [m for m, a in zip(view.memories, asked) if not a])[:3]
+        used = sorted(view.memories, key=lambda m: not said_the_asked_way(view.speech, m.text))[:3]  # stable
         text = "What I remember: " + " ".join(m.text if m.text.endswith(".") else m.text + "." for m in used)
         return Decision(Answer(before + text, tuple(m.id for m in used)), tuple(m.id for m in view.memories))
 

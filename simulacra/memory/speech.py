@@ -90,8 +90,11 @@ _TOLD_FIRST = re.compile(r'^(?P<s>[^.:"\n]{1,80}?) told (?P<l>[^.:"\n]{1,80}?): 
 #: a word spread in public, ``S spread the word at P: ...`` (the shared tier's notice of news told at a public
 #: place, :func:`simulacra.tick.converse_stage`): said by S to whoever was there
 _SPREAD = re.compile(r'^(?P<s>[^:"\n]{1,80}?) spread the word at [^:"\n]{1,80}?: ')
-#: the frame of simulacra's conversation summary, ``A talked with B at P.``, and each of its sentences ``S told L:``
-_TALKED = re.compile(r"^[^.:\"\n]{1,80}? talked with [^.:\"\n]{1,80}? at [^:\"\n]{1,80}?\.\s")
+#: the frame of simulacra's conversation summary, ``A talked with B at P.`` and the space after it, when more follows
+#: (:meth:`simulacra.cognition.scripted.ScriptedMind.summarise_conversation` writes it): the one pattern of it, read
+#: here, by the reflections' quotes (:mod:`simulacra.rating.reflection`) and by the label generator
+TALK_FRAME = re.compile(r"^(?P<a>[^.:\"]{1,80}?) talked with (?P<b>[^.:\"]{1,80}?) at [^:\"]{1,80}?\.\s+(?=\S)")
+#: each sentence ``S told L:`` after it
 _TOLD = re.compile(r'(?<=[.!?] )(?P<s>[^.:"\n]{1,80}?) told (?P<l>[^.:"\n]{1,80}?):(?= |$)')
 
 
@@ -190,7 +193,7 @@ def speech_pairs(text: str) -> tuple[tuple[str | None, str | None], ...]:
     m = _SPREAD.match(text)
     if m:
         return ((_known(m.group("s")), None),)
-    if not _TALKED.match(text):
+    if not TALK_FRAME.match(text):
         return ()
     return tuple((_known(t.group("s")), _known(t.group("l"))) for t in _TOLD.finditer(text))
 

@@ -25,6 +25,7 @@ import numpy as np
 from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import pdist
 
+from simulacra.memory.speech import TALK_FRAME
 from simulacra.text import STOP_WORDS, join_words
 
 #: average-linkage cut on cosine distance (1 - cos, in [0, 2]) between all-MiniLM-L6-v2 embeddings of topic
@@ -46,8 +47,8 @@ _PLAN = re.compile(r"\bplans to be\b|\bfrom \d{1,2}:\d\d to \d{1,2}:\d\d\b")
 # The first sentence of the scripted mind's conversation summary ("A talked with B at <place>. B told A: <news>;
 # <news>. A told B: <news>."): a quote of the summary keeps it and goes on to one clause of what was told (with the
 # "B told A:" that says who told whom) or, with no news told, of what was done ("A had been ...; B had been ...") --
-# the clause holding the most of the insight's shared words (:func:`_quote`).
-_TALK = re.compile(r"^(?P<a>[^.:\"]{1,80}?) talked with (?P<b>[^.:\"]{1,80}?) at [^:\"]{1,80}?\.\s+(?=\S)")
+# the clause holding the most of the insight's shared words (:func:`_quote`); its frame is
+# :data:`simulacra.memory.speech.TALK_FRAME`.
 # A clause ends at ";" or a sentence end followed by a space.
 _CLAUSE_END = re.compile(r"(?<=[.!?;])\s")
 # The frame of this module's own insights, which become memories and may be reflected on again.
@@ -180,7 +181,7 @@ def _quote(text: str, words: Sequence[str] = ()) -> str:
         if said:
             return f"{speech.group(1)} said '{_cut(_best_clause(said, keys)[0])}'".replace('"', "'")
     flat = " ".join(text.split())
-    talk = _TALK.match(flat)
+    talk = TALK_FRAME.match(flat)
     if not talk:
         return _cut(_best_clause(flat, keys)[0]).replace('"', "'")
     rest = flat[talk.end():]
