@@ -52,7 +52,7 @@ import yaml
 
 from simulacra.clock import MINUTES_PER_DAY, day_number, day_start, format_hhmm
 from simulacra.errors import SimulacraError
-from simulacra.memory.speech import TALK_FRAME
+from simulacra.memory.speech import TALK_FRAME, DialogueLine
 from simulacra.trace import ADD, FORGET, REINFORCE, AddOp, agent_names, reinforced_as_add
 
 #: the "latest" forms of a ``said`` question: the answer is the last line between the two about the words
@@ -238,7 +238,7 @@ class _Generator:
     def own_copy(self, agent: str, line: dict) -> list[str]:
         """The agent's live memories of a line: speaker and listener each remember ``<speaker> said to <listener>:
         "<line>"`` (the tick's dialogue memory); identical lines said again count too."""
-        text = f'{self.f.names[line["speaker"]]} said to {self.f.names[line["listener"]]}: "{line["text"]}"'
+        text = DialogueLine(self.f.names[line["speaker"]], self.f.names[line["listener"]], line["text"]).text
         return [op["id"] for op in self.f.memories(agent, "dialogue") if op["text"] == text]
 
     def talk_memories(self, agent: str, conv: dict) -> list[str]:

@@ -46,6 +46,7 @@ from simulacra.errors import RaterError
 from simulacra.killpoint import kill_point
 from simulacra.memory.perspective import resident_view
 from simulacra.memory.records import MemoryRecord, RetrievedMemory, memory_id
+from simulacra.memory.speech import DialogueLine
 from simulacra.runtime import Runtime
 from simulacra.state import TownState, keyed_uniform
 from simulacra.text import at_place
@@ -776,7 +777,7 @@ def converse_stage(state: TownState, rt: Runtime, ordered: Sequence[tuple[str, s
         trace_lines: list[LineRecord] = []
         for (speaker, u), d in zip(lines, decisions):
             listener = b if speaker == a else a
-            said = f'{rt.names[speaker]} said to {rt.names[listener]}: "{u.text}"'
+            said = DialogueLine(rt.names[speaker], rt.names[listener], u.text).text
             news = (u.topic,) if u.topic else ()
             item = carried.get(u.topic) if u.topic else None
             # a line telling of a gathering is about its hours too (both sides' memories, and a notice of it)

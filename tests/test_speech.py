@@ -14,8 +14,10 @@ import pytest
 from simulacra.config import EmbeddingConfig, MemoryConfig, config_from_dict, load_config, recorded_config
 from simulacra.memory.records import MemoryRecord, RetrievedMemory, memory_id
 from simulacra.memory.speech import (
+    DialogueLine,
     SpeechCue,
     contradicts,
+    read_dialogue,
     said_the_other_way,
     same_person,
     speech_cue,
@@ -102,6 +104,24 @@ def test_a_question_that_names_no_direction_is_no_cue(question):
 ])
 def test_a_memory_states_the_sides_simulacra_writes(text, pairs):
     assert speech_pairs(text) == pairs
+
+
+@pytest.mark.parametrize("line", [
+    DialogueLine(KOFI, BRAM, "The bracket cracked."),
+    DialogueLine(KOFI, BRAM, 'Greta called it "the old wheel": it is worn.'),  # quotes and a colon inside
+    DialogueLine("Caroline", None, "I went to the support group."),  # a benchmark's line: no listener
+    DialogueLine(KOFI, BRAM, ""),
+])
+def test_a_dialogue_line_is_written_and_read_in_one_format(line):
+    assert read_dialogue(line.text) == line
+    assert read_dialogue(f"  {line.text}\n") == line  # whitespace around it aside
+    assert speech_pairs(line.text) == ((line.speaker, line.listener),)
+
+
+@pytest.mark.parametrize("text", [f"{KOFI} talked with {BRAM} at the forge.", f'{KOFI} plans to say: "hi"',
+                                  f"{KOFI} said the mill is shut.", ""])
+def test_a_text_that_is_no_dialogue_line_reads_as_none(text):
+    assert read_dialogue(text) is None
 
 
 def test_names_agree_by_their_words_with_titles_and_accents_aside():

@@ -83,8 +83,9 @@ _LISTENER = re.compile(
 #: what follows a side that names more than one person ("Kofi and Greta", "Kofi, or Greta")
 _MORE = re.compile(r"\s*,?\s*(?i:and|or|nor)\b")
 
-#: a dialogue memory ``S said to L: "..."`` and a conversation's line ``S said: "..."``, at the text's start
-_SAID = re.compile(r'^(?P<s>[^:"\n]{1,80}?) said(?: to (?P<l>[^:"\n]{1,80}?))?: ["“]')
+#: a dialogue memory ``S said to L: "..."`` and a conversation's line ``S said: "..."``: the sides, then the words
+#: (``q``), without the closing quote when there is one (:func:`read_dialogue`)
+_SAID = re.compile(r'^(?P<s>[^:"\n]{1,80}?) said(?: to (?P<l>[^:"\n]{1,80}?))?:\s*["“](?P<q>.*?)(?:["”]\s*)?$', re.S)
 #: a fact told by someone, ``S told L: "..."``, at the text's start (a recall scenario's visitor)
 _TOLD_FIRST = re.compile(r'^(?P<s>[^.:"\n]{1,80}?) told (?P<l>[^.:"\n]{1,80}?): ')
 #: a word spread in public, ``S spread the word at P: ...`` (the shared tier's notice of news told at a public
@@ -96,6 +97,33 @@ _SPREAD = re.compile(r'^(?P<s>[^:"\n]{1,80}?) spread the word at [^:"\n]{1,80}?:
 TALK_FRAME = re.compile(r"^(?P<a>[^.:\"]{1,80}?) talked with (?P<b>[^.:\"]{1,80}?) at [^:\"]{1,80}?\.\s+(?=\S)")
 #: each sentence ``S told L:`` after it
 _TOLD = re.compile(r'(?<=[.!?] )(?P<s>[^.:"\n]{1,80}?) told (?P<l>[^.:"\n]{1,80}?):(?= |$)')
+
+
+@dataclass(frozen=True)
+class DialogueLine:
+    """One line of a conversation as a memory holds it: ``speaker`` said ``words`` to ``listener`` (``None``: a
+    line ``S said: "..."`` of an imported or benchmark conversation, the listener unknown). Names as written."""
+
+    speaker: str
+    listener: str | None
+    words: str
+
+    @property
+    def text(self) -> str:
+        """The memory's text: ``S said to L: "words"`` (``S said: "words"`` without a listener), the one format of
+        a dialogue memory (written by :func:`simulacra.tick.converse_stage`, rebuilt by the label generator)."""
+        to = f" to {self.listener}" if self.listener is not None else ""
+        return f'{self.speaker} said{to}: "{self.words}"'
+
+
+def read_dialogue(text: str) -> DialogueLine | None:
+    """The line a dialogue memory's ``text`` holds (:attr:`DialogueLine.text`'s format: ``S said to L: "..."`` or
+    ``S said: "..."``, surrounding whitespace aside, a curly opening quote accepted), ``None`` for any other text;
+    the closing quote is not part of the words."""
+    m = _SAID.match(text.strip())
+    if m is None:
+        return None
+    return DialogueLine(m.group("s"), m.group("l"), m.group("q"))
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import numpy as np
 from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import pdist
 
-from simulacra.memory.speech import TALK_FRAME
+from simulacra.memory.speech import TALK_FRAME, DialogueLine, read_dialogue
 from simulacra.text import STOP_WORDS, join_words
 
 #: average-linkage cut on cosine distance (1 - cos, in [0, 2]) between all-MiniLM-L6-v2 embeddings of topic
@@ -36,7 +36,6 @@ MISSING_RATING = 5
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*[A-Za-z]|[A-Za-z]")
 _SENTENCE_END = ".!?:;\"“”(["
-_SPEECH = re.compile(r'^([^":]{1,80}?) said to [^":]{1,80}?:\s*"(.*)"\s*$', re.S)
 # The conversational formulae of simulacra.cognition.scripted, and the "plans to be ... from HH:MM to HH:MM"
 # of plans: framing that every memory of its kind shares, not what it is about.
 _FORMULAE = re.compile(
@@ -75,6 +74,13 @@ class Insight:
         return {"text": self.text, "evidence": list(self.evidence)}
 
 
+def _reported(text: str) -> DialogueLine | None:
+    """A dialogue memory's line when ``text`` is one said to someone (``S said to L: "..."``); a line with no
+    listener (``S said: "..."``) is quoted whole, as any other text."""
+    line = read_dialogue(text)
+    return line if line is not None and line.listener is not None else None
+
+
 def topic_view(text: str, agent: str | None = None) -> str:
     """What ``text`` is about, without the framing that every memory of its kind shares.
 
@@ -84,7 +90,8 @@ def topic_view(text: str, agent: str | None = None) -> str:
     memory is the agent's, so its name tells no topic from another). Returns ``""`` when no letter is left:
     a memory that is all formula is about nothing.
     """
-    view = _SPEECH.sub(r"\2", text.strip())
+    speech = _reported(text)
+    view = speech.words if speech is not None else text.strip()
     view = _INSIGHT.sub(" ", _PLAN.sub(" ", _FORMULAE.sub(" ", view)))
     if agent:
         for name in dict.fromkeys(n for n in [agent.strip(), *agent.split()] if n):
@@ -175,11 +182,11 @@ def _quote(text: str, words: Sequence[str] = ()) -> str:
     else is its best clause. Double quotes become single.
     """
     keys = frozenset(key for word in words for key, _, _ in _tokens(word))
-    speech = _SPEECH.match(text.strip())
-    if speech:
-        said = " ".join(_FORMULAE.sub(" ", speech.group(2)).split())
+    speech = _reported(text)
+    if speech is not None:
+        said = " ".join(_FORMULAE.sub(" ", speech.words).split())
         if said:
-            return f"{speech.group(1)} said '{_cut(_best_clause(said, keys)[0])}'".replace('"', "'")
+            return f"{speech.speaker} said '{_cut(_best_clause(said, keys)[0])}'".replace('"', "'")
     flat = " ".join(text.split())
     talk = TALK_FRAME.match(flat)
     if not talk:
