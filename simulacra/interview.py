@@ -274,9 +274,9 @@ def recalled(memory, question_embedding, question: str, now: float, config: Conf
     used, cue = config.memory.dated(profile, question, now, run_start)  # the profile that retrieves, the time named
     k = max(config.memory.for_profile(used).top_k, config.cognition.memories_in_prompt)
     tiers = TIMELESS_TIERS if cue is not None and cue.before_run else None
-    got = memory.retrieve(question_embedding, now, top_k=4 * k, tiers=tiers, query_text=question, profile=profile)
-    return distinct_texts(m for m in got if m.record is None or m.record.timestamp is None
-                          or m.record.timestamp < now)[:k]
+    got = memory.retrieve(question_embedding, now, top_k=4 * k, tiers=tiers, query_text=question, profile=profile,
+                          formed_before=now)
+    return distinct_texts(got)[:k]
 
 
 def distinct_texts(memories: Iterable[RetrievedMemory]) -> list[RetrievedMemory]:

@@ -194,3 +194,44 @@ def test_the_memory_stream_example_of_the_docs_recalls_the_old_answer(tmp_path, 
     assert scope["acting"][0].text != mill and mill in [m.text for m in scope["acting"]]
     assert (tmp_path / "ann-memory").is_dir()
     assert out.getvalue().splitlines()[0] == repr([mill])
+
+
+# ----------------------------------------------------------------- as of an earlier minute
+@pytest.mark.parametrize("relevance, profile", [("dense", None), ("hybrid", "recall"), ("hybrid", None)])
+def test_a_retrieval_as_of_an_earlier_minute_is_the_one_made_then(tmp_path, relevance, profile):
+    """``formed_before`` leaves out the memories formed since, exactly: the result at ``then`` in a store that went
+    on is the result of a store that stopped at ``then`` -- also where the later memories, full of recency under the
+    situational weights, would fill the first places, and on a tier searched with bounds (more than BOUND_MIN_ROWS
+    rows). Dropping them after a top-k cut (the interview's old way) returned fewer than k."""
+    from simulacra.interview import recalled
+    from simulacra.memory.index import BOUND_MIN_ROWS
+
+    rng = np.random.default_rng(3)
+    n, then = BOUND_MIN_ROWS + 300, 4000.0
+    texts = [f"Ann mends net {i} by the boat shed." if i % 2 else f"Ann hears the ferry bell {i}." for i in range(n)]
+    # half formed long before ``then``, half in the hour after it: those would lead on recency
+    stamps = np.sort(np.concatenate([rng.uniform(0, then - 2000, n // 2), rng.uniform(then, then + 60, n - n // 2)]))
+    records = [rec("ann", t, float(ts), 1 + i % 10) for i, (t, ts) in enumerate(zip(texts, stamps))]
+    vectors = rng.normal(size=(n, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    went_on = AgentMemory("ann", tmp_path / "on", MemoryConfig(relevance=relevance), DIM)
+    went_on.add(records, vectors)
+    before = stamps < then
+    stopped = AgentMemory("ann", tmp_path / "stopped", MemoryConfig(relevance=relevance), DIM)
+    stopped.add([r for r, b in zip(records, before) if b], vectors[before])
+    query, question = unit(1, 0.3, -0.2), "When did Ann mend the net?"
+    for k in (1, 10, 40):
+        got = went_on.retrieve(query, then, top_k=k, threshold=float("-inf"), query_text=question, profile=profile,
+                               formed_before=then)
+        want = stopped.retrieve(query, then, top_k=k, threshold=float("-inf"), query_text=question, profile=profile)
+        assert [m.id for m in got] == [m.id for m in want] and len(got) == k
+    config = load_config(None)
+    config.memory.relevance = relevance
+    for interview_profile in ("recall", SITUATIONAL):  # situational: the later memories score first
+        config.memory.purposes["interview"] = interview_profile
+        got_ids = [m.id for m in recalled(went_on, query, question, then, config)]
+        k = max(config.memory.for_profile(interview_profile).top_k, config.cognition.memories_in_prompt)
+        assert got_ids == [m.id for m in recalled(stopped, query, question, then, config)] and len(got_ids) == k
+    # without it the later memories are found, as they should be for a retrieval now
+    late = went_on.retrieve(query, then, top_k=40, threshold=float("-inf"), query_text=question, profile=profile)
+    assert any(m.record.timestamp >= then for m in late)

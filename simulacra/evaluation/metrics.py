@@ -207,11 +207,9 @@ class Knowledge:
             self._q[key] = self.embedder.embed([key])[0]
         profile = self.config.memory.profile_of("knowledge")
         k = self.config.memory.for_profile(profile).top_k
-        mem = self.memories[agent]
-        every = sum(mem.counts().values()) + (len(mem.shared) if mem.shared is not None else 0)
-        # all memories ranked, then those formed before ``minute``: the top k the agent would have had then
-        got = mem.retrieve(self._q[key], minute, top_k=max(k, every), query_text=question, profile=profile)
-        return [m for m in got if m.record is None or m.record.timestamp is None or m.record.timestamp < minute][:k]
+        # the top k the agent would have had then, of the memories formed before ``minute``
+        return self.memories[agent].retrieve(self._q[key], minute, top_k=k, query_text=question, profile=profile,
+                                             formed_before=minute)
 
     def knows(self, agent: str, fact: Fact, minute: int) -> bool:
         for m in self.retrieve(agent, fact.question, minute):

@@ -137,9 +137,9 @@ class StaticOnlyMemory:
         return self.TIERS
 
     def retrieve(self, query_embedding, now, top_k=None, tiers=None, threshold=None, mode=None, rule=None,
-                 query_text=None, profile=None):
+                 query_text=None, profile=None, formed_before=None):
         return self.inner.retrieve(query_embedding, now, top_k, self.TIERS, threshold, mode, rule, query_text,
-                                   profile)
+                                   profile, formed_before)
 
     def retrieval_record(self, query, purpose, results, query_embedding, now, rule=None, tiers=None, profile=None):
         return self.inner.retrieval_record(query, purpose, results, query_embedding, now, rule, self.TIERS, profile)

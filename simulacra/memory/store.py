@@ -209,6 +209,14 @@ class MemoryTier:
         key = (cue, id(self.index), self.index.version, len(self._records))  # a retrieval and its trace record ask
         return self._left_out.get(key, lambda: frozenset(r.id for r in self._records if contradicts(cue, r.text)))
 
+    def formed_from(self, minute: float | None) -> frozenset[str]:
+        """Ids of the memories formed at or after game minute ``minute`` (a timestamp of ``minute`` or later;
+        a memory without one, a static fact, is never among them), which a retrieval as of ``minute`` leaves out;
+        empty for ``None``."""
+        if minute is None:
+            return frozenset()
+        return frozenset(r.id for r in self._records if r.timestamp is not None and r.timestamp >= minute)
+
     def get(self, memory_id: str) -> MemoryRecord | None:
         """The record with this id, or ``None``."""
         row = self._row.get(memory_id)

@@ -549,6 +549,7 @@ class AgentMemory:
         rule: RetrievalRule | None = None,
         query_text: str | None = None,
         profile: str | None = None,
+        formed_before: float | None = None,
     ) -> list[RetrievedMemory]:
         """Retrieve the memories that matter for a query. Reads only; nothing is written (marking access
         is :meth:`mark_accessed`). Each result carries its tier, kind and score terms (the explanation).
@@ -572,6 +573,9 @@ class AgentMemory:
                 other way are left out of its results and candidates (:meth:`speech_cue`); what depends on the whole
                 tier still counts them: the BM25 maximum that lexical relevance is divided by, and under ``normalize:
                 minmax`` and RRF the tier's ranges and ranks.
+            formed_before: a game minute: the memories formed at or after it are left out of the results the same
+                way (a retrieval as of a moment before the store's last memory: an interview at an earlier tick of a
+                run that went on, a fact's diffusion measured after the run); ``None``: none is.
         Returns:
             What :func:`simulacra.memory.selection.select` picks (the one retrieval rule; see there): cascade or
             merged over the tiers with ``top_k`` and ``threshold``, then, under a static budget, at most
@@ -594,7 +598,8 @@ class AgentMemory:
 
         def fetch(name: str, n: int) -> TierCandidates:
             tier = self.tier(name)
-            out = tier.contradicting(cue)  # the n best of the rest are among the n + len(out) best of all
+            out = tier.contradicting(cue) | tier.formed_from(formed_before)
+            # the n best of the rest are among the n + len(out) best of all
             best = tier.top(query_embedding, now, params, n + len(out), self.config.recency_from, query_text)
             best = [m for m in best if m.id not in out][:n] if out else best
             fetched[name] = best  # best first, ties in row order: positions are row order among equals
