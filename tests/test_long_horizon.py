@@ -235,3 +235,22 @@ def test_a_retrieval_as_of_an_earlier_minute_is_the_one_made_then(tmp_path, rele
     # without it the later memories are found, as they should be for a retrieval now
     late = went_on.retrieve(query, then, top_k=40, threshold=float("-inf"), query_text=question, profile=profile)
     assert any(m.record.timestamp >= then for m in late)
+
+
+def test_a_day_plan_is_about_its_day_a_night_step_about_the_whole_night():
+    """``plan_span``: the night runs into the next morning; a day's plan (or the night's plan summary) is about its
+    day, up to midnight, so that "What happened this morning?" asked the next day is not about yesterday's plan (it
+    was in the answer of all 10 residents asked on day 2, first for 7), while the night step's own memory keeps
+    the whole night ("What was I doing at 3:00?")."""
+    from simulacra.cognition.mind import plan_span
+
+    day = [PlanItem(7 * HOUR, 12 * HOUR, "working at the forge", "forge"),
+           PlanItem(12 * HOUR, 21 * HOUR, "eating and resting", "home"),
+           PlanItem(21 * HOUR, 31 * HOUR, "reading by the fire and going to bed", "home")]
+    assert plan_span(day) == {"span_start": 7 * HOUR, "span_end": 24 * HOUR}
+    assert plan_span(day[:2]) == {"span_start": 7 * HOUR, "span_end": 21 * HOUR}
+    assert plan_span(day[2:]) == {"span_start": 21 * HOUR, "span_end": 31 * HOUR}
+    on_day_3 = [PlanItem(i.start + 2 * MINUTES_PER_DAY, i.end + 2 * MINUTES_PER_DAY, i.activity, i.place) for i in day]
+    assert plan_span(on_day_3)["span_end"] == 3 * MINUTES_PER_DAY
+    with pytest.raises(ValueError):
+        plan_span([])

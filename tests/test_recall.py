@@ -97,12 +97,12 @@ def test_plans_are_stored_with_the_hours_they_are_about_day_summaries_without(re
                 seen["step"] += 1
                 assert lo % MINUTES_PER_DAY == int(m[1]) * 60 + int(m[2]) and lo <= ts < hi, text
                 assert (hi - lo) % MINUTES_PER_DAY == (int(m[3]) * 60 + int(m[4]) - lo) % MINUTES_PER_DAY, text
-            elif kind == "plan":
+            elif kind == "plan":  # about its day up to bedtime, not the night that runs into the next morning
                 seen["day plan"] += 1
-                assert lo <= ts + 60 and hi - lo >= 12 * 60 and lo < day + MINUTES_PER_DAY, text
+                assert lo <= ts + 60 and hi - lo >= 8 * 60 and hi <= day + MINUTES_PER_DAY, text
             elif "plan for day" in text:
                 seen["plan summary"] += 1
-                assert lo < ts and hi - lo >= 12 * 60, text
+                assert lo < ts and hi - lo >= 8 * 60 and hi <= day + MINUTES_PER_DAY, text
             else:  # the day's episodes: a digest made at night, about the moments it names, not the whole day
                 seen["summary"] += 1
                 assert span == (None, None), text

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
-from simulacra.clock import format_hhmm
+from simulacra.clock import MINUTES_PER_DAY, day_start, format_hhmm
 from simulacra.memory.records import RetrievedMemory, span_extra
 from simulacra.memory.speech import SpeechCue
 from simulacra.memory.timecue import TimeCue
@@ -383,14 +383,21 @@ def step_memory_text(persona: Persona, item: PlanItem, place_names: dict[str, st
 def plan_span(items: Sequence[PlanItem]) -> dict[str, float]:
     """The ``extra`` metadata of a ``plan`` or plan ``summary`` memory of ``items`` (at least one): it is about the
     game minutes from the first item's start to the last item's end (:attr:`MemoryRecord.span
-    <simulacra.memory.records.MemoryRecord.span>`), so that a question naming an hour of the plan finds it.
+    <simulacra.memory.records.MemoryRecord.span>`), so that a question naming an hour of the plan finds it. A plan
+    of several items (a day's plan, the night's plan summary) is about its day: its span ends at the midnight after
+    its first item's start at the latest. Its last item, the night, runs into the next morning ("21:00-07:00 reading
+    by the fire and going to bed"), and "What happened this morning?" asked the next day is not about yesterday's
+    plan; the night's own step memory ("... plans to be going to sleep from 22:00 to 07:00") keeps the whole night.
 
     Raises:
         ValueError: no items.
     """
     if not items:
         raise ValueError("a plan memory needs at least one plan item")
-    return span_extra(min(i.start for i in items), max(i.end for i in items))
+    start, end = min(i.start for i in items), max(i.end for i in items)
+    if len(items) > 1:
+        end = max(start, min(end, day_start(start) + MINUTES_PER_DAY))
+    return span_extra(start, end)
 
 
 def converse_line_by_line(say, views: dict[str, AgentView], convs: dict[str, ConversationView], opener: str,
