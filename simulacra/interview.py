@@ -30,7 +30,7 @@ from simulacra.embeddings import same_embedding
 from simulacra.errors import SimulacraError, is_whole
 from simulacra.memory.perspective import embedded
 from simulacra.memory.records import RetrievedMemory
-from simulacra.memory.speech import SpeechCue, contradicts, describe_speech
+from simulacra.memory.speech import SpeechCue, contradicts, describe_speech, typed_question
 from simulacra.memory.timecue import EARLIEST_START, TimeCue, describe_named
 from simulacra.persona import Persona
 from simulacra.text import text_key
@@ -225,7 +225,7 @@ def ask(memory, mind, embedder, config: Config, persona: Persona, question: str,
     from simulacra.clock import format_game_time, weekday_of
 
     profile = config.memory.profile_of("interview")
-    query = recall_query(question, persona.name, config)
+    query = recall_query(typed_question(question, names.values()), persona.name, config)
     found = recalled(memory, embedder.embed([embedded(query)])[0], query, now, config, profile, run_start)
     used_profile, named, latest = config.memory.switch(profile, query, now, run_start)  # as recalled() read them
     speech = memory.speech_cue(query)

@@ -22,6 +22,7 @@ from simulacra.memory.speech import (
     same_person,
     speech_cue,
     speech_pairs,
+    typed_question,
 )
 from simulacra.memory.stream import AgentMemory
 from simulacra.presets import preset_path
@@ -122,6 +123,27 @@ def test_a_dialogue_line_is_written_and_read_in_one_format(line):
                                   f"{KOFI} said the mill is shut.", ""])
 def test_a_text_that_is_no_dialogue_line_reads_as_none(text):
     assert read_dialogue(text) is None
+
+
+@pytest.mark.parametrize("typed, read", [
+    ("what did kofi tell you", "what did Kofi tell you?"),  # the name as the run writes it, and a "?"
+    ("What did Kofi tell you?", "What did Kofi tell you?"),
+    ("whom did bram ostrowski tell about the rider  ", "whom did Bram Ostrowski tell about the rider?"),
+    ("will kofi say so", "will Kofi say so?"),  # "Will Turner" is a resident, but "will" a common word
+    ("did kofi's wife say so?", "did kofi's wife say so?"),  # a possessive is no name to read
+    ("", ""),
+])
+def test_an_interview_question_is_read_as_typed(typed, read):
+    assert typed_question(typed, [KOFI, BRAM, "Will Turner"]) == read
+
+
+def test_a_question_typed_in_lower_case_or_without_a_mark_names_who_spoke():
+    """Bram asked "what did kofi tell you" answered from his own line to Kofi: no cue was read (audit of stop 51)."""
+    names = [KOFI, BRAM]
+    want = speech_cue(f"What did Kofi tell {BRAM}?")
+    for typed in ("what did kofi tell you", "What did Kofi tell you", "what did kofi tell you?"):
+        asked = typed_question(typed, names).replace("you", BRAM)
+        assert speech_cue(asked) is not None and speech_cue(asked).speaker == want.speaker
 
 
 def test_names_agree_by_their_words_with_titles_and_accents_aside():

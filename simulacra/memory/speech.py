@@ -49,9 +49,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+
+from simulacra.text import STOP_WORDS
 
 #: an upper-case letter (Latin, with its accented forms): where a name begins
 _UPPER = "A-ZÀ-ÖØ-Þ\u0100-\u017f"
@@ -165,6 +167,24 @@ def _side(question: str, m: re.Match[str], group: str) -> str | None:
             or words[-1].lower().endswith(("'s", "’s", "'", "’"))):
         return None
     return " ".join(words)
+
+
+def typed_question(question: str, names: Iterable[str]) -> str:
+    """A question as a person types it, made readable for its cue (an interview's: it is a question, and it names
+    residents of the run): a word of one of ``names`` (the residents' names) typed in lower case is written as the
+    name writes it ("what did kofi tell you" -> "what did Kofi tell you?"), unless it is a common word
+    (:data:`simulacra.text.STOP_WORDS`: "will"); and a question mark is put at its end when it has none. The lexical
+    relevance, which lower-cases, and the embedding (all-MiniLM-L6-v2 is uncased) read it alike; the cue and the
+    third-person rule, which read names as capitalised words, now read these too. A misspelt name stays unread."""
+    words: dict[str, str] = {}
+    for name in names:
+        for word in name.split():
+            if len(word) > 1 and word[0].isupper() and word.lower() not in STOP_WORDS:
+                words.setdefault(word.lower(), word)
+    if words:
+        question = re.sub(r"(?<![\w'’-])[a-zà-ÿ][\w'’-]*", lambda m: words.get(m.group(), m.group()), question)
+    stripped = question.rstrip()
+    return stripped if stripped.endswith("?") or not stripped else stripped + "?"
 
 
 @lru_cache(maxsize=4096)
