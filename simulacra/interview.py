@@ -34,7 +34,7 @@ from simulacra.memory.speech import SpeechCue, contradicts, describe_speech, typ
 from simulacra.memory.timecue import EARLIEST_START, TimeCue, describe_named
 from simulacra.persona import Persona
 from simulacra.text import text_key
-from simulacra.trace import Header, TickRecord, read_trace
+from simulacra.trace import Header, TickRecord, read_trace, tick_end
 
 #: the tiers of memories that have no time (static persona and world facts): all an agent holds from before its run
 TIMELESS_TIERS = ("static",)
@@ -102,7 +102,7 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     n = len(ticks) - 1 if tick is None else tick
     if not (is_whole(n) and 0 <= n < len(ticks)):
         raise SimulacraError(f"{run_dir}: tick {n} is outside the trace (0..{len(ticks) - 1})")
-    now = int(ticks[n]["time"]) + int(header["tick_minutes"])
+    now = int(tick_end(ticks[n]["time"], header))
     run_start = int(header.get("start_minute", ticks[0]["time"]))  # the run's first game minute
     ablate = recorded_ablations(header, f"{run_dir}/trace.jsonl header") if ablated else frozenset()
     source = f"{run_dir}/trace.jsonl header" + (f" with --set {' '.join(overrides)}" if overrides else "")

@@ -652,6 +652,13 @@ def stream_trace(path: str | Path) -> tuple[Header, Iterator[TickRecord]]:
     raise TraceFormatError(f"{path}: empty trace")
 
 
+def tick_end(tick_time: float, header: Header | Mapping[str, Any]) -> float:
+    """The game minute a tick that began at ``tick_time`` ends at (``tick_time`` + the header's ``tick_minutes``):
+    the moment the stores hold after it, at which an interview of that tick and ``simulacra tune``'s queries
+    without a time are asked."""
+    return float(tick_time) + float(header.get("tick_minutes") or 0)
+
+
 def agent_names(header: Header | Mapping[str, Any], agents: Iterable[str] | None = None) -> dict[str, str]:
     """Agent id -> the resident's name, as the header's ``personas`` give it, for ``agents`` (default the header's
     ``agents``, in order); an agent without a persona or a name there is named by its id (a hand-made trace)."""

@@ -405,6 +405,12 @@ def test_the_hand_labels_resolve_on_a_fresh_seed003_day(tmp_path, rater_url, emb
     prepared = t.prepare(sim.run_dir, queries, embedder, qfile, run=info)  # raises on a memory it cannot find
     assert len(prepared) == len(queries) == 14
     assert all(pq.relevant for pq in prepared)
+    # a query without a time is asked when an interview of the run asks: at the end of its last tick
+    from simulacra.interview import interview
+
+    asked = interview(sim.run_dir, "ezra_pike", "What were you doing at 22:55?", embedder=embedder)
+    assert asked["time"] == info.end_minute == sim.state.now
+    assert {pq.now for pq, q in zip(prepared, queries) if q.time is None} == {info.end_minute}
     defaults = t.evaluate(prepared, [t.baseline_settings()["defaults"]], info.config.memory)[0]
     assert defaults.recall == 1.0
 

@@ -23,6 +23,7 @@ from simulacra.trace import (
     agent_names,
     reinforced_as_add,
     stream_trace,
+    tick_end,
 )
 from simulacra.tune.queries import LabelledQuery
 
@@ -41,7 +42,7 @@ class RunInfo:
     run_dir: Path
     config: Any  # simulacra.config.Config
     start_minute: int
-    end_minute: float
+    end_minute: float  # the end of the last tick (game minutes): the moment the stores hold (:func:`tick_end`)
     agents: list[str]
     added: dict[str, list[AddOp | PostOp]]  # owner (:data:`SHARED` for the shared tier) -> add/post operations
     header: Header  # the trace header (where the stores are: :class:`simulacra.runtime.RunStores`)
@@ -67,7 +68,7 @@ def query_warnings(run: RunInfo, queries: Sequence[LabelledQuery], queries_file:
         made = f"world {header['world_file']}, seed {seed}" if default else "its trace names no world and seed"
         out.append(f"{queries_file}: made for the run {named_run!r} (its 'run:'), not for {run.run_dir} ({made}): "
                    f"its agents, times and expected memories are of that run")
-    end = run.end_minute + float(header.get("tick_minutes") or 0)
+    end = run.end_minute
     late = [(q.index, q.time) for q in queries if q.time is not None and q.time > end]
     if late:
         shown = ", ".join(f"queries.{index} ({format_game_time(time)})" for index, time in late[:5])
@@ -108,5 +109,6 @@ def read_run(run_dir: str | Path) -> RunInfo:
         raise TuneError(str(err)) from None
     start = int(header.get("start_minute", 0))
     config = config_from_dict(recorded_config(header["config"]), path)
-    return RunInfo(run, config, start, float(start) if end is None else end, list(header.get("agents", [])), added,
-                   header)
+    # the run's end: the end of its last tick, the moment its stores hold (an interview of the run asks then too)
+    end = float(start) if end is None else tick_end(end, header)
+    return RunInfo(run, config, start, end, list(header.get("agents", [])), added, header)
