@@ -336,6 +336,23 @@ def test_the_scripted_report_is_deterministic_per_seed(short_party):
         assert (base / "a" / name).stat().st_size > 0, name
 
 
+def test_reuse_measures_a_finished_run_again_without_running_it(short_party, tmp_path, embedder):
+    import shutil
+
+    from simulacra.evaluation.report import evaluate, unfinished
+
+    sc, base, first, _ = short_party
+    runs = base / "a" / "runs"
+    name = next(p.name for p in runs.iterdir() if p.name.startswith("full"))
+    shutil.copytree(runs / name, tmp_path / "runs" / name)
+    assert unfinished(tmp_path / "runs" / name, sc) is None
+    said: list[str] = []
+    again = evaluate(sc, [variant("full")], [0], tmp_path, embedder=embedder, reuse=True, progress=said.append,
+                     overrides=["rater.url=http://127.0.0.1:9/unused"])  # no run: the rater is never asked
+    assert any("measuring the finished run" in s for s in said) and not any("running" in s for s in said)
+    assert again["variants"]["full"]["seeds"] == first["variants"]["full"]["seeds"]
+
+
 def test_the_party_spreads_and_guests_come_by_retrieval(short_party):
     sc, base, first, _ = short_party
     row = first["variants"]["full"]["seeds"]["0"]
@@ -746,6 +763,12 @@ def test_a_run_cut_short_by_a_failed_part_is_not_reported_as_finished(tmp_path, 
         with pytest.raises(SimulacraError, match="did not reach the scenario's end"):
             evaluate(load_scenario(SHORT_PARTY), [variant("full")], [0], tmp_path / "out", overrides=over,
                      embedder=embedder, interviews=False)
+        # --reuse-runs measures finished runs only: the stopped one is run again (and stops again), not measured
+        said: list[str] = []
+        with pytest.raises(SimulacraError, match="did not reach the scenario's end"):
+            evaluate(load_scenario(SHORT_PARTY), [variant("full")], [0], tmp_path / "out", overrides=over,
+                     embedder=embedder, interviews=False, reuse=True, progress=said.append)
+        assert any("is not reused: it stopped before the scenario's end" in s for s in said)
     finally:
         server.close()
     assert not (tmp_path / "out" / "report.md").exists()

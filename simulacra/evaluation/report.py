@@ -129,7 +129,8 @@ def evaluate(sc: Scenario, variants: Sequence[Variant], seeds: Sequence[int], ou
 
     ``config_path`` and ``overrides`` (``section.field=value``) set the base config (any backend: e.g.
     ``llm.provider=local``); a variant's overrides and the seed come on top. With ``reuse``, a run already finished
-    in ``out/runs/`` (its ``summary.json`` written) is measured again instead of being run again. With ``workers``
+    in ``out/runs/`` (:func:`unfinished`) is measured again instead of being run again; any other is run again. With
+    ``workers``
     > 1 or a ``ray_address``, each run's agents are shards on Ray actors (:func:`~simulacra.evaluation.setup.start_run`;
     the same runs, scripted, with ``embedding.exact``); the measurements are taken in this process.
 
@@ -153,10 +154,13 @@ def evaluate(sc: Scenario, variants: Sequence[Variant], seeds: Sequence[int], ou
         for seed in seeds:
             config = load_config(config_path, [*overrides, *v.overrides, f"simulation.seed={seed}"])
             name = run_name(v, seed)
-            if reuse and (out / "runs" / name / "summary.json").is_file():
+            why = unfinished(out / "runs" / name, sc) if reuse else None
+            if reuse and why is None:
                 say(f"{sc.name}: variant {v.name}, seed {seed}: measuring the finished run {out / 'runs' / name}")
             else:
-                say(f"{sc.name}: variant {v.name}, seed {seed}: running ...")
+                say(f"{sc.name}: variant {v.name}, seed {seed}: running ..."
+                    + (f" (the run in {out / 'runs' / name} is not reused: {why})" if why and
+                       (out / "runs" / name).exists() else ""))
                 summary = run_scenario(sc, config, v, out / "runs", name, embedder, workers=workers,
                                        ray_address=ray_address)
                 if summary.get("stopped"):  # a part failed for good: a cut-short run would measure as a finished one
@@ -185,6 +189,35 @@ def evaluate(sc: Scenario, variants: Sequence[Variant], seeds: Sequence[int], ou
     plots = write_plots(result, details, sc, out)
     (out / "report.md").write_text(report_markdown(result, details, sc, plots), encoding="utf-8")
     return result
+
+
+def unfinished(run_dir: Path, sc: Scenario) -> str | None:
+    """Why the run folder ``run_dir`` is not a finished run of ``sc`` that ``evaluate --reuse-runs`` may measure
+    again, or ``None`` when it is: no ``summary.json`` (the run was killed, or never made), a summary that records a
+    stop (a part failed for good), or a trace with fewer ticks than the scenario's span (cut short)."""
+    from simulacra.trace import stream_trace
+
+    path = run_dir / "summary.json"
+    if not path.is_file():
+        return "it has no summary.json"
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        return f"{path} cannot be read ({err})"
+    if not isinstance(summary, dict):
+        return f"{path} is not a run summary"
+    if summary.get("stopped"):
+        return f"it stopped before the scenario's end ({summary['stopped']})"
+    try:
+        header, ticks = stream_trace(run_dir / "trace.jsonl")
+        count = sum(1 for _ in ticks)
+        start, tick = int(header["start_minute"]), int(header["tick_minutes"])
+    except (SimulacraError, OSError, KeyError, TypeError, ValueError) as err:
+        return f"its trace cannot be read ({err})"
+    want = max(1, (sc.end_minute(start) - start) // tick)
+    if count < want:
+        return f"its trace holds {count} of the scenario's {want} ticks"
+    return None
 
 
 def interview_mind(config, run_dir: Path):
