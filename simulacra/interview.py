@@ -130,7 +130,7 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     closers: list = []
     try:
         if mind is None:
-            llm = build_language_model(config, run_dir, closers)
+            llm = build_language_model(config, run_dir, closers, interview=True)
             mind = build_mind(config, llm, int(header["tick_minutes"]))
         answer = ask(memory, ablate_mind(mind, ablate), embedder, config, personas[agent], question, now,
                      ticks[n]["positions"][agent], names, place_names, start_weekday, rest_days, run_start=run_start)

@@ -368,19 +368,26 @@ def build_rater(config: Config, embedder, llm=None, run_name: str = "the run"):
     return rater
 
 
-def build_language_model(config: Config, run_dir: Path, closers: list[Callable[[], None]], resume: bool = False):
+def build_language_model(config: Config, run_dir: Path, closers: list[Callable[[], None]], resume: bool = False,
+                         interview: bool = False):
     """The run's language model (wrapped: meter, retries, budget, recorder, cache), or ``None`` offline.
     With ``llm.provider: local`` the bundled model's server is started and its closer appended to ``closers``;
-    with ``resume`` the answers recorded in the run's ``llm_calls.jsonl`` are replayed (:mod:`simulacra.llm.replay`)."""
+    with ``resume`` the answers recorded in the run's ``llm_calls.jsonl`` are replayed (:mod:`simulacra.llm.replay`).
+    With ``interview`` the model answers interviews of the finished run: its calls are recorded to the run's
+    ``interview_calls.jsonl``, not to the run's own ``llm_calls.jsonl`` (which a resume replays and charges to the
+    run's ``llm.max_calls``)."""
     from simulacra.llm import build_model
+    from simulacra.llm.factory import CALLS_FILE, INTERVIEW_CALLS_FILE
 
+    calls = INTERVIEW_CALLS_FILE if interview else CALLS_FILE
     if config.llm.provider == "local":
         from simulacra.llm.factory import start_local_model
 
         server = start_local_model(config.llm)
         closers.append(server.close)
-        return build_model(config.llm, run_dir, base_url=server.base_url, model=server.model, resume=resume)
-    return build_model(config.llm, run_dir, resume=resume)
+        return build_model(config.llm, run_dir, base_url=server.base_url, model=server.model, resume=resume,
+                           calls_file=calls)
+    return build_model(config.llm, run_dir, resume=resume, calls_file=calls)
 
 
 def build_mind(config: Config, llm, tick_minutes: int = 10, reflector=None):

@@ -217,3 +217,24 @@ def test_replay_takes_identical_requests_in_recorded_order_and_asks_failures_aga
     assert len(load_calls(path)) == 6  # only the request sent was recorded
     assert request_key("m", [{"role": "user", "content": "x"}], 5, 0.0, None, None) != request_key(
         "m", [{"role": "user", "content": "x"}], 6, 0.0, None, None)
+
+
+def test_an_interview_of_the_run_is_recorded_apart_and_not_charged_to_it(tmp_path, openai_double, embedder):
+    """``simulacra interview`` (and evaluate's interviews) of a model run record their calls to the run's
+    ``interview_calls.jsonl``: they appended to ``llm_calls.jsonl``, so a resume charged them to the run's
+    ``llm.max_calls`` and stopped a run that the uninterrupted one finished (audit of stop 51)."""
+    from simulacra.config import LLMConfig
+    from simulacra.interview import interview
+    from simulacra.llm import BudgetedModel, build_model, unwrap
+
+    openai_double.script([], then=SchemaAnswers())
+    with create(tmp_path, openai_double, embedder, "iv") as sim:
+        sim.run(2)
+    own = load_calls(tmp_path / "iv" / "llm_calls.jsonl")
+    asked = len(openai_double.requests)
+    answer = interview(tmp_path / "iv", "ann", "What happened at the well?", embedder=embedder)
+    assert answer["source"] == "llm" and len(openai_double.requests) > asked  # the model answered
+    assert load_calls(tmp_path / "iv" / "llm_calls.jsonl") == own
+    assert len(load_calls(tmp_path / "iv" / "interview_calls.jsonl")) == len(openai_double.requests) - asked
+    cfg = LLMConfig(model="double-model", base_url=openai_double.url, attempts=1)
+    assert unwrap(build_model(cfg, run_dir=tmp_path / "iv", resume=True), BudgetedModel).calls == len(own)

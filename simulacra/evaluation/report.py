@@ -228,7 +228,7 @@ def interview_mind(config, run_dir: Path):
     if not uses_language_model(config):
         return None, []
     closers: list = []
-    llm = build_language_model(config, run_dir, closers)
+    llm = build_language_model(config, run_dir, closers, interview=True)
     return build_mind(config, llm), closers
 
 

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 
 #: file inside the run folder that :class:`RecordingModel` appends to
 CALLS_FILE = "llm_calls.jsonl"
+#: file inside the run folder that the calls of interviews of the run (``simulacra interview``, ``evaluate``'s) are
+#: appended to: not the run's own calls, so a resume neither replays them nor charges them to the run's budget
+INTERVIEW_CALLS_FILE = "interview_calls.jsonl"
 
 
 def start_local_model(config: LLMConfig) -> LocalModelServer | None:
@@ -40,7 +43,7 @@ def start_local_model(config: LLMConfig) -> LocalModelServer | None:
 
 def build_model(
     config: LLMConfig, run_dir: Path | None = None, base_url: str | None = None, model: str | None = None,
-    resume: bool = False,
+    resume: bool = False, calls_file: str = CALLS_FILE,
 ) -> LanguageModel | None:
     """The model ``config`` names, wrapped; ``None`` when none is named (callers then use the offline backends).
 
@@ -77,10 +80,12 @@ def build_model(
 
     Args:
         config: the ``llm`` section of the run's config.
-        run_dir: the run folder; calls are recorded to ``run_dir / "llm_calls.jsonl"``. ``None``: not recorded.
+        run_dir: the run folder; calls are recorded to ``run_dir / calls_file``. ``None``: not recorded.
         base_url: overrides ``config.base_url`` (e.g. a :class:`~simulacra.llm.local.LocalModelServer`'s).
         model: overrides ``config.model``.
         resume: the run is being resumed: replay the answers ``run_dir / "llm_calls.jsonl"`` holds.
+        calls_file: the file the calls are recorded to (:data:`CALLS_FILE`, the run's own; an interview's,
+            :data:`INTERVIEW_CALLS_FILE`, is never replayed).
 
     Returns:
         a :class:`~simulacra.llm.UsageMeter` (call ``report()`` at the end of the run), or ``None``.
@@ -111,9 +116,9 @@ def build_model(
     )
     inner: LanguageModel = adapter
     if run_dir is not None:
-        inner = RecordingModel(inner, Path(run_dir) / CALLS_FILE)
+        inner = RecordingModel(inner, Path(run_dir) / calls_file)
     budget = inner = BudgetedModel(inner, max_calls=config.max_calls, max_tokens=config.max_tokens)
-    if run_dir is not None and resume:
+    if run_dir is not None and resume and calls_file == CALLS_FILE:
         from simulacra.llm.replay import ReplayingModel, load_calls
 
         records = load_calls(Path(run_dir) / CALLS_FILE)
