@@ -28,6 +28,27 @@ if TYPE_CHECKING:
     from simulacra.memory.timecue import TimeCue
 
 
+def http_url(value: str, example: str, free_port: bool = False) -> str:
+    """``value`` stripped, when it is an http:// or https:// URL with a host and, if it names one, a port in
+    1..65535 (0 too with ``free_port``: ``rater.url``'s in-process rater on a free port): the one check of every
+    server address a config holds (``rater.url``, ``memory.chroma_url``, ``llm.base_url``).
+
+    Raises:
+        ValueError: anything else, with ``example`` of a good one (pydantic names the field).
+    """
+    from urllib.parse import urlparse
+
+    p = urlparse(value.strip())
+    try:
+        port = p.port
+    except ValueError:  # "abc", 99999: urllib says "Port out of range 0-65535" only when asked
+        port = -1
+    if p.scheme not in ("http", "https") or not p.hostname or port == -1 or (port == 0 and not free_port):
+        raise ValueError(f"expected an http:// or https:// URL with a host and, if any, a port in "
+                         f"{0 if free_port else 1}..65535 (e.g. {example}), got {value!r}")
+    return value.strip()
+
+
 class _Section(BaseModel):
     # a weight, threshold or timeout of inf or nan passes every ge/le bound and breaks scoring without an error
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
@@ -313,7 +334,9 @@ class MemoryConfig(_Section):
     @field_validator("chroma_url", mode="before")
     @classmethod
     def _blank_url(cls, v):
-        return None if isinstance(v, str) and not v.strip() else v
+        if isinstance(v, str):
+            return http_url(v, "http://127.0.0.1:8000") if v.strip() else None
+        return v
 
     @field_validator("day_summary_time")
     @classmethod
@@ -562,13 +585,7 @@ class RaterConfig(_Section):
     @field_validator("url")
     @classmethod
     def _an_http_url(cls, v: str) -> str:
-        from urllib.parse import urlparse
-
-        p = urlparse(v.strip())
-        if p.scheme not in ("http", "https") or not p.hostname:
-            raise ValueError(f"expected an http:// or https:// URL with a host (e.g. http://127.0.0.1:5000/rate), "
-                             f"got {v!r}")
-        return v.strip()
+        return http_url(v, "http://127.0.0.1:5000/rate", free_port=True)
 
 
 class SimulationConfig(_Section):
@@ -685,8 +702,12 @@ class LLMConfig(_Section):
 
     @field_validator("model", "base_url", mode="before")
     @classmethod
-    def _blank_is_none(cls, value: Any) -> Any:
-        return None if isinstance(value, str) and not value.strip() else value
+    def _blank_is_none(cls, value: Any, info) -> Any:
+        if isinstance(value, str) and not value.strip():
+            return None
+        if info.field_name == "base_url" and isinstance(value, str):
+            return http_url(value, "http://127.0.0.1:8080/v1")
+        return value
 
     @field_validator("api_key_env")
     @classmethod

@@ -9,6 +9,7 @@ config cases are passed to ``run_sim.py --config``.
 from __future__ import annotations
 
 import codecs
+import re
 import shutil
 import subprocess
 import sys
@@ -407,3 +408,23 @@ def test_an_output_path_that_cannot_be_written_is_one_line_naming_it(tmp_path, c
 
     with pytest.raises(OSError, match="socket"):
         dispatch(breaks, argparse.Namespace())
+
+
+@pytest.mark.parametrize("setting, field", [
+    ("rater.url=http://127.0.0.1:99999/rate", "rater.url"),
+    ("memory.chroma_url=http://127.0.0.1:99999", "memory.chroma_url"),
+    ("memory.chroma_url=http://127.0.0.1:abc", "memory.chroma_url"),
+    ("memory.chroma_url=storage:8000", "memory.chroma_url"),
+    ("llm.base_url=http://127.0.0.1:0/v1", "llm.base_url"),
+])
+def test_a_server_address_with_no_usable_port_is_named_before_the_run(setting, field, tmp_path, capsys):
+    """A port out of range passed the config and ended in urllib's ``ValueError: Port out of range 0-65535`` from
+    inside the rater client (audit of stop 51); rater.url's port 0 is its in-process rater on a free port."""
+    from simulacra.config import load_config
+
+    with pytest.raises(ConfigError, match=rf"field '{re.escape(field)}': expected an http:// or https:// URL"):
+        load_config(None, [setting])
+    assert main(["run", "--set", setting, "--db-dir", str(tmp_path), "--ticks", "1"]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # refused before a run folder was made
+    load_config(None, ["rater.url=http://127.0.0.1:0/rate"])
