@@ -22,8 +22,10 @@ from simulacra.trace import (
     RETRIEVE,
     DecisionRecord,
     TickRecord,
+    TraceFormatError,
     line_source,
     read_trace,
+    require_header,
 )
 
 PERCEIVED = ("observation", "event")
@@ -56,7 +58,10 @@ def explain_tick(run: str | Path, agent: str, tick: int) -> dict[str, Any]:
     t = ticks[tick - first]
     mine = [op for op in t["memory"] if op.get("agent") == agent]
     lines = [ln for c in t["conversations"] if agent in c["participants"] for ln in c["lines"]]
-    persona = header["personas"][agent]
+    require_header(header, ("personas",), f"{run}/trace.jsonl", "simulacra inspect")
+    persona = header["personas"].get(agent)
+    if not isinstance(persona, dict):
+        raise TraceFormatError(f"{run}/trace.jsonl: line 1: the header's 'personas' has no persona of {agent!r}")
     place = t["positions"][agent]
     world = header.get("world", {})
     place_name = world.get("places", {}).get(place, {}).get("name", place)

@@ -34,7 +34,7 @@ from simulacra.memory.speech import SpeechCue, contradicts, describe_speech, typ
 from simulacra.memory.timecue import EARLIEST_START, TimeCue, describe_named
 from simulacra.persona import Persona
 from simulacra.text import text_key
-from simulacra.trace import Header, TickRecord, read_trace, tick_end
+from simulacra.trace import Header, TickRecord, read_trace, require_header, tick_end
 
 #: the tiers of memories that have no time (static persona and world facts): all an agent holds from before its run
 TIMELESS_TIERS = ("static",)
@@ -97,6 +97,7 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     header, ticks = trace if trace is not None else read_trace(run_dir)
     if agent not in header["agents"]:
         raise SimulacraError(f"{run_dir}: no agent {agent!r}; agents: {', '.join(header['agents'])}")
+    require_header(header, ("personas", "world", "tick_minutes"), f"{run_dir}/trace.jsonl", "simulacra interview")
     if not ticks:
         raise SimulacraError(f"{run_dir}: the run has no tick")
     n = len(ticks) - 1 if tick is None else tick

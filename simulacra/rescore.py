@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from simulacra.config import SITUATIONAL, profile_overrides
+from simulacra.config import SITUATIONAL, config_from_dict, profile_overrides, recorded_config
 from simulacra.errors import SimulacraError, is_finite_number, is_whole
 from simulacra.memory.scoring import SCORING_FIELDS, ScoringParams, TermRanges, combine, recency_of
 from simulacra.memory.selection import RetrievalRule, TierCandidates, candidate_depth, select
@@ -145,6 +145,7 @@ def rescore_run(run: str | Path, a_rec: float | None = None, a_imp: float | None
     check_options(a_rec=a_rec, a_imp=a_imp, a_rel=a_rel, gamma=gamma, threshold=threshold, mode=mode, top_k=top_k,
                   static_top_k=static_top_k, static_threshold=static_threshold)
     header, ticks = read_trace(run)
+    config_from_dict(recorded_config(header["config"]), f"{run} header")  # a broken recorded value, named
     memory = header["config"]["memory"]
     try:
         profile_overrides(memory, profile)

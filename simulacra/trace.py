@@ -652,6 +652,23 @@ def stream_trace(path: str | Path) -> tuple[Header, Iterator[TickRecord]]:
     raise TraceFormatError(f"{path}: empty trace")
 
 
+def require_header(header: Header | Mapping[str, Any], keys: Iterable[str], path: str | Path, needs: str) -> None:
+    """That the trace ``header`` (of the trace at ``path``) holds each of ``keys`` as an object (``"tick_minutes"``
+    and ``"start_minute"`` as numbers), which the tool ``needs`` (e.g. ``"simulacra interview"``) reads beyond
+    :data:`HEADER_KEYS`.
+
+    Raises:
+        TraceFormatError: naming the first key missing or of the wrong kind, the file and the tool.
+    """
+    for key in keys:
+        value = header.get(key)
+        numeric = key in ("tick_minutes", "start_minute")
+        if value is None or (numeric and (isinstance(value, bool) or not isinstance(value, (int, float))))\
+                or (not numeric and not isinstance(value, dict)):
+            raise TraceFormatError(f"{path}: line 1: the header's {key!r} is {_kind(value)}, expected "
+                                   f"{'a number' if numeric else 'an object'} ({needs} reads it)")
+
+
 def tick_end(tick_time: float, header: Header | Mapping[str, Any]) -> float:
     """The game minute a tick that began at ``tick_time`` ends at (``tick_time`` + the header's ``tick_minutes``):
     the moment the stores hold after it, at which an interview of that tick and ``simulacra tune``'s queries

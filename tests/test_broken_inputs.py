@@ -428,3 +428,30 @@ def test_a_server_address_with_no_usable_port_is_named_before_the_run(setting, f
     assert "Traceback" not in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # refused before a run folder was made
     load_config(None, ["rater.url=http://127.0.0.1:0/rate"])
+
+
+def test_a_trace_header_without_what_a_tool_reads_is_named(tmp_path, rater_url, capsys):
+    """A header without ``personas`` ended ``inspect`` and ``interview`` in ``KeyError: 'personas'``; a header whose
+    recorded config holds a broken value ended ``rescore`` in a float conversion error (audit of stop 51)."""
+    import json
+
+    argv = ["--world", str(DATA / "tiny.yaml"), "--personas-dir", str(DATA / "personas"), "--ticks", "2",
+            "--db-dir", str(tmp_path), "--run-name", "r", "--rater-url", rater_url, "--quiet"]
+    assert run_sim_main(argv) == 0
+    trace = tmp_path / "r" / "trace.jsonl"
+    lines = trace.read_text(encoding="utf-8").splitlines()
+    header = json.loads(lines[0])
+    capsys.readouterr()
+
+    def write(h):
+        trace.write_text("\n".join([json.dumps(h), *lines[1:]]) + "\n", encoding="utf-8")
+
+    write({k: v for k, v in header.items() if k != "personas"})
+    for cmd in (["inspect", str(tmp_path / "r"), "--agent", "ann", "--tick", "0"],
+                ["interview", str(tmp_path / "r"), "--agent", "ann", "What happened?"]):
+        assert main(cmd) == 2
+        line = one_error_line(capsys.readouterr().err)
+        assert "trace.jsonl: line 1: the header's 'personas' is" in line and "expected an object" in line, line
+    write({**header, "config": {**header["config"], "memory": {**header["config"]["memory"], "a_rec": "abc"}}})
+    assert main(["rescore", str(tmp_path / "r"), "--weights", "0,0.25,1"]) == 2
+    assert "field 'memory.a_rec'" in one_error_line(capsys.readouterr().err)
