@@ -37,11 +37,11 @@ def explain_tick(run: str | Path, agent: str, tick: int) -> dict[str, Any]:
     Returns:
         ``{"agent", "name", "tick", "clock", "when" ("day 2 (Sunday, rest day) 09:00"), "asleep", "place",
         "action", "perceived": [texts], "remembered": [{text, kind, rating, tier}], "said": [texts], "heard":
-        [texts], "retrieved": [{purpose, query, results: [{id,
-        text, tier, kind, recency, importance, relevance, score, and under lexical or hybrid relevance dense
-        and lexical}]}], "reflections": [...], "moved": [...], "reinforced": [...], "rehearsed": [{reason, ids}],
-        "forgotten": [...], "posted": [...], "decisions": [{kind, source, memory_ids, memories: [texts], value}],
-        "lines": [{text, source, memories: [texts]}], "plan_step"}``.
+        [texts], "talk": [[">" said or "<" heard, text]] in the order said, "retrieved": [{purpose, query,
+        results: [{id, text, tier, kind, recency, importance, relevance, score, and under lexical or hybrid
+        relevance dense and lexical}]}], "reflections": [...], "moved": [...], "reinforced": [...], "rehearsed":
+        [{reason, ids}], "forgotten": [...], "posted": [...], "decisions": [{kind, source, memory_ids, memories:
+        [texts], value}], "lines": [{text, source, memories: [texts]}], "plan_step"}``.
     Raises:
         SimulacraError: unknown agent, a trace without ticks, or a tick outside the trace.
         TraceFormatError: the trace is malformed (:func:`simulacra.trace.iter_trace`).
@@ -99,6 +99,8 @@ def explain_tick(run: str | Path, agent: str, tick: int) -> dict[str, Any]:
         "remembered": remembered,
         "said": [ln["text"] for ln in lines if ln["speaker"] == agent],
         "heard": [ln["text"] for ln in lines if ln["listener"] == agent],
+        "talk": [[">" if ln["speaker"] == agent else "<", ln["text"]] for ln in lines
+                 if agent in (ln["speaker"], ln["listener"])],
         "retrieved": retrieved,
         "reflections": reflections,
         "moved": moved,
@@ -157,7 +159,8 @@ def format_explanation(e: dict[str, Any]) -> str:
         out += [f"  {x}" for x in e["perceived"]]
     if e["said"] or e["heard"]:
         out.append("said / heard:")
-        out += [f"  > {x}" for x in e["said"]] + [f"  < {x}" for x in e["heard"]]
+        talk = e.get("talk") or [[">", x] for x in e["said"]] + [["<", x] for x in e["heard"]]
+        out += [f"  {way} {x}" for way, x in talk]  # in the order said
     if e["remembered"]:
         out.append("remembered (rating, kind):")
         out += [f"  {m['rating'] if m['rating'] is not None else '-':>2}  {m['kind']:<11} {m['text']}"

@@ -149,7 +149,9 @@ def hand_made_trace(path):
             "actions": {"ann": {"type": "stay", "activity": "drawing water", "place": "well"}},
             "events": [], "object_changes": {},
             "conversations": [{"participants": ["ann", "ben"], "place": "well",
-                               "lines": [{"speaker": "ann", "listener": "ben", "text": "Hello, Ben!", "topic": None}]}],
+                               "lines": [{"speaker": "ben", "listener": "ann", "text": "Hello, Ann!", "topic": None},
+                                         {"speaker": "ann", "listener": "ben", "text": "Hello, Ben!", "topic": None},
+                                         {"speaker": "ben", "listener": "ann", "text": "Goodbye.", "topic": None}]}],
             "memory": [
                 {"op": "add", "agent": "ann", "tier": "short_term", "id": "new", "text": "Ben is at the well.",
                  "kind": "observation", "rating": 2, "timestamp": 480},
@@ -257,9 +259,11 @@ def test_inspect_reconstructs_a_tick(tmp_path):
     e = explain_tick(trace, "ann", 0)
     assert e["clock"] == "08:00" and e["place"] == "well" and e["perceived"] == ["Ben is at the well.",
                                                                                   "A crow sits on the roof."]
-    assert e["said"] == ["Hello, Ben!"] and e["heard"] == []
+    assert e["said"] == ["Hello, Ben!"] and e["heard"] == ["Hello, Ann!", "Goodbye."]
     assert [m["id"] for m in e["retrieved"][0]["results"]] == ["s1", "old"]
     text = format_explanation(e)
+    # the conversation in the order said (it listed what she said, then what she heard)
+    assert "  < Hello, Ann!\n  > Hello, Ben!\n  < Goodbye." in text
     assert "Ann Archer (ann) at tick 0, day 1 (Monday) 08:00: drawing water at well" in text and "0.881" in text
     assert e["when"] == "day 1 (Monday) 08:00" and not e["asleep"]
     with pytest.raises(SimulacraError, match="no agent 'zed'"):
