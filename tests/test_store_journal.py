@@ -12,6 +12,7 @@ import pytest
 
 from simulacra.checkpoint import read_checkpoint
 from simulacra.config import load_config
+from simulacra.errors import CheckpointError
 from simulacra.memory.chroma import open_chroma
 from simulacra.memory.journal import JOURNAL, StoreJournal, journal_key, read_frames, store_schedule
 from simulacra.memory.records import MemoryRecord
@@ -136,6 +137,13 @@ def test_a_reader_of_a_killed_run_sees_its_last_checkpoint(tmp_path, rater_url):
     assert sum(len(t) for p in ck["memory"].values() for n, t in p.items() if n == "short_term") > 0
     location.journal.close()
     assert read_stores(run_dir, list(ck["memory"])) == before
+    # a damaged journal loses memories the checkpoint lists: a reader says so instead of showing fewer (an
+    # interview answered from what was left)
+    whole = (run_dir / JOURNAL).read_bytes()
+    (run_dir / JOURNAL).write_bytes(whole[: len(whole) // 3])
+    with pytest.raises(CheckpointError, match="that the run's checkpoint lists are in neither its Chroma store nor"):
+        for pid in ck["memory"]:
+            AgentMemory(pid, run_dir / pid, config.memory, 384, location=store_location(config.memory, run_dir))
 
 
 def test_a_memory_gone_within_the_period_never_reaches_chroma(tmp_path, rater_url, embedder):

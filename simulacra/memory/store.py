@@ -20,7 +20,7 @@ from functools import partial
 
 import numpy as np
 
-from simulacra.errors import SimulacraError
+from simulacra.errors import CheckpointError, SimulacraError
 from simulacra.killpoint import kill_point
 from simulacra.memory.chroma import OWNER_KEY
 from simulacra.memory.index import BOUND_MIN_ROWS, COLUMNS, MirrorIndex
@@ -157,6 +157,12 @@ class MemoryTier:
         view = None if self.write_behind else self.journal.view(self.journal_key)
         if view is not None:  # a reader sees the checkpoint's memories (Chroma may hold some deleted since)
             want, marks = view
+            lost = [i for i in want if i not in self._row]
+            if lost:  # every memory a checkpoint lists is in Chroma or in the journal, unless either was damaged
+                raise CheckpointError(
+                    f"{self.journal.path}: {len(lost)} memories of {self.journal_key} that the run's checkpoint lists "
+                    f"are in neither its Chroma store nor this journal (the first: {lost[0]}): the run folder was "
+                    f"changed or damaged outside simulacra, and its memories cannot be shown as the run left them")
             listed = set(want)
             self._hide([i for i in self._row if i not in listed])
             if set(self._row) == listed:
