@@ -337,9 +337,12 @@ def _prepare_env() -> None:
 
 def _resume_conflicts(args: argparse.Namespace) -> list[str]:
     """Options ``--resume`` cannot take (the run's own config, world and agents are used)."""
+    from simulacra.simulation import RESUME_SETTINGS
+
+    other = [o for o in args.overrides if o.partition("=")[0].strip() not in RESUME_SETTINGS]
     given = [("--world", args.world != DEFAULT_WORLD), ("--personas-dir", args.personas_dir), ("--seed", args.seed),
              ("--run-name", args.run_name), ("--agents", args.agents), ("--config/--preset", args.config),
-             ("--set", args.overrides), ("--llm", args.llm), ("--overwrite", args.overwrite)]
+             (f"--set {' '.join(other)}", other), ("--llm", args.llm), ("--overwrite", args.overwrite)]
     return [name for name, value in given if value]
 
 
@@ -355,10 +358,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         if conflicts:
             raise SimulacraError(f"--resume continues a run with its own config, world and agents; drop "
                                  f"{', '.join(conflicts)} (only --ticks, --hours, --days, --rater-url, --chroma-url, "
-                                 f"--workers, --ray-address, --allow-changed apply)")
+                                 f"--workers, --ray-address, --allow-changed and the model budget, --set "
+                                 f"llm.max_calls=N / llm.max_tokens=N, apply)")
         print(f"simulacra: resuming {args.resume}; loading the embedding model ...", file=sys.stderr)
         town = Town.resume(args.resume, allow_changed=args.allow_changed, rater_url=args.rater_url,
-                           chroma_url=args.chroma_url, ray_address=args.ray_address, workers=args.workers)
+                           chroma_url=args.chroma_url, ray_address=args.ray_address, workers=args.workers,
+                           settings=args.overrides)
     else:
         if args.allow_changed:
             raise SimulacraError("--allow-changed only applies with --resume")

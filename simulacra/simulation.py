@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from simulacra.checkpoint import (
 )
 from simulacra.clock import GameClock, format_game_time, format_hhmm
 from simulacra.cluster import ShardLost, ShardProxy
-from simulacra.config import Config, config_from_dict, recorded_config
+from simulacra.config import Config, apply_overrides, config_from_dict, recorded_config
 from simulacra.disk import hold_run_folder, is_run_folder
 from simulacra.embeddings import threads_change_vectors
 from simulacra.errors import CheckpointError, RaterError, SimulacraError, StoreUnavailable
@@ -89,10 +89,31 @@ from simulacra.trace import (
 log = logging.getLogger(__name__)
 
 
-def _recorded_run(run_dir: Path, allow_changed: bool, rater_url: str | None, chroma_url: str | None
-                  ) -> tuple[Config, str, Header]:
+#: the settings a resume may change (``simulacra run --resume --set``, ``Town.resume(settings=...)``): the model
+#: budget, which caps what a run may cost and changes nothing it does until it stops it (a run stopped by it is
+#: continued with a larger one)
+RESUME_SETTINGS = ("llm.max_calls", "llm.max_tokens")
+
+
+def check_resume_settings(settings: Sequence[str]) -> list[str]:
+    """``settings`` (``section.field=value``) as a list, when each is one of :data:`RESUME_SETTINGS`.
+
+    Raises:
+        SimulacraError: another setting (a resume runs with the run's own config), naming it.
+    """
+    out = list(settings)
+    for item in out:
+        key = item.partition("=")[0].strip()
+        if key not in RESUME_SETTINGS:
+            raise SimulacraError(f"a resume continues a run with its own config; of its settings only "
+                                 f"{' and '.join(RESUME_SETTINGS)} (the model budget) may be changed, not {key!r}")
+    return out
+
+
+def _recorded_run(run_dir: Path, allow_changed: bool, rater_url: str | None, chroma_url: str | None,
+                  settings: Sequence[str] = ()) -> tuple[Config, str, Header]:
     """``(config, world path, header)`` of the run at ``run_dir`` as its trace header records them, the rater's and
-    the Chroma server's addresses replaced when given.
+    the Chroma server's addresses replaced when given, and ``settings`` (:data:`RESUME_SETTINGS`) applied.
 
     Raises:
         CheckpointError: a header without its input files (an older simulacra), or an input file changed since
@@ -114,7 +135,11 @@ def _recorded_run(run_dir: Path, allow_changed: bool, rater_url: str | None, chr
         data = {**data, "rater": {**data["rater"], "url": rater_url}}
     if chroma_url is not None:
         data = {**data, "memory": {**data.get("memory", {}), "chroma_url": chroma_url}}
-    config = config_from_dict(data, f"{run_dir / 'trace.jsonl'}: header config")
+    if settings:
+        data = apply_overrides({**data, "llm": dict(data.get("llm") or {})}, list(settings), "--resume --set")
+        log.info("resuming %s with %s", run_dir, ", ".join(settings))
+    config = config_from_dict(data, f"{run_dir / 'trace.jsonl'}: header config"
+                              + (f" with --set {' '.join(settings)}" if settings else ""))
     return config, next(iter(header["inputs"]["world"])), header
 
 
@@ -244,7 +269,8 @@ class Simulation:
     @classmethod
     def resume(cls, run_dir: str | Path, embedder=None, allow_changed: bool = False,
                rater_url: str | None = None, chroma_url: str | None = None,
-               ray_address: str | None = None, workers: int | None = None) -> Simulation:
+               ray_address: str | None = None, workers: int | None = None,
+               settings: Sequence[str] = ()) -> Simulation:
         """Continue a run from its last checkpoint, with the run's own config, world and persona files (as the
         trace header records them). A run of several workers is resumed on as many Ray actors (the checkpoint's
         shape), started here or on the cluster at ``ray_address``; each reopens its ``shard-<k>/`` folder.
@@ -266,7 +292,10 @@ class Simulation:
             allow_changed: resume although the world or a persona file changed since the run started.
             rater_url: the rater to use instead of the run's ``rater.url`` (a rater restarted elsewhere).
             chroma_url: the address of the run's Chroma server when it moved (``memory.chroma_url``).
+            settings: ``section.field=value`` changes of the model budget (:data:`RESUME_SETTINGS`): a run stopped
+                by ``llm.max_calls`` continues with a larger one (the calls it spent still count).
         Raises:
+            SimulacraError: a setting that is not the model budget.
             CheckpointError: no or a malformed checkpoint, a changed input file (naming it), stores and trace
                 that cannot be brought back to the checkpoint, or another number of workers for a run whose
                 memory is not on a Chroma server.
@@ -282,10 +311,11 @@ class Simulation:
             raise CheckpointError(f"{run_dir}: not a simulacra run folder (no trace, checkpoint or stores in it)")
         if workers is not None and workers < 1:
             raise SimulacraError(f"--workers must be at least 1, got {workers}")
+        settings = check_resume_settings(settings)
         if not (run_dir / CHECKPOINT).is_file():
-            return cls._start_again(run_dir, embedder, allow_changed, rater_url, chroma_url)
+            return cls._start_again(run_dir, embedder, allow_changed, rater_url, chroma_url, settings)
         ck = read_checkpoint(run_dir)
-        config, world_path, header = _recorded_run(run_dir, allow_changed, rater_url, chroma_url)
+        config, world_path, header = _recorded_run(run_dir, allow_changed, rater_url, chroma_url, settings)
         was = checkpoint_shards(ck)
         shape = was if workers is None else workers if workers > 1 or ray_address is not None else 0
         if shape != was:
@@ -425,7 +455,7 @@ class Simulation:
 
     @classmethod
     def _start_again(cls, run_dir: Path, embedder, allow_changed: bool, rater_url: str | None,
-                     chroma_url: str | None) -> Simulation:
+                     chroma_url: str | None, settings: Sequence[str] = ()) -> Simulation:
         """A run stopped before its first checkpoint (while it was being set up) has no tick to resume: it starts
         again, in the same folder, from the settings its trace header records (config, world, personas, agents).
 
@@ -444,7 +474,7 @@ class Simulation:
                                   f"deleted or lost, so the run cannot be taken up where it stopped. Put "
                                   f"{CHECKPOINT} back, or start the run again from its first tick with its "
                                   f"arguments and --overwrite (its ticks and memories are then replaced)")
-        config, world_path, header = _recorded_run(run_dir, allow_changed, rater_url, chroma_url)
+        config, world_path, header = _recorded_run(run_dir, allow_changed, rater_url, chroma_url, settings)
         if header.get("scenario") is not None:
             raise CheckpointError(f"cannot resume {run_dir}: a scenario run stopped before its first tick; run "
                                   f"simulacra evaluate again")
@@ -701,8 +731,10 @@ class Simulation:
             try:
                 result = self.step()
             except (RaterError, BudgetExceeded, LLMUnreachable, StoreUnavailable) as err:
+                more = (" --set llm.max_calls=N" if "call budget" in str(err) else
+                        " --set llm.max_tokens=N" if "token budget" in str(err) else "")
                 self.stopped = (f"stopped before tick {self.state.tick} ({format_hhmm(self.state.now)}): {err}; "
-                                f"when it is fixed, continue with: simulacra run --resume {self.run_dir}")
+                                f"when it is fixed, continue with: simulacra run --resume {self.run_dir}{more}")
                 log.error("run %s", self.stopped)
                 break
             except ShardLost as err:

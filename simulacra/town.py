@@ -22,7 +22,7 @@ import json
 import logging
 import sys
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -213,15 +213,18 @@ class Town:
 
     @classmethod
     def resume(cls, run_dir: str | Path, *, allow_changed: bool = False, rater_url: str | None = None,
-               chroma_url: str | None = None, ray_address: str | None = None, workers: int | None = None) -> Town:
+               chroma_url: str | None = None, ray_address: str | None = None, workers: int | None = None,
+               settings: Sequence[str] = ()) -> Town:
         """The run at ``run_dir`` taken up at its last checkpoint, with its own config, world and personas
         (:meth:`Simulation.resume`; a run of several workers on as many Ray actors, started here or on the cluster
         at ``ray_address``; with ``workers``, on that many instead, when the run's memory is on a Chroma server);
-        :meth:`run` with no length then finishes the length it was started for."""
+        :meth:`run` with no length then finishes the length it was started for. ``settings``: a larger model budget
+        for a run its budget stopped (``["llm.max_calls=500"]``; :data:`simulacra.simulation.RESUME_SETTINGS`)."""
         from simulacra.simulation import Simulation
 
         return cls(Simulation.resume(run_dir, allow_changed=allow_changed, rater_url=rater_url,
-                                     chroma_url=chroma_url, ray_address=ray_address, workers=workers))
+                                     chroma_url=chroma_url, ray_address=ray_address, workers=workers,
+                                     settings=settings))
 
     # ----------------------------------------------------------------- what it is
     @property

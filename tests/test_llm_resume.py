@@ -13,6 +13,7 @@ import pytest
 from simulacra.checkpoint import read_checkpoint
 from simulacra.cli import format_summary
 from simulacra.config import load_config
+from simulacra.errors import SimulacraError
 from simulacra.killpoint import ENV, InjectedFault
 from simulacra.llm import BudgetExceeded, Completion, LLMUnavailable
 from simulacra.llm.replay import ReplayingModel, load_calls, request_key
@@ -118,6 +119,14 @@ def test_a_spent_budget_stays_spent_after_a_resume(tmp_path, openai_double, embe
     assert len(openai_double.requests) == sent
     assert again["stopped"] == stopped["stopped"] and again["ticks"] == stopped["ticks"]
     assert again["llm"]["calls"] == stopped["llm"]["calls"]
+    # the message says how to go on, and a larger budget does (it was refused: a resume took no --set at all)
+    assert f"simulacra run --resume {tmp_path / 'budget'} --set llm.max_calls=N" in stopped["stopped"]
+    with pytest.raises(SimulacraError, match="only llm.max_calls and llm.max_tokens .* not 'memory.a_rec'"):
+        Simulation.resume(tmp_path / "budget", embedder=embedder, settings=["memory.a_rec=0"])
+    with Simulation.resume(tmp_path / "budget", embedder=embedder, settings=["llm.max_calls=1000"]) as sim:
+        left = TICKS - sim.ticks_done
+        more = sim.run(left)
+    assert not more.get("stopped") and more["ticks"] == TICKS and left > 0 and len(openai_double.requests) > sent
 
 
 def test_a_resume_charges_what_the_file_records_and_never_sends_a_request_the_budget_refused(tmp_path, openai_double):

@@ -285,7 +285,8 @@ class BudgetedModel(_Wrapper):
                   f"llm.max_tokens={'unlimited' if self.max_tokens is None else self.max_tokens}")
         return BudgetExceeded(
             f"{self.name}: {what} budget exhausted after {self.calls} calls and {self.tokens} tokens ({limits}); "
-            f"raise it with --set llm.max_{what}s=N (null = no limit) or in the config file's llm section"
+            f"raise it with --set llm.max_{what}s=N (null = no limit; a stopped run takes it on --resume too) or in "
+            f"the config file's llm section"
         )
 
     def _spent(self) -> str | None:
