@@ -455,3 +455,26 @@ def test_a_trace_header_without_what_a_tool_reads_is_named(tmp_path, rater_url, 
     write({**header, "config": {**header["config"], "memory": {**header["config"]["memory"], "a_rec": "abc"}}})
     assert main(["rescore", str(tmp_path / "r"), "--weights", "0,0.25,1"]) == 2
     assert "field 'memory.a_rec'" in one_error_line(capsys.readouterr().err)
+
+
+def test_a_damaged_chroma_file_is_named_not_a_traceback(tmp_path, rater_url):
+    """A truncated ``chroma.sqlite3`` ended ``interview`` and ``run --resume`` in chromadb's InternalError from inside
+    its Rust bindings (audit of stop 51). In processes of their own, as a user runs them: Chroma keeps a store it
+    opened in a process open."""
+    def simulacra(*args: str) -> subprocess.CompletedProcess:
+        code = "import sys; from simulacra.cli import main; sys.exit(main(sys.argv[1:]))"
+        return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT,
+                              timeout=600)
+
+    made = simulacra("run", "--world", str(DATA / "tiny.yaml"), "--personas-dir", str(DATA / "personas"),
+                     "--ticks", "2", "--db-dir", str(tmp_path), "--run-name", "r", "--rater-url", rater_url, "--quiet")
+    assert made.returncode == 0, made.stderr[-2000:]
+    sqlite = tmp_path / "r" / "chroma" / "chroma.sqlite3"
+    with open(sqlite, "r+b") as f:
+        f.truncate(8192)  # its first pages: the schema says there are more
+    for cmd in (["interview", str(tmp_path / "r"), "--agent", "ann", "What happened?"],
+                ["run", "--resume", str(tmp_path / "r"), "--rater-url", rater_url]):
+        got = simulacra(*cmd)
+        assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr[-2000:]
+        line = one_error_line(got.stderr)
+        assert f"{tmp_path / 'r' / 'chroma'}: Chroma cannot open the memory store there" in line, line

@@ -57,17 +57,23 @@ def open_chroma(path: str | Path):
     is made in write-ahead-log mode (:func:`use_wal`).
 
     Raises:
-        SimulacraError: ``path`` (or a folder above it) is a file.
+        SimulacraError: ``path`` (or a folder above it) is a file; Chroma cannot open the store there (a damaged
+            ``chroma.sqlite3``: Chroma's own error, named with the folder).
     """
     import chromadb
     from chromadb.config import Settings
+    from chromadb.errors import ChromaError
 
     blocked = next((p for p in (Path(path), *Path(path).parents) if p.exists() and not p.is_dir()), None)
     if blocked is not None:
         raise SimulacraError(f"{path}: cannot hold a memory store: {blocked} is a file, not a folder")
     Path(path).mkdir(parents=True, exist_ok=True)
     use_wal(path)
-    return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+    try:
+        return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+    except ChromaError as err:  # e.g. "database disk image is malformed": the file was damaged outside simulacra
+        raise SimulacraError(f"{path}: Chroma cannot open the memory store there ({type(err).__name__}: {err}); "
+                             f"its chroma.sqlite3 was damaged or changed outside simulacra") from None
 
 
 def use_wal(path: str | Path) -> bool:
