@@ -586,10 +586,9 @@ def cmd_view(args: argparse.Namespace) -> int:
     if args.resume is not None or args.allow_changed:
         raise SimulacraError("view starts a new run; resume one with 'simulacra run --resume <dir>' and watch it with "
                              "'simulacra replay <dir>'")
-    try:
-        width, height = (int(v) for v in args.size.lower().split("x"))
-    except ValueError:
-        raise SimulacraError(f"--size must look like 1280x800, got {args.size!r}") from None
+    from simulacra.viewer.app import parse_size
+
+    width, height = parse_size(args.size)
     try:
         os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
         import pygame  # noqa: F401
@@ -663,13 +662,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from simulacra.trace import TraceFormatError
-    from simulacra.viewer.app import check_view
+    from simulacra.viewer.app import check_view, parse_size
     from simulacra.viewer.state import ReplayState
 
-    try:
-        width, height = (int(v) for v in args.size.lower().split("x"))
-    except ValueError:
-        raise SimulacraError(f"--size must look like 1280x800, got {args.size!r}") from None
+    width, height = parse_size(args.size)
     try:
         replay = ReplayState.load(args.run)
     except (FileNotFoundError, TraceFormatError) as err:

@@ -265,3 +265,20 @@ def test_a_follower_checks_lines_as_every_reader_does(run_dir, tmp_path):
         fh.write(lines[2])
     with pytest.raises(TraceFormatError, match=r"line 4: tick 1 follows tick 1"):
         follower.poll()
+
+
+@pytest.mark.parametrize("size", ["5x5", "100000x100000", "1280x", "big"])
+def test_a_window_size_out_of_range_is_refused_by_view_and_replay_alike(size, tmp_path, capsys):
+    """``view --size 5x5`` ended in pygame's "Invalid resolution for Surface" and ``replay --size 100000x100000`` in
+    its "Out of memory" (audit of stop 51): one check, :func:`simulacra.viewer.app.parse_size`, for both."""
+    from simulacra.cli import main
+    from simulacra.viewer.app import MAX_SIZE, MIN_SIZE, parse_size
+
+    assert parse_size("1280x800") == (1280, 800)
+    assert parse_size(f"{MIN_SIZE[0]}x{MIN_SIZE[1]}") == MIN_SIZE and parse_size("7680X4320") == MAX_SIZE
+    for cmd in (["view", "--size", size, "--db-dir", str(tmp_path)], ["replay", str(tmp_path), "--size", size]):
+        assert main(cmd) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and ("--size must look like 1280x800" in err or "size must be (width, height) "
+                                           "from 800x500 to 7680x4320 pixels" in err), err
+    assert not any(tmp_path.iterdir())  # no run was started

@@ -406,11 +406,40 @@ def _key(ev: Any, player: Player, renderer: Any, screen: Any, run_dir: Path | No
 
 #: the smallest window the viewer lays out (map, panel and timeline), pixels
 MIN_SIZE = (800, 500)
+#: the largest window or screenshot, pixels (an 8K screen; a 100000x100000 surface would need 40 GB)
+MAX_SIZE = (7680, 4320)
+
+
+def check_size(size: tuple[int, int]) -> tuple[int, int]:
+    """``size`` (width, height in pixels) when it is whole numbers from :data:`MIN_SIZE` to :data:`MAX_SIZE`: the one
+    check of a window's and a screenshot's size (``simulacra view``, ``replay``, :func:`save_screenshot`).
+
+    Raises:
+        SimulacraError: naming the size and the range.
+    """
+    ok = (isinstance(size, (tuple, list)) and len(size) == 2 and all(is_whole(v) for v in size))
+    if not ok or not (MIN_SIZE[0] <= size[0] <= MAX_SIZE[0] and MIN_SIZE[1] <= size[1] <= MAX_SIZE[1]):
+        raise SimulacraError(f"size must be (width, height) from {MIN_SIZE[0]}x{MIN_SIZE[1]} to "
+                             f"{MAX_SIZE[0]}x{MAX_SIZE[1]} pixels, got {size!r}")
+    return int(size[0]), int(size[1])
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """A ``--size`` argument, ``"1280x800"``, as ``(width, height)`` (:func:`check_size`).
+
+    Raises:
+        SimulacraError: not WIDTHxHEIGHT, or out of range.
+    """
+    try:
+        width, height = (int(v) for v in str(text).lower().split("x"))
+    except ValueError:
+        raise SimulacraError(f"--size must look like 1280x800, got {text!r}") from None
+    return check_size((width, height))
 
 
 def check_view(replay: ReplayState, tick: int | None, agent: str | None, size: tuple[int, int]) -> None:
     """What the window and the screenshot are asked to show, checked: ``tick`` one of the run's (``None``: the
-    default), ``agent`` one of its agents (``None``: nobody selected), ``size`` at least :data:`MIN_SIZE`.
+    default), ``agent`` one of its agents (``None``: nobody selected), ``size`` within :func:`check_size`.
 
     Raises:
         SimulacraError: naming the value and what the run has.
@@ -419,11 +448,7 @@ def check_view(replay: ReplayState, tick: int | None, agent: str | None, size: t
         raise SimulacraError(f"tick {tick!r}: this run has ticks {replay.first_tick}..{replay.last_tick}")
     if agent is not None and agent not in replay.agents:
         raise SimulacraError(f"agent {agent!r}: not in this run; agents are {', '.join(replay.agents)}")
-    ok = (isinstance(size, (tuple, list)) and len(size) == 2
-          and all(is_whole(v) for v in size))
-    if not ok or size[0] < MIN_SIZE[0] or size[1] < MIN_SIZE[1]:
-        raise SimulacraError(f"size must be (width, height) of at least {MIN_SIZE[0]}x{MIN_SIZE[1]} pixels, got "
-                             f"{size!r}")
+    check_size(size)
 
 
 def save_screenshot(replay: ReplayState, tick: int, out: str | Path, selected: str | None = None,
