@@ -342,7 +342,8 @@ def _resume_conflicts(args: argparse.Namespace) -> list[str]:
     other = [o for o in args.overrides if o.partition("=")[0].strip() not in RESUME_SETTINGS]
     given = [("--world", args.world != DEFAULT_WORLD), ("--personas-dir", args.personas_dir), ("--seed", args.seed),
              ("--run-name", args.run_name), ("--agents", args.agents), ("--config/--preset", args.config),
-             (f"--set {' '.join(other)}", other), ("--llm", args.llm), ("--overwrite", args.overwrite)]
+             (f"--set {' '.join(other)}", other), ("--llm", args.llm), ("--overwrite", args.overwrite),
+             ("--db-dir (the run folder given to --resume says where the run is)", args.db_dir != "database")]
     return [name for name, value in given if value]
 
 
@@ -386,6 +387,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     with town:
         # a resumed run's length counts from its start
         ticks = town.ticks_for(args.hours, args.days, args.ticks, from_start=args.resume is not None)
+        if args.resume is not None and ticks == 0:
+            asked = ("the length it was started for" if args.hours is None and args.days is None and args.ticks is None
+                     else "the length asked (on a resume, --ticks, --hours and --days count from the run's start)")
+            print(f"simulacra: {town.run_dir} already has {town.ticks_done} ticks, {asked}: nothing to run",
+                  file=sys.stderr)
         w = town.world
         print(f"simulacra: {len(town.agents)} agents in {w.name}, {ticks} ticks of {w.tick_minutes} game minutes "
               f"from {town.clock}; run folder {town.run_dir}", file=sys.stderr)

@@ -478,3 +478,17 @@ def test_a_damaged_chroma_file_is_named_not_a_traceback(tmp_path, rater_url):
         assert got.returncode == 2 and "Traceback" not in got.stderr, got.stderr[-2000:]
         line = one_error_line(got.stderr)
         assert f"{tmp_path / 'r' / 'chroma'}: Chroma cannot open the memory store there" in line, line
+
+
+def test_a_resume_says_what_it_ignores_and_when_there_is_nothing_to_run(tmp_path, rater_url, capsys):
+    """``--resume RUN --db-dir X`` ran RUN without a word about X, and ``--resume RUN --ticks 2`` of a run with 2
+    ticks ran none and said nothing (audit of stop 51)."""
+    argv = ["--world", str(DATA / "tiny.yaml"), "--personas-dir", str(DATA / "personas"), "--ticks", "2",
+            "--db-dir", str(tmp_path), "--run-name", "r", "--rater-url", rater_url, "--quiet"]
+    assert run_sim_main(argv) == 0
+    capsys.readouterr()
+    assert main(["run", "--resume", str(tmp_path / "r"), "--db-dir", str(tmp_path / "elsewhere")]) == 2
+    assert "drop --db-dir" in one_error_line(capsys.readouterr().err)
+    assert main(["run", "--resume", str(tmp_path / "r"), "--ticks", "2", "--rater-url", rater_url, "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'r'} already has 2 ticks, the length asked (on a resume, --ticks" in err
