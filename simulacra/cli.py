@@ -10,6 +10,7 @@ import math
 import os
 import re
 import sys
+from pathlib import Path
 
 from simulacra import __version__
 from simulacra.errors import SimulacraError
@@ -343,7 +344,8 @@ def _resume_conflicts(args: argparse.Namespace) -> list[str]:
     given = [("--world", args.world != DEFAULT_WORLD), ("--personas-dir", args.personas_dir), ("--seed", args.seed),
              ("--run-name", args.run_name), ("--agents", args.agents), ("--config/--preset", args.config),
              (f"--set {' '.join(other)}", other), ("--llm", args.llm), ("--overwrite", args.overwrite),
-             ("--db-dir (the run folder given to --resume says where the run is)", args.db_dir != "database")]
+             ("--db-dir (the run folder given to --resume says where the run is)",
+              args.db_dir != "database" and Path(args.db_dir).resolve() != Path(args.resume).resolve().parent)]
     return [name for name, value in given if value]
 
 

@@ -323,6 +323,10 @@ def prepare_run(world_path: str | Path, config: Config, personas_dir: str | Path
     if resume and not run_dir.is_dir():
         raise CheckpointError(f"{run_dir}: no such run folder to resume")
     if not resume and run_dir.exists() and not overwrite:
+        if run_dir.is_dir() and not resumable(run_dir):
+            raise RunExistsError(f"run folder {run_dir} exists but holds no run to continue (its set-up failed before "
+                                 f"it recorded its settings): replace it with overwrite (--overwrite), or choose "
+                                 f"another run name (--run-name)")
         raise RunExistsError(f"run folder {run_dir} exists: replace it with overwrite (--overwrite), "
                              f"choose another run name (--run-name), or continue it with "
                              f"Town.resume({str(run_dir)!r}) (simulacra run --resume {run_dir})")
@@ -366,6 +370,21 @@ def build_rater(config: Config, embedder, llm=None, run_name: str = "the run"):
         log.warning("a rater already answers at %s, so the configured LLM (%s) does not rate %s's memories; stop "
                     "that rater or point rater.url elsewhere", r.url, llm.name, run_name)
     return rater
+
+
+def resumable(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a run that ``--resume`` can take up: a checkpoint, or a trace header recording the
+    settings of a run stopped while being set up (:meth:`simulacra.simulation.Simulation.resume`)."""
+    from simulacra.checkpoint import CHECKPOINT
+    from simulacra.trace import TraceFormatError, read_header
+
+    if (run_dir / CHECKPOINT).is_file():
+        return True
+    try:
+        read_header(run_dir)
+    except (TraceFormatError, OSError):
+        return False
+    return True
 
 
 def build_language_model(config: Config, run_dir: Path, closers: list[Callable[[], None]], resume: bool = False,

@@ -492,3 +492,15 @@ def test_a_resume_says_what_it_ignores_and_when_there_is_nothing_to_run(tmp_path
     assert main(["run", "--resume", str(tmp_path / "r"), "--ticks", "2", "--rater-url", rater_url, "--quiet"]) == 0
     err = capsys.readouterr().err
     assert f"{tmp_path / 'r'} already has 2 ticks, the length asked (on a resume, --ticks" in err
+
+
+def test_a_folder_left_by_a_failed_set_up_is_not_offered_for_resume(tmp_path, capsys):
+    """A run whose set-up failed (a dead Chroma or model server) leaves its folder: the next run said to continue it
+    with --resume, and the resume said to start it again with --overwrite (audit of stop 51)."""
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "trace.jsonl").write_text("", encoding="utf-8")  # opened, never written
+    argv = ["--world", str(DATA / "tiny.yaml"), "--personas-dir", str(DATA / "personas"), "--ticks", "1",
+            "--db-dir", str(tmp_path), "--run-name", "r"]
+    assert run_sim_main(argv) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "exists but holds no run to continue" in line and "--overwrite" in line and "--resume" not in line, line
