@@ -101,7 +101,10 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     if not ticks:
         raise SimulacraError(f"{run_dir}: the run has no tick")
     n = len(ticks) - 1 if tick is None else tick
-    if not (is_whole(n) and 0 <= n < len(ticks)):
+    if not is_whole(n):
+        raise SimulacraError(f"tick: expected a whole number of the trace (0..{len(ticks) - 1}), got "
+                             f"{type(n).__name__} {n!r}")
+    if not 0 <= n < len(ticks):
         raise SimulacraError(f"{run_dir}: tick {n} is outside the trace (0..{len(ticks) - 1})")
     now = int(tick_end(ticks[n]["time"], header))
     run_start = int(header.get("start_minute", ticks[0]["time"]))  # the run's first game minute

@@ -270,6 +270,8 @@ def test_inspect_reconstructs_a_tick(tmp_path):
         explain_tick(trace, "zed", 0)
     with pytest.raises(SimulacraError, match="outside the trace"):
         explain_tick(trace, "ann", 5)
+    with pytest.raises(SimulacraError, match=r"tick: expected a whole number of the trace \(0\.\.0\), got str '0'"):
+        explain_tick(trace, "ann", "0")  # it said "tick 0 is outside the trace (0..0)"
     with pytest.raises(SimulacraError, match="no trace there"):
         explain_tick(tmp_path / "nowhere", "ann", 0)
     assert not math.isnan(e["retrieved"][0]["results"][1]["score"])
