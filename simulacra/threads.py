@@ -13,22 +13,25 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import threading
 from collections.abc import Iterator
 
 log = logging.getLogger(__name__)
 
 _controller = None
+_modules = 0  # len(sys.modules) when the controller was made
 _lock = threading.Lock()
 _depth = 0  # blocks open now (a retrieval inside a tick, the rater's threads): the outermost one sets and restores
 _limiter = None
 
 
 def _blas_controller():
-    """threadpoolctl's view of the process's OpenBLAS, made once (it scans the loaded libraries: ms); ``None``
-    when threadpoolctl cannot inspect it."""
-    global _controller
-    if _controller is None:
+    """threadpoolctl's view of the process's OpenBLAS libraries, made again whenever modules were imported since
+    (an import may load another OpenBLAS: scipy's own, with its own pool, which a view made before it would leave
+    unlimited; the scan costs ms, the check a ``len``); ``None`` when threadpoolctl cannot inspect them."""
+    global _controller, _modules
+    if _controller is None or (_controller is not False and len(sys.modules) != _modules):
         try:
             from threadpoolctl import ThreadpoolController
 
@@ -36,6 +39,7 @@ def _blas_controller():
         except Exception:  # pragma: no cover - threadpoolctl missing or an unusual BLAS: keep the defaults
             log.debug("cannot inspect the BLAS thread pools", exc_info=True)
             _controller = False
+        _modules = len(sys.modules)  # after the import of threadpoolctl itself
     return _controller or None
 
 
