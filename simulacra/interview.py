@@ -244,8 +244,8 @@ def ask(memory, mind, embedder, config: Config, persona: Persona, question: str,
         **({} if named is None else {"named_time": named.as_list()}),
         **({} if latest is None else {"asked_latest": latest}),
         **({} if speech is None else {"speech": speech.as_list()}),
-        "used": [by_id[i].to_dict() for i in d.value.memory_ids if i in by_id],
-        "retrieved": [m.to_dict() for m in found],
+        "used": [timed(by_id[i], start_weekday, rest_days) for i in d.value.memory_ids if i in by_id],
+        "retrieved": [timed(m, start_weekday, rest_days) for m in found],
     }
 
 
@@ -296,6 +296,22 @@ def distinct_texts(memories: Iterable[RetrievedMemory]) -> list[RetrievedMemory]
     return out
 
 
+def timed(m: RetrievedMemory, start_weekday: str = "Monday", rest_days: Sequence[str] = ()) -> dict[str, Any]:
+    """``m.to_dict()`` with ``"time"`` (the game minute it formed, ``None`` for a timeless static memory) and
+    ``"clock"`` (that minute as :func:`~simulacra.clock.format_game_time` writes it, ``None`` without one): an
+    interview says when each memory it rests on is from."""
+    from simulacra.clock import format_game_time
+
+    t = None if m.record is None else m.record.timestamp
+    clock = None if t is None else format_game_time(int(t), start_weekday, rest_days)
+    return {**m.to_dict(), "time": t, "clock": clock}
+
+
+def _row(m: dict[str, Any]) -> str:
+    """One memory of an interview's listing: score, tier, when it formed (blank for a static memory), text."""
+    return f"  {m['score']:.3f}  {m['tier']:<10} {m.get('clock') or '':<22} {m['text']}"
+
+
 def format_interview(r: dict[str, Any]) -> str:
     """Human-readable form of :func:`interview`."""
     said_by = r["mind"] if r["source"] == r["mind"] else f"{r['mind']}, {r['source']}"  # "scripted" once
@@ -304,7 +320,7 @@ def format_interview(r: dict[str, Any]) -> str:
            + (f"; ablated: {', '.join(r['ablations'])}, as in the run)" if r.get("ablations") else ")")]
     if r["used"]:
         out.append("memories the answer rests on:")
-        out += [f"  {m['score']:.3f}  {m['tier']:<10} {m['text']}" for m in r["used"]]
+        out += [_row(m) for m in r["used"]]
     named = ""
     if r.get("named_time") and TimeCue.from_list(r["named_time"]).before_run:  # no memory is from then
         named = (f" (profile {r['profile']}: {describe_named(r['named_time'])}; no memory is from then: "
@@ -317,7 +333,7 @@ def format_interview(r: dict[str, Any]) -> str:
     out.append(f"memories retrieved for the question{matched}: {len(r['retrieved'])}{named}")
     if r.get("speech"):  # the question named who spoke to whom (memory.speech_roles)
         out.append(f"  ({describe_speech(r['speech'])})")
-    out += [f"  {m['score']:.3f}  {m['tier']:<10} {m['text']}" for m in r["retrieved"]]
+    out += [_row(m) for m in r["retrieved"]]
     if r.get("forgotten"):  # what it once held, as relevant as what it recalled
         out.append("once held and forgotten, as relevant as what was recalled (relevance):")
         out += [f"  {m['relevance']:.3f}  {m['clock']}" + (" (after the question's time)" if m.get("later") else "")

@@ -115,6 +115,11 @@ def test_yesterday_on_day_2_answers_from_day_1_as_before(ann):
     unknown = _ask(ann, "What did you do yesterday?", at(2, "10:00"), run_start=0)
     assert unknown["named_time"] == [at(1, "00:00"), at(1, "23:59"), "yesterday"]
     assert (unknown["answer"], unknown["retrieved"]) == (r["answer"], r["retrieved"])
+    # each memory says when it formed (a static fact: never); the listing shows it (it showed no time at all)
+    first = r["retrieved"][0]
+    assert (first["time"], first["clock"]) == (records["day1"].timestamp, "day 1 (Monday) 09:00")
+    assert all(m["clock"] is None for m in r["retrieved"] if m["tier"] == "static")
+    assert f"  {first['score']:.3f}  {first['tier']:<10} day 1 (Monday) 09:00 " in format_interview(r)
 
 
 def test_a_time_partly_before_the_run_keeps_its_part_inside(ann):
