@@ -504,3 +504,21 @@ def test_a_folder_left_by_a_failed_set_up_is_not_offered_for_resume(tmp_path, ca
     assert run_sim_main(argv) == 2
     line = one_error_line(capsys.readouterr().err)
     assert "exists but holds no run to continue" in line and "--overwrite" in line and "--resume" not in line, line
+
+
+def test_a_persona_changed_under_allow_changed_is_blamed_not_the_run_folder(tmp_path, rater_url, capsys):
+    """With --allow-changed, a persona edit that changes a resident's static memories stopped the resume with "the
+    run folder was changed outside simulacra" (audit of stop 51): the persona file was."""
+    import json
+
+    personas = tmp_path / "personas"
+    shutil.copytree(DATA / "personas", personas)
+    argv = ["--world", str(DATA / "tiny.yaml"), "--personas-dir", str(personas), "--ticks", "2", "--db-dir",
+            str(tmp_path), "--run-name", "r", "--rater-url", rater_url, "--quiet"]
+    assert run_sim_main(argv) == 0
+    ann = json.loads((personas / "ann.json").read_text())
+    (personas / "ann.json").write_text(json.dumps({**ann, "background": "Ann was a sailor once."}))
+    capsys.readouterr()
+    assert main(["run", "--resume", str(tmp_path / "r"), "--allow-changed", "--rater-url", rater_url]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "static tier is in the checkpoint" in line and "persona and world files: one of them changed" in line, line

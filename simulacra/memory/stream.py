@@ -788,8 +788,11 @@ def restore_missing(tier: MemoryTier, want: Sequence[str], sources: Sequence[Mem
             if src is not None and (held := src.get(i)) is not None:
                 copy = (held, src.embeddings_of([i])[0])
         if copy is None:
+            why = ("its static memories are built from the persona and world files: one of them changed since the run "
+                   "started (resumed with --allow-changed?); restore it to resume" if tier.tier == "static" else
+                   "the run folder was changed outside simulacra and cannot be resumed")
             raise CheckpointError(f"memory {i} of {owner}'s {tier.tier} tier is in the checkpoint but no longer in the "
-                                  f"store; the run folder was changed outside simulacra and cannot be resumed")
+                                  f"store; {why}")
         rec, emb = copy
         recs.append(replace(rec, long_term_since=None) if short_term else rec)
         embs.append(emb)
