@@ -180,3 +180,19 @@ def test_no_server_is_a_clear_error_before_the_first_tick(tmp_path, world, embed
         town(world, tmp_path, "none", embedder, rater_url, f"memory.chroma_url=http://127.0.0.1:{free_port()}",
              "memory.chroma_retry_s=1")
     assert not (tmp_path / "none" / "trace.jsonl").exists()
+
+
+def test_the_retry_messages_name_the_window_they_use(caplog):
+    """Connecting at start retries for at most 10 s of ``memory.chroma_retry_s``: the warnings said "gives up 60 s
+    after the first failure" and the error "did not answer for 13 s (memory.chroma_retry_s=10)" (audit of stop 51);
+    both now name the window used and where it comes from."""
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="simulacra.memory.chroma"):
+        with pytest.raises(StoreUnavailable) as err:
+            ChromaServer(f"http://127.0.0.1:{free_port()}", "x", retry_s=60, connect_s=1, initial_wait_s=0.1,
+                         timeout_s=1)
+    words = "1 s while connecting at start; memory.chroma_retry_s=60 after that"
+    assert words in str(err.value)
+    assert caplog.records and all(f"gives up 1 s after the first failure: {words}" in r.getMessage()
+                                  for r in caplog.records if "try" in r.getMessage())

@@ -286,13 +286,19 @@ class ChromaServer:
                 return False
         return False
 
-    def _before_sleep(self, state: RetryCallState) -> None:
+    def _window_words(self, window: float) -> str:
+        """Where a call's retry window comes from, for its messages: ``memory.chroma_retry_s``, or at most 10 s of
+        it while connecting at start."""
+        return (f"memory.chroma_retry_s={window:g}" if window == self.retry_s else
+                f"{window:g} s while connecting at start; memory.chroma_retry_s={self.retry_s:g} after that")
+
+    def _before_sleep(self, state: RetryCallState, window: float) -> None:
         self.retries += 1
         err = state.outcome.exception() if state.outcome is not None else None
         wait = state.next_action.sleep if state.next_action is not None else 0.0
         log.warning("the Chroma server at %s did not answer (%s: %s); try %d again in %.1f s (gives up %.0f s after "
-                    "the first failure: memory.chroma_retry_s)", self.url, type(err).__name__, err,
-                    state.attempt_number + 1, wait, self.retry_s)
+                    "the first failure: %s)", self.url, type(err).__name__, err,
+                    state.attempt_number + 1, wait, window, self._window_words(window))
 
     def call(self, fn: Callable[[], T], what: str, window_s: float | None = None) -> T:
         """``fn()``, retried with backoff on :meth:`transient` errors for up to ``window_s`` seconds (default
@@ -305,7 +311,7 @@ class ChromaServer:
         window = self.retry_s if window_s is None else window_s
         retrying = Retrying(stop=stop_after_delay(window), retry=retry_if_exception(self.transient),
                             wait=wait_exponential(multiplier=self.initial_wait_s, max=self.max_wait_s),
-                            before_sleep=self._before_sleep, reraise=True)
+                            before_sleep=lambda state: self._before_sleep(state, window), reraise=True)
         start = time.monotonic()
         try:
             return retrying(fn)
@@ -313,7 +319,7 @@ class ChromaServer:
             if not self.transient(err):
                 raise
             raise StoreUnavailable(f"the Chroma server at {self.url} did not answer for {time.monotonic() - start:.0f} "
-                                   f"s ({what}; memory.chroma_retry_s={window:g}): {type(err).__name__}: {err}"
+                                   f"s ({what}; {self._window_words(window)}): {type(err).__name__}: {err}"
                                    ) from None
 
     # ----------------------------------------------------------------- collections
