@@ -198,6 +198,16 @@ def test_wake_up_bedtime_and_dinner_are_parsed_from_lifestyle(tmp_path, lifestyl
     assert bool(adjusted) == (night == "23:50")
 
 
+def test_a_time_that_does_not_exist_is_reported_unread_not_read_as_another(tmp_path):
+    """"dinner at 13:75" was read as 14:15 with no note, "bed at 25pm" as a bedtime at midnight (audit of stop 51)."""
+    storage = copy_storage(tmp_path)
+    edit(storage, "Lena Pike", lifestyle="X goes to bed at 25pm, awakes up around 7am, eats dinner at 13:75.")
+    _, personas, report = convert(storage)
+    unread = " ".join(n["message"] for n in notes_of(report, "Lena Pike", "lifestyle") if n["kind"] == "unread")
+    assert "no bedtime" in unread and "no dinner time" in unread
+    assert not any(step[0] in ("14:15", "00:00") for step in routine(personas["lena_pike"]))
+
+
 def test_a_saved_simulations_schedule_is_the_routine(tmp_path):
     storage = copy_storage(tmp_path)
     edit(storage, "Owen Pike", f_daily_schedule=[
@@ -528,3 +538,18 @@ def test_a_malformed_history_is_one_line_with_exit_2(tmp_path, text, field, phra
     line = proc.stderr.strip()
     where = f"{history}: field '{field}'" if field else f"{history}"
     assert "\n" not in line and line.startswith(f"simulacra: error: {where}: ") and phrase in line
+
+
+def test_a_file_where_a_folder_is_expected_is_named_as_a_file(tmp_path, capsys):
+    """``--out`` an existing file ended in "[Errno 17] File exists", and a storage path that is a file was called
+    "no such folder" (audit of stop 51)."""
+    from simulacra.cli import main
+
+    storage = copy_storage(tmp_path)
+    (tmp_path / "taken").write_text("a file of the user's")
+    assert main(["import", "generative-agents", str(storage), "--out", str(tmp_path / "taken")]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'taken'}: cannot hold the imported town (--out): {tmp_path / 'taken'} is a file" in err
+    assert (tmp_path / "taken").read_text() == "a file of the user's"
+    assert main(["import", "generative-agents", str(tmp_path / "taken"), "--out", str(tmp_path / "town")]) == 2
+    assert "a file, not a folder; expected a Generative Agents storage folder" in capsys.readouterr().err

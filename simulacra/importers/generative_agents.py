@@ -74,7 +74,7 @@ import networkx as nx
 import numpy as np
 import yaml
 
-from simulacra.errors import InputError, PersonaError, WorldError, read_text, unknown_name
+from simulacra.errors import InputError, PersonaError, SimulacraError, WorldError, read_text, unknown_name
 from simulacra.text import join_words
 
 log = logging.getLogger(__name__)
@@ -104,8 +104,11 @@ NAME_CUTOFF = 0.85
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset("the a an and of for at in on to s".split())
-_TIME = re.compile(r"\b(noon|midday|midnight)\b|\b(\d{1,2})(?::(\d{2}))?\s*([ap])\.?m\.?(?!(?!am|pm)[a-z])"
-                   r"|\b(\d{1,2}):(\d{2})\b", re.I)
+#: a time of day as a lifestyle text writes it: "noon", "7am", "6:30 p.m.", "18:30"; only a time that exists
+#: ("13:75" and "25pm" are none, and are reported as unread instead of read as another time; "24:00" is
+#: the day's end)
+_TIME = re.compile(r"\b(noon|midday|midnight)\b|\b(2[0-3]|1\d|0?\d)(?::([0-5]\d))?\s*([ap])\.?m\.?(?!(?!am|pm)[a-z])"
+                   r"|\b([01]?\d|2[0-3]|24(?=:00)):([0-5]\d)\b", re.I)
 _BED = re.compile(r"\b(?:go(?:es)? to (?:bed|sleep)|falls? asleep|bedtime|sleeps?)\b", re.I)
 _WAKE = re.compile(r"\b(?:wakes?|awakes?|woke|gets? up|rises?)\b", re.I)
 _DINNER = re.compile(r"\b(?:dinner|supper)\b", re.I)
@@ -320,7 +323,8 @@ def _read_storage(storage: Path) -> tuple[list[_Resident], list[str], dict[str, 
     """The residents (in ``reverie/meta.json``'s order when it has one, else by folder name), the world names of
     their spatial memories (most used first) and what meta.json says (``persona_names``, ``curr_time``)."""
     if not storage.is_dir():
-        raise WorldError(storage, None, "no such folder; expected a Generative Agents storage folder "
+        raise WorldError(storage, None, f"{'a file, not a folder' if storage.exists() else 'no such folder'}; "
+                                        "expected a Generative Agents storage folder "
                                         "(e.g. environment/frontend_server/storage/base_the_ville_n25)")
     folders = _persona_folders(storage)
     if not folders:
@@ -531,16 +535,23 @@ def _minutes(m: re.Match) -> int:
         return 1440 if m.group(1).lower() == "midnight" else 720
     if m.group(2):
         h, mm = int(m.group(2)), int(m.group(3) or 0)
-        if h <= 12:
+        if h <= 12:  # "17:30pm": a 24-hour time with a stray "pm" is its hour
             h = h % 12 + (12 if m.group(4).lower() == "p" else 0)
-        return min(h * 60 + mm, 1440)
+        return h * 60 + mm
     return min(int(m.group(5)) * 60 + int(m.group(6)), 1440)
 
 
+#: where the clause that names a time ends: a comma, a semicolon, a full stop before a space, or "and"
+_CLAUSE_END = re.compile(r"[,;]|\.\s|\band\b", re.I)
+
+
 def _time_after(pattern: re.Pattern, text: str) -> int | None:
-    """The first time of day stated within 40 characters after ``pattern`` in ``text``."""
+    """The first time of day stated within 40 characters after ``pattern`` in ``text``, in the same clause (so that
+    "goes to bed at 25pm, awakes at 7am" reads no bedtime rather than 7am)."""
     for key in pattern.finditer(text):
-        t = _TIME.search(text[key.end():key.end() + 40])
+        after = text[key.end():key.end() + 40]
+        end = _CLAUSE_END.search(after)
+        t = _TIME.search(after[:end.start()] if end else after)
         if t:
             return _minutes(t)
     return None
@@ -1342,12 +1353,16 @@ def import_generative_agents(storage: str | Path, out: str | Path, assets: str |
     Raises:
         WorldError, PersonaError: bad input (naming the file and the field), or output that fails the check.
         FileExistsError: a file to write exists and ``overwrite`` is false.
+        SimulacraError: ``out`` (or a folder above it) is a file.
     """
     from simulacra.world import check_world
     from simulacra.world.generate import write_world
 
     world, personas, report = convert(storage, assets, history)
     out = Path(out)
+    blocked = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+    if blocked is not None:
+        raise SimulacraError(f"{out}: cannot hold the imported town (--out): {blocked} is a file, not a folder")
     report_path = out / REPORT_FILE
     if report_path.exists() and not overwrite:
         raise FileExistsError(f"{report_path} exists; pass --overwrite")
