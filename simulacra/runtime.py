@@ -306,6 +306,9 @@ def prepare_run(world_path: str | Path, config: Config, personas_dir: str | Path
     ``resume``, and with ``stores`` the stores' location claimed. Returns ``(world, agent ids, run folder, location
     or None, closers)``; the closers (the folder's release first, so it is let go last) are the caller's to call.
     Raises as :func:`build_runtime`."""
+    if not isinstance(db_dir, (str, Path)):
+        raise SimulacraError(f"db_dir: expected the folder that holds run folders (a str or a Path), got "
+                             f"{type(db_dir).__name__} {db_dir!r}")
     world = load_world(world_path, personas_dir)
     ids = agents if agents is not None else list(world.personas)
     unknown = [a for a in ids if a not in world.personas]

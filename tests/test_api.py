@@ -362,6 +362,8 @@ def test_wrong_arguments_to_the_api_are_named_before_anything_runs(tmp_path, rat
             create(**kw)
     with pytest.raises(SimulacraError, match="world must be"):
         Town.create({}, db_dir=tmp_path)
+    with pytest.raises(SimulacraError, match=r"db_dir: expected the folder that holds run folders .* got int 5"):
+        Town.create(DATA / "tiny.yaml", rater={"url": rater_url}, db_dir=5, **TINY)  # a TypeError from pathlib
     assert not list(tmp_path.iterdir())  # no run folder was made
     town = create(run_name="a")
     with town:
