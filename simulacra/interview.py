@@ -145,19 +145,21 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     before_run = "named_time" in answer and TimeCue.from_list(answer["named_time"]).before_run
     if not ablate and not before_run:
         profile = config.memory.for_profile(answer["profile"])
-        episodic = [m["relevance"] if m.get("dense") is None else m["dense"] for m in answer["retrieved"]
-                    if m["tier"] != "static"]
+        query = answer.get("query", question)
+        _, params, _ = held.dated(answer["profile"], query, now)  # the scoring the answer's retrieval used
+        episodic = [m["relevance"] for m in answer["retrieved"] if m["tier"] != "static"]
         full = len(answer["retrieved"]) >= max(profile.top_k, config.cognition.memories_in_prompt)
         lost = forgotten(ticks[: n + 1], agent, held, embedder, question,  # embedded as ask() embedded it
                          min(episodic) if full and episodic else profile.threshold, config.memory.distance,
-                         start_weekday, rest_days, now=now, later=ticks[n + 1:],
-                         cue=held.speech_cue(answer.get("query", question)))
+                         start_weekday, rest_days, now=now, later=ticks[n + 1:], cue=held.speech_cue(query),
+                         params=params, query_text=query)
     return {**answer, "tick": n, "ablations": sorted(ablate), "forgotten": lost}
 
 
 def forgotten(ticks: Sequence[TickRecord], agent: str, memory, embedder, question: str, floor: float, space: str,
               start_weekday: str = "Monday", rest_days: Sequence[str] = (), most: int = 3, now: float | None = None,
-              later: Sequence[TickRecord] = (), cue: SpeechCue | None = None) -> list[dict[str, Any]]:
+              later: Sequence[TickRecord] = (), cue: SpeechCue | None = None, params=None,
+              query_text: str | None = None) -> list[dict[str, Any]]:
     """What ``agent`` once held and forgot that would answer ``question``: the memories of the ``forget`` operations
     of ``ticks`` whose text none of its memories formed before ``now`` (``memory``'s short- and long-term tiers;
     ``now`` ``None``: all) holds any more and whose dense relevance to the question (seed 003's
@@ -170,7 +172,12 @@ def forgotten(ticks: Sequence[TickRecord], agent: str, memory, embedder, questio
     explains an answer that misses what the agent once knew (issue 22: a witness who rated the forge accident a 4
     had forgotten it two game hours later). With ``cue`` (who spoke to whom the question names,
     :meth:`AgentMemory.speech_cue <simulacra.memory.stream.AgentMemory.speech_cue>`), the lines said the other way
-    are left out, as the retrieval leaves them out."""
+    are left out, as the retrieval leaves them out. With ``params`` (the :class:`~simulacra.memory.scoring.
+    ScoringParams` the answer's retrieval scored with) under lexical or hybrid relevance (weighted fusion, no
+    min-max scaling), a forgotten memory's relevance is fused as the retrieval fuses it, its BM25 (for
+    ``query_text``, the text the retrieval matched) taken as if it were still held in long-term memory: the floor
+    is then compared with the same measure the recalled memories had (compared with their dense relevance alone,
+    lunch small-talk was "as relevant" as a nonsense question's threshold)."""
     from simulacra.clock import format_game_time
     from simulacra.memory.index import distances_in
     from simulacra.memory.scoring import relevance_from_distance
@@ -196,6 +203,16 @@ def forgotten(ticks: Sequence[TickRecord], agent: str, memory, embedder, questio
     gone = list(last.values())
     vectors = embedder.embed([op["text"] for op, _, _ in gone])
     relevance = relevance_from_distance(distances_in(space, vectors, embedder.embed([embedded(question)])[0]))
+    if params is not None and params.lexical and query_text and not params.rrf and params.normalize != "minmax":
+        from simulacra.memory.lexical import LexicalIndex
+        from simulacra.memory.scoring import fuse_relevance
+
+        held = [r.text for r in memory.tiers["long_term"].records
+                if now is None or r.timestamp is None or r.timestamp < now]
+        index = LexicalIndex()  # the long-term tier with the forgotten texts back in it
+        index.append(held + [op["text"] for op, _, _ in gone])
+        lexical = index.relevance(query_text)[len(held):]
+        relevance = fuse_relevance(relevance, lexical, params)
     order = sorted((i for i in range(len(gone)) if relevance[i] >= floor - 1e-9),
                    key=lambda i: (-relevance[i], -gone[i][1], gone[i][0]["id"]))
     return [{"id": op["id"], "text": op["text"], "tier": op["tier"], "relevance": round(float(relevance[i]), 6),

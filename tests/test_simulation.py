@@ -343,6 +343,33 @@ def test_forgotten_lists_what_no_memory_holds_any_more_above_the_floor_latest_fo
     assert [m["id"] for m in above] == ["m4"]
 
 
+def test_forgotten_memories_are_measured_as_the_retrieval_measured_what_it_recalled(embedder):
+    """Under hybrid relevance the floor (the recalled memories' least relevance, or the threshold) is a fused
+    relevance; a forgotten memory's is fused too, its BM25 as if still held in long-term. Compared by dense
+    relevance alone, lunch small-talk was listed after a nonsense question that recalled nothing (audit of stop
+    51), and words the question shares lift a forgotten memory as they lift a held one."""
+    from types import SimpleNamespace
+
+    from simulacra.interview import forgotten
+    from simulacra.memory.scoring import ScoringParams
+
+    lunch = "Bram Ostrowski said to Kofi Mensah: \"I have been eating lunch at the tavern.\""
+    ticks = [{"time": 600, "memory": [{"op": "forget", "agent": "bram", "id": "m1", "text": lunch,
+                                       "tier": "short_term", "reason": "decayed"}]}]
+    holds = SimpleNamespace(tiers={"short_term": SimpleNamespace(records=[]), "long_term": SimpleNamespace(
+        records=[SimpleNamespace(text="Kofi Mensah is shoeing horses at the forge.", timestamp=500.0)])})
+    nonsense = "What is the airspeed velocity of an unladen swallow?"
+    dense = forgotten(ticks, "bram", holds, embedder, nonsense, 0.0, "l2")[0]["relevance"]
+    floor = dense - 0.01  # the old comparison listed it
+    assert [m["id"] for m in forgotten(ticks, "bram", holds, embedder, nonsense, floor, "l2")] == ["m1"]
+    hybrid = ScoringParams(relevance="hybrid", hybrid_weight=0.25)
+    assert forgotten(ticks, "bram", holds, embedder, nonsense, floor, "l2", params=hybrid, query_text=nonsense) == []
+    asked = "Who ate lunch at the tavern?"  # shares its words: fused relevance above the dense one
+    fused = forgotten(ticks, "bram", holds, embedder, asked, 0.0, "l2", params=hybrid, query_text=asked)[0]
+    plain = forgotten(ticks, "bram", holds, embedder, asked, 0.0, "l2")[0]
+    assert fused["relevance"] == pytest.approx(0.75 * plain["relevance"] + 0.25 * 1.0)
+
+
 def test_an_interview_at_an_earlier_tick_lists_what_was_held_then_and_forgotten_since(embedder):
     from types import SimpleNamespace
 
