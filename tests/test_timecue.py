@@ -479,3 +479,14 @@ def test_the_engines_retrievals_read_no_time_before_day_1_as_before_and_an_inter
     used, cue = memory.dated("recall", "Did you sleep well last night?", 450, 420)
     assert used == memory.dated_link("recall") and cue is not None and cue.before_run
     assert memory.dated("recall", "What did you do at 6:00?", 600)[1] is not None  # day 1 06:00: inside day 1
+
+
+@pytest.mark.parametrize("text", ["What happened at 3 pm on 8 May 2023?", "What did you do on May 8th at 9:00?",
+                                  "Whom did you meet on the 21st of June at 10:00?", "What happened in 1999 at noon?"])
+def test_a_time_on_a_date_of_the_calendar_names_nothing(text):
+    """The game clock knows no calendar: "at 3 pm on 8 May 2023" was read as the latest 3 pm, and the dated
+    profile then scored that afternoon's memories up (a months-long conversation's question, stop 51)."""
+    assert time_cue(text, NOW) is None
+    without = text.replace(" on 8 May 2023", "").replace(" on May 8th", "").replace(" on the 21st of June", "")
+    assert time_cue(without.replace(" in 1999", ""), NOW) is not None  # the time alone is read
+    assert time_cue("May I ask what happened at 3 pm?", NOW) is not None  # "May" as a verb is no month

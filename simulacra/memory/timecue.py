@@ -29,7 +29,9 @@ week" name nothing and ask for nothing, nor does "did ... last" before a stretch
 last month?", "... last Sunday"), a time the game clock cannot place.
 
 A clock time with a day is that moment of that day; without one, its latest occurrence up to now (09:00 asked at
-08:00 is yesterday's). A part of a day without a day word ("the afternoon ferry", "in the grey morning") and
+08:00 is yesterday's). A question that names a date of the calendar ("8 May", "May 8th", "2023") names no time at
+all: the game clock counts days from 1 and knows no calendar, and "at 3 pm on 8 May 2023" read as the latest 3 pm
+would score the day's memories up. A part of a day without a day word ("the afternoon ferry", "in the grey morning") and
 "today" name nothing: they are too common in statements about routines. Weekday names are not read (a memory
 layer does not know the world's calendar). A time after now names nothing (no memory was formed then),
 and neither does a time still going on when the question has no verb in the past: "Is there a storm coming
@@ -183,6 +185,14 @@ def _inside(part: tuple[float, float], minute: int, am_pm: bool) -> float:
     return float(part[0])
 
 
+_MONTH = ("(?:January|February|March|April|May|June|July|August|September|October|November|December|Jan|Feb|Mar|Apr|"
+          "Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)")
+#: a date of the calendar: a day of a month ("8 May", "the 8th of May", "May 8th", "June 3"), or a year ("2023"):
+#: the game clock counts days from 1 and knows no calendar, so a time on such a date names nothing
+_CALENDAR_DATE = re.compile(rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}\b"
+                            rf"|\b{_MONTH}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?\b|\b(?:1[89]|20)\d\d\b")
+
+
 def time_cue(text: str, now: float, run_start: float = EARLIEST_START) -> TimeCue | None:
     """The time ``text`` names, asked at game minute ``now`` of a run that began at game minute ``run_start``
     (module docstring), or ``None`` when it names none.
@@ -197,7 +207,7 @@ def time_cue(text: str, now: float, run_start: float = EARLIEST_START) -> TimeCu
         ``run_start``, the window as named, marked :attr:`~TimeCue.before_run`; else starting at ``run_start`` at the
         earliest (the part inside the run). ``None`` when the text names no time, or one after ``now``.
     """
-    if not text:
+    if not text or _CALENDAR_DATE.search(text):  # "at 3 pm on 8 May 2023": a day the game clock cannot place
         return None
     today = day_start(now)
     words: list[str] = []
