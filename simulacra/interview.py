@@ -27,14 +27,14 @@ from typing import Any
 from simulacra.cognition.mind import AgentView
 from simulacra.config import Config, apply_overrides, config_from_dict, recorded_config
 from simulacra.embeddings import same_embedding
-from simulacra.errors import SimulacraError, is_whole
+from simulacra.errors import SimulacraError
 from simulacra.memory.perspective import embedded
 from simulacra.memory.records import RetrievedMemory
 from simulacra.memory.speech import SpeechCue, contradicts, describe_speech, typed_question
 from simulacra.memory.timecue import EARLIEST_START, TimeCue, describe_named
 from simulacra.persona import Persona
 from simulacra.text import text_key
-from simulacra.trace import Header, TickRecord, read_trace, require_header, tick_end
+from simulacra.trace import Header, TickRecord, check_tick, read_trace, require_header, tick_end
 
 #: the tiers of memories that have no time (static persona and world facts): all an agent holds from before its run
 TIMELESS_TIERS = ("static",)
@@ -100,12 +100,7 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     require_header(header, ("personas", "world", "tick_minutes"), f"{run_dir}/trace.jsonl", "simulacra interview")
     if not ticks:
         raise SimulacraError(f"{run_dir}: the run has no tick")
-    n = len(ticks) - 1 if tick is None else tick
-    if not is_whole(n):
-        raise SimulacraError(f"tick: expected a whole number of the trace (0..{len(ticks) - 1}), got "
-                             f"{type(n).__name__} {n!r}")
-    if not 0 <= n < len(ticks):
-        raise SimulacraError(f"{run_dir}: tick {n} is outside the trace (0..{len(ticks) - 1})")
+    n = check_tick(len(ticks) - 1 if tick is None else tick, 0, len(ticks), run_dir)
     now = int(tick_end(ticks[n]["time"], header))
     run_start = int(header.get("start_minute", ticks[0]["time"]))  # the run's first game minute
     ablate = recorded_ablations(header, f"{run_dir}/trace.jsonl header") if ablated else frozenset()
@@ -146,14 +141,24 @@ def interview(run: str | Path, agent: str, question: str, tick: int | None = Non
     if not ablate and not before_run:
         profile = config.memory.for_profile(answer["profile"])
         query = answer.get("query", question)
-        _, params, _ = held.dated(answer["profile"], query, now)  # the scoring the answer's retrieval used
-        episodic = [m["relevance"] for m in answer["retrieved"] if m["tier"] != "static"]
+        params = held.params_for(answer["profile"])  # the relevance the answer's retrieval fused
+        fused = fuses_forgotten(params)  # the floor and the forgotten memories measured alike
+        episodic = [m["relevance"] if fused or m.get("dense") is None else m["dense"] for m in answer["retrieved"]
+                    if m["tier"] != "static"]
         full = len(answer["retrieved"]) >= max(profile.top_k, config.cognition.memories_in_prompt)
         lost = forgotten(ticks[: n + 1], agent, held, embedder, question,  # embedded as ask() embedded it
                          min(episodic) if full and episodic else profile.threshold, config.memory.distance,
                          start_weekday, rest_days, now=now, later=ticks[n + 1:], cue=held.speech_cue(query),
                          params=params, query_text=query)
     return {**answer, "tick": n, "ablations": sorted(ablate), "forgotten": lost}
+
+
+def fuses_forgotten(params) -> bool:
+    """Whether :func:`forgotten` fuses a forgotten memory's relevance as a retrieval with ``params`` (its
+    :class:`~simulacra.memory.scoring.ScoringParams`, or ``None``) fused it: under lexical or hybrid relevance with
+    weighted fusion and no min-max scaling. RRF ranks and min-max ranges belong to the whole tier, which the
+    forgotten memories are no longer in: there the dense relevance is compared, on both sides."""
+    return params is not None and params.lexical and not params.rrf and params.normalize != "minmax"
 
 
 def forgotten(ticks: Sequence[TickRecord], agent: str, memory, embedder, question: str, floor: float, space: str,
@@ -203,7 +208,7 @@ def forgotten(ticks: Sequence[TickRecord], agent: str, memory, embedder, questio
     gone = list(last.values())
     vectors = embedder.embed([op["text"] for op, _, _ in gone])
     relevance = relevance_from_distance(distances_in(space, vectors, embedder.embed([embedded(question)])[0]))
-    if params is not None and params.lexical and query_text and not params.rrf and params.normalize != "minmax":
+    if query_text and fuses_forgotten(params):
         from simulacra.memory.lexical import LexicalIndex
         from simulacra.memory.scoring import fuse_relevance
 

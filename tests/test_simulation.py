@@ -368,6 +368,14 @@ def test_forgotten_memories_are_measured_as_the_retrieval_measured_what_it_recal
     fused = forgotten(ticks, "bram", holds, embedder, asked, 0.0, "l2", params=hybrid, query_text=asked)[0]
     plain = forgotten(ticks, "bram", holds, embedder, asked, 0.0, "l2")[0]
     assert fused["relevance"] == pytest.approx(0.75 * plain["relevance"] + 0.25 * 1.0)
+    # RRF ranks and min-max ranges are the whole tier's: there both sides stay dense, the floor too
+    from simulacra.interview import fuses_forgotten
+
+    for other in (ScoringParams(relevance="hybrid", fusion="rrf"), ScoringParams(relevance="hybrid",
+                  normalize="minmax"), ScoringParams(relevance="dense"), None):
+        assert not fuses_forgotten(other)
+        assert forgotten(ticks, "bram", holds, embedder, asked, 0.0, "l2", params=other, query_text=asked) == [plain]
+    assert fuses_forgotten(hybrid) and fuses_forgotten(ScoringParams(relevance="lexical"))
 
 
 def test_an_interview_at_an_earlier_tick_lists_what_was_held_then_and_forgotten_since(embedder):
