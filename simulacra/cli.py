@@ -338,9 +338,9 @@ def _prepare_env() -> None:
 
 def _resume_conflicts(args: argparse.Namespace) -> list[str]:
     """Options ``--resume`` cannot take (the run's own config, world and agents are used)."""
-    from simulacra.simulation import RESUME_SETTINGS
+    from simulacra.simulation import not_resume_settings
 
-    other = [o for o in args.overrides if o.partition("=")[0].strip() not in RESUME_SETTINGS]
+    other = not_resume_settings(args.overrides)
     given = [("--world", args.world != DEFAULT_WORLD), ("--personas-dir", args.personas_dir), ("--seed", args.seed),
              ("--run-name", args.run_name), ("--agents", args.agents), ("--config/--preset", args.config),
              (f"--set {' '.join(other)}", other), ("--llm", args.llm), ("--overwrite", args.overwrite),

@@ -702,12 +702,13 @@ class LLMConfig(_Section):
 
     @field_validator("model", "base_url", mode="before")
     @classmethod
-    def _blank_is_none(cls, value: Any, info) -> Any:
-        if isinstance(value, str) and not value.strip():
-            return None
-        if info.field_name == "base_url" and isinstance(value, str):
-            return http_url(value, "http://127.0.0.1:8080/v1")
-        return value
+    def _blank_is_none(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("base_url")
+    @classmethod
+    def _an_http_url(cls, value: str | None) -> str | None:
+        return None if value is None else http_url(value, "http://127.0.0.1:8080/v1")
 
     @field_validator("api_key_env")
     @classmethod

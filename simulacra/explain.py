@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from simulacra.clock import format_game_time
-from simulacra.errors import SimulacraError, is_whole
+from simulacra.errors import SimulacraError
 from simulacra.memory.speech import describe_speech
 from simulacra.memory.timecue import describe_named
 from simulacra.trace import (
@@ -23,6 +23,7 @@ from simulacra.trace import (
     DecisionRecord,
     TickRecord,
     TraceFormatError,
+    check_tick,
     line_source,
     read_trace,
     require_header,
@@ -53,12 +54,7 @@ def explain_tick(run: str | Path, agent: str, tick: int) -> dict[str, Any]:
         raise SimulacraError(f"{run}: the trace has no ticks yet (only its header: the run has not finished its "
                              f"first tick)")
     first = ticks[0]["tick"]  # the reader checked that the ticks follow one another (simulacra.trace.iter_trace)
-    if not is_whole(tick):
-        raise SimulacraError(f"tick: expected a whole number of the trace ({first}..{first + len(ticks) - 1}), got "
-                             f"{type(tick).__name__} {tick!r}")
-    if not first <= tick < first + len(ticks):
-        raise SimulacraError(f"{run}: tick {tick} is outside the trace ({first}..{first + len(ticks) - 1})")
-    t = ticks[tick - first]
+    t = ticks[check_tick(tick, first, len(ticks), run) - first]
     mine = [op for op in t["memory"] if op.get("agent") == agent]
     lines = [ln for c in t["conversations"] if agent in c["participants"] for ln in c["lines"]]
     require_header(header, ("personas",), f"{run}/trace.jsonl", "simulacra inspect")

@@ -95,19 +95,23 @@ log = logging.getLogger(__name__)
 RESUME_SETTINGS = ("llm.max_calls", "llm.max_tokens")
 
 
+def not_resume_settings(settings: Sequence[str]) -> list[str]:
+    """The items of ``settings`` (``section.field=value``) whose field is not one of :data:`RESUME_SETTINGS`."""
+    return [item for item in settings if item.partition("=")[0].strip() not in RESUME_SETTINGS]
+
+
 def check_resume_settings(settings: Sequence[str]) -> list[str]:
     """``settings`` (``section.field=value``) as a list, when each is one of :data:`RESUME_SETTINGS`.
 
     Raises:
         SimulacraError: another setting (a resume runs with the run's own config), naming it.
     """
-    out = list(settings)
-    for item in out:
-        key = item.partition("=")[0].strip()
-        if key not in RESUME_SETTINGS:
-            raise SimulacraError(f"a resume continues a run with its own config; of its settings only "
-                                 f"{' and '.join(RESUME_SETTINGS)} (the model budget) may be changed, not {key!r}")
-    return out
+    other = not_resume_settings(settings)
+    if other:
+        raise SimulacraError(f"a resume continues a run with its own config; of its settings only "
+                             f"{' and '.join(RESUME_SETTINGS)} (the model budget) may be changed, not "
+                             f"{other[0].partition('=')[0].strip()!r}")
+    return list(settings)
 
 
 def _recorded_run(run_dir: Path, allow_changed: bool, rater_url: str | None, chroma_url: str | None,

@@ -40,7 +40,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal, cast
 
-from simulacra.errors import CheckpointError, SimulacraError
+from simulacra.errors import CheckpointError, SimulacraError, is_whole
 from simulacra.killpoint import kill_point
 
 if sys.version_info >= (3, 11):
@@ -667,6 +667,22 @@ def require_header(header: Header | Mapping[str, Any], keys: Iterable[str], path
                 or (not numeric and not isinstance(value, dict)):
             raise TraceFormatError(f"{path}: line 1: the header's {key!r} is {_kind(value)}, expected "
                                    f"{'a number' if numeric else 'an object'} ({needs} reads it)")
+
+
+def check_tick(tick: Any, first: int, count: int, where: str | Path) -> int:
+    """``tick`` when it is a whole number from ``first`` to ``first + count - 1`` (the ticks of the trace at
+    ``where``), the one check of a tick asked for (``simulacra inspect``, ``interview --tick``).
+
+    Raises:
+        SimulacraError: not a whole number, or outside the trace (naming ``where`` and the range).
+    """
+    span = f"{first}..{first + count - 1}"
+    if not is_whole(tick):
+        raise SimulacraError(f"tick: expected a whole number of the trace ({span}), got {type(tick).__name__} "
+                             f"{tick!r}")
+    if not first <= tick < first + count:
+        raise SimulacraError(f"{where}: tick {tick} is outside the trace ({span})")
+    return int(tick)
 
 
 def tick_end(tick_time: float, header: Header | Mapping[str, Any]) -> float:

@@ -214,7 +214,7 @@ def unfinished(run_dir: Path, sc: Scenario) -> str | None:
         start, tick = int(header["start_minute"]), int(header["tick_minutes"])
     except (SimulacraError, OSError, KeyError, TypeError, ValueError) as err:
         return f"its trace cannot be read ({err})"
-    want = max(1, (sc.end_minute(start) - start) // tick)
+    want = sc.ticks(start, tick)
     if count < want:
         return f"its trace holds {count} of the scenario's {want} ticks"
     return None

@@ -213,6 +213,10 @@ class Scenario(_Strict):
             return self.until.minute
         return start_minute + int(round(self.hours * 60))
 
+    def ticks(self, start_minute: int, tick_minutes: int) -> int:
+        """The ticks a run of the scenario takes, from ``start_minute`` to :meth:`end_minute`, at least one."""
+        return max(1, (self.end_minute(start_minute) - start_minute) // tick_minutes)
+
     def to_header(self) -> dict:
         """The scenario as the trace header records it."""
         return self.model_dump(mode="json", exclude={"source", "world_path"})

@@ -143,7 +143,7 @@ def start_run(sc: Scenario, config: Config, v: Variant, db_dir: str | Path, run_
     if engagement is not None:
         sim.state.agents[engagement.host].invitations.append(engagement.to_dict())
     sim.checkpoint()
-    ticks = max(1, (sc.end_minute(start) - start) // rt.world.tick_minutes)
+    ticks = sc.ticks(start, rt.world.tick_minutes)
     return sim, ticks
 
 
