@@ -430,14 +430,18 @@ def test_a_server_address_with_no_usable_port_is_named_before_the_run(setting, f
     load_config(None, ["rater.url=http://127.0.0.1:0/rate"])
 
 
+def _two_ticks(db: Path, rater_url: str, personas: Path = DATA / "personas") -> list[str]:
+    """The arguments of a two-tick Tinyvale run named ``r`` in ``db`` (the run these tests then break)."""
+    return ["--world", str(DATA / "tiny.yaml"), "--personas-dir", str(personas), "--ticks", "2", "--db-dir", str(db),
+            "--run-name", "r", "--rater-url", rater_url, "--quiet"]
+
+
 def test_a_trace_header_without_what_a_tool_reads_is_named(tmp_path, rater_url, capsys):
     """A header without ``personas`` ended ``inspect`` and ``interview`` in ``KeyError: 'personas'``; a header whose
     recorded config holds a broken value ended ``rescore`` in a float conversion error (audit of stop 51)."""
     import json
 
-    argv = ["--world", str(DATA / "tiny.yaml"), "--personas-dir", str(DATA / "personas"), "--ticks", "2",
-            "--db-dir", str(tmp_path), "--run-name", "r", "--rater-url", rater_url, "--quiet"]
-    assert run_sim_main(argv) == 0
+    assert run_sim_main(_two_ticks(tmp_path, rater_url)) == 0
     trace = tmp_path / "r" / "trace.jsonl"
     lines = trace.read_text(encoding="utf-8").splitlines()
     header = json.loads(lines[0])
@@ -466,8 +470,7 @@ def test_a_damaged_chroma_file_is_named_not_a_traceback(tmp_path, rater_url):
         return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT,
                               timeout=600)
 
-    made = simulacra("run", "--world", str(DATA / "tiny.yaml"), "--personas-dir", str(DATA / "personas"),
-                     "--ticks", "2", "--db-dir", str(tmp_path), "--run-name", "r", "--rater-url", rater_url, "--quiet")
+    made = simulacra("run", *_two_ticks(tmp_path, rater_url))
     assert made.returncode == 0, made.stderr[-2000:]
     sqlite = tmp_path / "r" / "chroma" / "chroma.sqlite3"
     with open(sqlite, "r+b") as f:
@@ -483,9 +486,7 @@ def test_a_damaged_chroma_file_is_named_not_a_traceback(tmp_path, rater_url):
 def test_a_resume_says_what_it_ignores_and_when_there_is_nothing_to_run(tmp_path, rater_url, capsys):
     """``--resume RUN --db-dir X`` ran RUN without a word about X, and ``--resume RUN --ticks 2`` of a run with 2
     ticks ran none and said nothing (audit of stop 51)."""
-    argv = ["--world", str(DATA / "tiny.yaml"), "--personas-dir", str(DATA / "personas"), "--ticks", "2",
-            "--db-dir", str(tmp_path), "--run-name", "r", "--rater-url", rater_url, "--quiet"]
-    assert run_sim_main(argv) == 0
+    assert run_sim_main(_two_ticks(tmp_path, rater_url)) == 0
     capsys.readouterr()
     assert main(["run", "--resume", str(tmp_path / "r"), "--db-dir", str(tmp_path / "elsewhere")]) == 2
     assert "drop --db-dir" in one_error_line(capsys.readouterr().err)
@@ -513,9 +514,7 @@ def test_a_persona_changed_under_allow_changed_is_blamed_not_the_run_folder(tmp_
 
     personas = tmp_path / "personas"
     shutil.copytree(DATA / "personas", personas)
-    argv = ["--world", str(DATA / "tiny.yaml"), "--personas-dir", str(personas), "--ticks", "2", "--db-dir",
-            str(tmp_path), "--run-name", "r", "--rater-url", rater_url, "--quiet"]
-    assert run_sim_main(argv) == 0
+    assert run_sim_main(_two_ticks(tmp_path, rater_url, personas)) == 0
     ann = json.loads((personas / "ann.json").read_text())
     (personas / "ann.json").write_text(json.dumps({**ann, "background": "Ann was a sailor once."}))
     capsys.readouterr()
