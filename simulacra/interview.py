@@ -180,7 +180,9 @@ def forgotten(ticks: Sequence[TickRecord], agent: str, memory, embedder, questio
     are left out, as the retrieval leaves them out. With ``params`` (the :class:`~simulacra.memory.scoring.
     ScoringParams` the answer's retrieval scored with) under lexical or hybrid relevance (weighted fusion, no
     min-max scaling), a forgotten memory's relevance is fused as the retrieval fuses it, its BM25 (for
-    ``query_text``, the text the retrieval matched) taken as if it were still held in long-term memory: the floor
+    ``query_text``, the text the retrieval matched) taken as if it were still held among the memories the agent reads
+    (the retrieval's corpus, :meth:`AgentMemory.lexical_relevance
+    <simulacra.memory.stream.AgentMemory.lexical_relevance>`): the floor
     is then compared with the same measure the recalled memories had (compared with their dense relevance alone,
     lunch small-talk was "as relevant" as a nonsense question's threshold)."""
     from simulacra.clock import format_game_time
@@ -212,9 +214,10 @@ def forgotten(ticks: Sequence[TickRecord], agent: str, memory, embedder, questio
         from simulacra.memory.lexical import LexicalIndex
         from simulacra.memory.scoring import fuse_relevance
 
-        held = [r.text for r in memory.tiers["long_term"].records
-                if now is None or r.timestamp is None or r.timestamp < now]
-        index = LexicalIndex()  # the long-term tier with the forgotten texts back in it
+        # the corpus the retrieval measured (every tier the agent reads, AgentMemory.lexical_relevance) with the
+        # forgotten texts back in it
+        held = [r.text for name in memory.readable for r in memory.tier(name).records]
+        index = LexicalIndex()
         index.append(held + [op["text"] for op, _, _ in gone])
         lexical = index.relevance(query_text)[len(held):]
         relevance = fuse_relevance(relevance, lexical, params)

@@ -9,7 +9,7 @@ import pytest
 from simulacra.config import MemoryConfig, load_config
 from simulacra.errors import SimulacraError
 from simulacra.explain import explain_tick, format_explanation
-from simulacra.memory.lexical import TOKEN_PATTERN, LexicalIndex, query_terms, tokenize
+from simulacra.memory.lexical import TOKEN_PATTERN, LexicalIndex, query_terms, relevance_over, tokenize
 from simulacra.memory.records import MemoryRecord, memory_id
 from simulacra.memory.scoring import ScoringParams, fuse_relevance
 from simulacra.memory.selection import RetrievalRule, rank
@@ -143,6 +143,28 @@ def test_tier_writes_keep_lexical_scores_equal_to_a_fresh_index(tmp_path):
         assert np.array_equal(st.lexical_relevance(query), fresh.relevance(query))
 
 
+def test_indexes_taken_as_one_corpus_score_as_one_index_over_all_their_texts():
+    rng = np.random.default_rng(7)
+    words = "kettle park bread market Maria Tom Klaus paper dog election cheese pond".split()
+    texts = [" ".join(rng.choice(words, size=rng.integers(1, 8))) for _ in range(40)]
+    parts = [texts[:3], texts[3:30], [], texts[30:]]
+    indexes = []
+    for part in parts:
+        idx = LexicalIndex()
+        idx.append(part)
+        indexes.append(idx)
+    indexes[1].keep(np.arange(27) % 5 != 0)  # forgotten memories leave the corpus's statistics
+    kept = texts[:3] + [t for i, t in enumerate(texts[3:30]) if i % 5] + texts[30:]
+    whole = LexicalIndex()
+    whole.append(kept)
+    for query in ("Maria bought bread", "kettle", "pond election dog", "zebra"):
+        got = np.concatenate(relevance_over(indexes, query))
+        assert np.array_equal(got, whole.relevance(query))  # bit for bit
+        assert got.max() in (0.0, 1.0)
+    # one tier alone is a corpus of its own: its best match is 1.0 whatever the other parts hold
+    assert indexes[0].relevance("Maria bought bread").max() == 1.0
+
+
 # ----------------------------------------------------------------- scoring and retrieval
 def test_bm25_ranks_an_exact_keyword_match_first_where_dense_does_not(tmp_path):
     mem = make(tmp_path, relevance="dense")
@@ -194,6 +216,37 @@ def test_hybrid_weight_zero_is_dense_and_one_is_lexical(tmp_path):
     best = rank(terms.score)[:10]
     assert [m.id for m in half] == [mem.short_term.records[i].id for i in best]
     assert np.array_equal(terms.relevance, fuse_relevance(terms.dense, terms.lexical, mem.params))
+
+
+def test_an_agents_tiers_are_one_bm25_corpus_so_a_weak_short_term_match_does_not_outrank_the_past(tmp_path):
+    """Stop 51's audit: divided by each tier's own best, the one weak match in a small short-term tier got lexical
+    relevance 1.0, as much as the memory that answers, held in long-term memory."""
+    rng = np.random.default_rng(5)
+    mem = make(tmp_path, relevance="lexical", a_rec=0.0, a_imp=0.0)
+    fillers = [f"{who} {did} at the {where}" for who in ("Ruth Calloway", "Ezra Pike", "Yusuf Demir")
+               for did in ("swept the floor", "ate bread", "read a letter") for where in ("mill", "square", "pond")]
+    past = ["Hana Novak talked with Bram Ostrowski about the storm at the forge", *fillers]
+    vectors = rng.normal(size=(len(past), DIM)).astype(np.float32)
+    mem.add_long_term([rec(t, 100 + i) for i, t in enumerate(past)], vectors, 400.0)
+    now_seen = ["Kofi Mensah is talking with Bram Ostrowski", "the kettle boiled over"]
+    mem.add([rec(t, 990 + i) for i, t in enumerate(now_seen)], rng.normal(size=(2, DIM)).astype(np.float32))
+    query, qv = "When did Bram Ostrowski last talk with Hana Novak?", rng.normal(size=DIM).astype(np.float32)
+    assert mem.short_term.lexical_relevance(query)[0] == 1.0  # the tier alone: Kofi's sight is its best match
+    got = mem.retrieve(qv, 1000.0, top_k=3, query_text=query, threshold=-math.inf, mode="merged")
+    assert got[0].text == past[0] and got[0].lexical == 1.0
+    kofi = next(m for m in got if m.text == now_seen[0])
+    assert kofi.lexical < 0.75  # divided by its own tier's best it was 1.0, level with the answer
+    # the same number whichever tiers a retrieval asks, and the same in the trace's candidates
+    alone = mem.retrieve(qv, 1000.0, top_k=3, query_text=query, tiers=("short_term",), threshold=-math.inf)
+    assert alone[0].text == now_seen[0] and alone[0].lexical == kofi.lexical
+    cands = {row[0]: row[1] for rows in mem.candidates(qv, 1000.0, 3, query_text=query).values() for row in rows}
+    assert cands[kofi.id] == pytest.approx(kofi.lexical)
+    # a write to one tier changes the others' relevance (one corpus): a better match now heard is the new best
+    mem.add([rec("Bram Ostrowski will talk with Hana Novak again; Hana Novak and Bram Ostrowski last talked today",
+                  995)], rng.normal(size=(1, DIM)).astype(np.float32))
+    again = mem.retrieve(qv, 1000.0, top_k=3, query_text=query, threshold=-math.inf, mode="merged")
+    assert again[0].tier == "short_term" and again[0].lexical == 1.0
+    assert next(m for m in again if m.text == past[0]).lexical < 1.0
 
 
 def test_relevance_settings_are_validated(tmp_path):

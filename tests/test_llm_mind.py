@@ -30,6 +30,14 @@ def llm_sim(tmp_path, openai_double, rater_url, embedder, name="llm", extra=()):
                              run_name=name, embedder=embedder)
 
 
+#: plans that keep all three residents at the well from 08:00: they meet at once, whatever the double's default
+#: answers make of prompts (which hold retrieved memories, so a change to retrieval moved chance meetings)
+TOGETHER = {
+    "day_plan": lambda body, d: {"items": [{"start": "08:00", "activity": f"{MARK} drawing water", "place": "well"}]},
+    "actions": lambda body, d: {"actions": [{"minutes": 240, "activity": f"{MARK} drawing water", "place": "well"}]},
+}
+
+
 def decisions(ticks, kind=None):
     return [d for t in ticks for d in t["decisions"] if kind is None or d["kind"] == kind]
 
@@ -136,7 +144,7 @@ def test_conversation_lines_come_from_the_model_and_both_remember_them(tmp_path,
         speaker = prompt_text(body).split(",", 1)[0].removeprefix("You are ")
         return {"line": f"{MARK} {speaker} speaks ({len(prompt_text(body))})", "news": 0, "end": False}
 
-    hooks = {"reaction": lambda b, d: {**d, "decision": "talk", "person": next(
+    hooks = {**TOGETHER, "reaction": lambda b, d: {**d, "decision": "talk", "person": next(
         (p for p in d and b["response_format"]["json_schema"]["schema"]["properties"]["person"]["enum"]
          if p != "none"), "none")}, "line": line,
         "summary": lambda b, d: {"summary": f"{MARK} they talked"}}
@@ -170,7 +178,7 @@ def test_a_whole_exchange_in_one_call(tmp_path, openai_double, rater_url, embedd
                           {"speaker": b, "line": f"{MARK} news", "news": int(news)},
                           {"speaker": a, "line": f"{MARK} bye", "news": 0}], "summary": f"{MARK} news passed"}
 
-    hooks = {"reaction": lambda b, d: {**d, "decision": "talk", "person": next(
+    hooks = {**TOGETHER, "reaction": lambda b, d: {**d, "decision": "talk", "person": next(
         p for p in b["response_format"]["json_schema"]["schema"]["properties"]["person"]["enum"] if p != "none")}
         if "talk" in b["response_format"]["json_schema"]["schema"]["properties"]["decision"]["enum"]
         else {**d, "decision": "continue"}, "exchange": exchange}
@@ -448,7 +456,7 @@ def test_a_conversation_is_not_ended_before_its_minimum_of_lines(openai_double, 
 def test_the_town_holds_conversations_of_the_configured_minimum(tmp_path, openai_double, rater_url, embedder):
     """The tick loop passes simulation.min_conversation_lines to every conversation held line by line."""
     said = iter(range(1, 1000))
-    hooks = {"reaction": lambda b, d: {**d, "decision": "talk", "person": next(
+    hooks = {**TOGETHER, "reaction": lambda b, d: {**d, "decision": "talk", "person": next(
         (p for p in d and b["response_format"]["json_schema"]["schema"]["properties"]["person"]["enum"]
          if p != "none"), "none")},
         "line": lambda b, d: {"line": f"{MARK} remark number {next(said)}", "news": 0, "end": True},

@@ -66,9 +66,12 @@ def test_a_resumed_run_replays_what_it_paid_for_and_ends_as_the_uninterrupted_on
         ref_summary = sim.run(TICKS)
     _, ref_ticks = read_trace(tmp_path / "ref")
     ref_requests = list(openai_double.requests)
-    # the cut tick (after tick 0) asks the model for decisions, and the rater's model for ratings
-    cuts = [t["tick"] for t in ref_ticks[1:] if any(d["source"] == "llm" for d in t["decisions"])]
-    assert cuts, "no tick after the first asks the model"
+    # the cut tick (after tick 0) asks the model for decisions, and the rater's model for ratings, and writes a
+    # second batch of memories (plans, speech), where the fault is injected
+    second = ("plan", "dialogue", "conversation")
+    cuts = [t["tick"] for t in ref_ticks[1:] if any(d["source"] == "llm" for d in t["decisions"])
+            and any(op["op"] == "add" and op["kind"] in second for op in t["memory"])]
+    assert cuts, "no tick after the first asks the model and writes plans or speech"
     CUT = cuts[0]
     assert ref_summary["rater"]["model_calls"] > 0 and ref_summary["llm"]["replayed"] == 0
 

@@ -318,6 +318,19 @@ def test_the_summary_tells_who_still_remembers_each_event_from_who_came_to_know_
     pygame.font.quit()
 
 
+def held(records, shared=None):
+    """A stand-in for an agent's memory as :func:`simulacra.interview.forgotten` reads it: per tier, its records
+    (``shared``: the town board's, a readable tier too)."""
+    from types import SimpleNamespace
+
+    tiers = {name: SimpleNamespace(records=recs) for name, recs in records.items()}
+    readable = tuple(tiers) + (("shared",) if shared is not None else ())
+    if shared is not None:
+        tiers["shared"] = SimpleNamespace(records=shared)
+    return SimpleNamespace(tiers={k: v for k, v in tiers.items() if k != "shared"}, readable=readable,
+                           tier=tiers.__getitem__)
+
+
 def test_forgotten_lists_what_no_memory_holds_any_more_above_the_floor_latest_forgetting_first(embedder):
     from types import SimpleNamespace
 
@@ -331,8 +344,7 @@ def test_forgotten_lists_what_no_memory_holds_any_more_above_the_floor_latest_fo
                                       forget(3, "The forge fire is roaring.")]},
              {"time": 660, "memory": [forget(4, " the blacksmith burned his ARM at the forge.", "decayed"),
                                       {**forget(5, burn), "agent": "ben"}]}]
-    holds = SimpleNamespace(tiers={"short_term": SimpleNamespace(records=[SimpleNamespace(
-        text="The forge fire is roaring.")]), "long_term": SimpleNamespace(records=[])})
+    holds = held({"short_term": [SimpleNamespace(text="The forge fire is roaring.")], "long_term": []})
     got = forgotten(ticks, "ann", holds, embedder, "Did the blacksmith get hurt at the forge?", 0.0, "l2")
     # the forge fire is still held; the burn once, at its latest forgetting; then the bread, least relevant
     assert [(m["id"], m["time"], m["reason"]) for m in got] == [("m4", 660.0, "decayed"),
@@ -345,9 +357,10 @@ def test_forgotten_lists_what_no_memory_holds_any_more_above_the_floor_latest_fo
 
 def test_forgotten_memories_are_measured_as_the_retrieval_measured_what_it_recalled(embedder):
     """Under hybrid relevance the floor (the recalled memories' least relevance, or the threshold) is a fused
-    relevance; a forgotten memory's is fused too, its BM25 as if still held in long-term. Compared by dense
-    relevance alone, lunch small-talk was listed after a nonsense question that recalled nothing (audit of stop
-    51), and words the question shares lift a forgotten memory as they lift a held one."""
+    relevance; a forgotten memory's is fused too, its BM25 as if still held among the memories the agent reads
+    (the retrieval's corpus: all its tiers). Compared by dense relevance alone, lunch small-talk was listed after a
+    nonsense question that recalled nothing (audit of stop 51), and words the question shares lift a forgotten
+    memory as they lift a held one."""
     from types import SimpleNamespace
 
     from simulacra.interview import forgotten
@@ -356,8 +369,8 @@ def test_forgotten_memories_are_measured_as_the_retrieval_measured_what_it_recal
     lunch = "Bram Ostrowski said to Kofi Mensah: \"I have been eating lunch at the tavern.\""
     ticks = [{"time": 600, "memory": [{"op": "forget", "agent": "bram", "id": "m1", "text": lunch,
                                        "tier": "short_term", "reason": "decayed"}]}]
-    holds = SimpleNamespace(tiers={"short_term": SimpleNamespace(records=[]), "long_term": SimpleNamespace(
-        records=[SimpleNamespace(text="Kofi Mensah is shoeing horses at the forge.", timestamp=500.0)])})
+    holds = held({"short_term": [], "long_term": [SimpleNamespace(text="Kofi Mensah is shoeing horses at the forge.",
+                                                                   timestamp=500.0)]})
     nonsense = "What is the airspeed velocity of an unladen swallow?"
     dense = forgotten(ticks, "bram", holds, embedder, nonsense, 0.0, "l2")[0]["relevance"]
     floor = dense - 0.01  # the old comparison listed it
@@ -368,6 +381,11 @@ def test_forgotten_memories_are_measured_as_the_retrieval_measured_what_it_recal
     fused = forgotten(ticks, "bram", holds, embedder, asked, 0.0, "l2", params=hybrid, query_text=asked)[0]
     plain = forgotten(ticks, "bram", holds, embedder, asked, 0.0, "l2")[0]
     assert fused["relevance"] == pytest.approx(0.75 * plain["relevance"] + 0.25 * 1.0)
+    # a better match held in another tier (the shared board here) is the corpus's best: the forgotten line's BM25
+    # is measured against it, as the retrieval measured the recalled memories
+    board = held({"short_term": [], "long_term": []}, shared=[SimpleNamespace(text="Kofi ate lunch at the tavern.")])
+    lower = forgotten(ticks, "bram", board, embedder, asked, 0.0, "l2", params=hybrid, query_text=asked)[0]
+    assert 0.75 * plain["relevance"] < lower["relevance"] < fused["relevance"]
     # RRF ranks and min-max ranges are the whole tier's: there both sides stay dense, the floor too
     from simulacra.interview import fuses_forgotten
 

@@ -6,9 +6,17 @@ it: for query words ``t`` (lower-cased, English stop words removed, single digit
 
     bm25(d) = sum_t  ln(1 + (N - df_t + 0.5) / (df_t + 0.5)) * tf_td / (tf_td + k1 * (1 - b + b * |d| / avgdl))
 
-with ``N`` the memories of the tier, ``df_t`` how many contain ``t``, ``tf_td`` how often ``d`` does, ``|d|`` its
-length in words and ``avgdl`` the tier's mean length. The relevance of a memory is its BM25 divided by the
-tier's best BM25 for the query, so in [0, 1] (all 0 when no query word occurs in the tier).
+with ``N`` the memories of the corpus, ``df_t`` how many contain ``t``, ``tf_td`` how often ``d`` does, ``|d|`` its
+length in words and ``avgdl`` the corpus's mean length. The relevance of a memory is its BM25 divided by the
+corpus's best BM25 for the query, so in [0, 1] (all 0 when no query word occurs in the corpus).
+
+The corpus is everything the agent's retrieval can read: an agent's tiers (static, short-term, long-term and the
+shared board) are one memory stream split for storage, so :func:`relevance_over` takes their indexes as one
+corpus (``N``, ``df`` and the total length summed over them, one best BM25 over all; exactly what one index over
+all their texts gives, tested). Divided tier by tier instead, the best weak match of a small short-term tier got
+lexical relevance 1.0 and an idf measured on a handful of memories, and outranked a strong match held in long-term
+memory (stop 51's audit: "When did you last talk with Hana?" put to Bram ranked Kofi's lines first). A
+:class:`LexicalIndex` used alone (:meth:`LexicalIndex.relevance`) is a corpus of one tier.
 
 Upkeep (incremental): the index follows the tier row for row (:meth:`LexicalIndex.append`, :meth:`set_row`,
 :meth:`keep`, the same calls as :class:`~simulacra.memory.index.MirrorIndex`). ``bm25s`` stores precomputed
@@ -26,12 +34,17 @@ needed (dense relevance never tokenises).
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from simulacra.memory.memo import LastAnswer
+
+#: one number per write of any index (:attr:`LexicalIndex.version`): an index made anew never repeats the version
+#: of the one it replaced, so a cache keyed on versions cannot mistake the two
+_WRITES = itertools.count(1)
 
 #: BM25 constants (Lucene's and ``bm25s``'s defaults)
 K1 = 1.5
@@ -135,13 +148,18 @@ class LexicalIndex:
         self._df: Counter = Counter()
         self._total_len = 0
         self._live = 0
-        self._version = 0
+        self._version = next(_WRITES)
         self._cache: LastAnswer[np.ndarray] = LastAnswer()  # the last query's relevance, until a write
         self.indexed = 0
         self.compactions = 0
 
     def __len__(self) -> int:
         return self._n
+
+    @property
+    def version(self) -> int:
+        """A number that changes with every write (unique across all indexes of the process)."""
+        return self._version
 
     # ----------------------------------------------------------------- writes (the mirror's calls)
     def append(self, texts: Sequence[str]) -> None:
@@ -154,7 +172,7 @@ class LexicalIndex:
             self._row_slot = np.resize(self._row_slot, max(self._n + m, 2 * len(self._row_slot), 64))
         self._row_slot[self._n:self._n + m] = -1
         self._n += m
-        self._version += 1
+        self._version = next(_WRITES)
 
     def set_row(self, row: int, text: str) -> None:
         """Replace the text of row ``row`` (no-op when unchanged)."""
@@ -162,7 +180,7 @@ class LexicalIndex:
             self._texts[row] = text
             self._kill(int(self._row_slot[row]))
             self._row_slot[row] = -1
-            self._version += 1
+            self._version = next(_WRITES)
 
     def keep(self, mask: np.ndarray) -> None:
         """Drop the rows where ``mask`` (bool, ``(n,)``) is false, keeping order."""
@@ -175,7 +193,7 @@ class LexicalIndex:
         self._texts = [self._texts[i] for i in idx]
         self._row_slot[: len(idx)] = self._row_slot[idx]
         self._n = len(idx)
-        self._version += 1
+        self._version = next(_WRITES)
 
     def _kill(self, slot: int) -> None:
         """Take a memory's words out of the statistics (its postings are skipped from now on)."""
@@ -245,38 +263,67 @@ class LexicalIndex:
             self._slot_row, self._slot_row_version = slot_row, self._version
         return self._slot_row
 
-    def bm25(self, query: str) -> np.ndarray:
-        """Raw BM25 of every row for ``query`` (module docstring), float64 ``(n,)``, >= 0."""
-        n = self._n
-        score = np.zeros(n)
-        if not n:
-            return score
+    def statistics(self, terms: Sequence[str]) -> tuple[int, int, dict[str, int]]:
+        """The corpus statistics BM25 needs, indexing what was written since the last read: live memories ``N``,
+        their total length in words, and ``df`` of each of ``terms``."""
         self._index_pending()
-        if self._total_len == 0:
+        return self._live, self._total_len, {t: self._df.get(t, 0) for t in terms}
+
+    def _scores(self, terms: Sequence[str], big_n: int, total_len: int, df: Mapping[str, int]) -> np.ndarray:
+        """BM25 of every row for the query words ``terms`` in a corpus of these statistics (which include this
+        index's, :meth:`statistics` called first), float64 ``(n,)``."""
+        score = np.zeros(self._n)
+        if not self._n or total_len == 0:
             return score
         slot_row = self._rows_of_slots()
-        big_n = float(self._live)
-        norm = self.k1 / (self._total_len / big_n)  # k1 / avgdl
-        for word in query_terms(query):
-            df = self._df.get(word, 0)
+        norm = self.k1 / (total_len / float(big_n))  # k1 / avgdl
+        for word in terms:
+            count = df.get(word, 0)
             post = self._postings.get(word)
-            if df <= 0 or post is None:
+            if count <= 0 or post is None:
                 continue
-            idf = np.log(1.0 + (big_n - df + 0.5) / (df + 0.5))
+            idf = np.log(1.0 + (big_n - count + 0.5) / (count + 0.5))
             slots, tf = post.live(self._alive)
+            if not len(slots):
+                continue
             length = self._slot_len[slots]
             score[slot_row[slots]] += idf * (tf / (tf + (self.k1 * (1.0 - self.b) + self.b * norm * length)))
         return score
 
-    def relevance(self, query: str) -> np.ndarray:
-        """Lexical relevance of every row for ``query``: BM25 over the tier's best, float64 ``(n,)`` in [0, 1]
-        (all 0 when no query word occurs). The last query's answer is kept until the next write (a read-only
-        array)."""
-        def compute() -> np.ndarray:
-            s = self.bm25(query)
-            top = float(s.max()) if len(s) else 0.0
-            rel = s / top if top > 0 else np.zeros(len(s))
-            rel.flags.writeable = False
-            return rel
+    def bm25(self, query: str) -> np.ndarray:
+        """Raw BM25 of every row for ``query`` with this index as the corpus (module docstring), float64
+        ``(n,)``, >= 0."""
+        terms = query_terms(query)
+        return self._scores(terms, *self.statistics(terms))
 
-        return self._cache.get((self._version, query), compute)
+    def relevance(self, query: str) -> np.ndarray:
+        """Lexical relevance of every row for ``query`` with this index alone as the corpus
+        (:func:`relevance_over` of ``[self]``): float64 ``(n,)`` in [0, 1] (all 0 when no query word occurs). The
+        last query's answer is kept until the next write (a read-only array)."""
+        return self._cache.get((self._version, query), lambda: relevance_over([self], query)[0])
+
+
+def relevance_over(indexes: Sequence[LexicalIndex], query: str) -> list[np.ndarray]:
+    """Lexical relevance of the rows of ``indexes`` taken as one corpus (module docstring): per index, BM25 with
+    ``N``, ``df`` and the total length summed over all of them, divided by the best BM25 over all of them; exactly
+    what one index over all their texts gives, cut back into the indexes' rows.
+
+    Args:
+        indexes: the corpus's parts (an agent's tiers, :meth:`simulacra.memory.stream.AgentMemory.lexical_relevance`).
+        query: the query's text (its words: :func:`query_terms`).
+    Returns:
+        Per index, float64 ``(len(index),)`` in [0, 1], read-only; all 0 when no query word occurs in the corpus.
+    """
+    terms = query_terms(query)
+    stats = [ix.statistics(terms) for ix in indexes]
+    big_n = sum(n for n, _, _ in stats)
+    total_len = sum(t for _, t, _ in stats)
+    df = {t: sum(d[t] for _, _, d in stats) for t in terms}
+    scores = [ix._scores(terms, big_n, total_len, df) for ix in indexes]
+    top = max((float(s.max()) for s in scores if len(s)), default=0.0)
+    out = []
+    for s in scores:
+        rel = s / top if top > 0 else np.zeros(len(s))
+        rel.flags.writeable = False
+        out.append(rel)
+    return out

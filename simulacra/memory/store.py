@@ -239,15 +239,23 @@ class MemoryTier:
         return self.index.distances(query)
 
     def lexical_relevance(self, query_text: str) -> np.ndarray:
-        """Normalised BM25 of every memory for ``query_text`` (:meth:`LexicalIndex.relevance`), ``(n,)`` in
-        [0, 1], in the order of :attr:`records`."""
+        """Normalised BM25 of every memory for ``query_text`` with the tier alone as the corpus
+        (:meth:`LexicalIndex.relevance`), ``(n,)`` in [0, 1], in the order of :attr:`records`. An agent's
+        retrieval measures it over all the tiers it reads
+        (:meth:`~simulacra.memory.stream.AgentMemory.lexical_relevance`) and passes it as ``lexical``."""
         return self.lexical.relevance(query_text)
 
-    def _lexical_for(self, params: ScoringParams, query_text: str | None) -> np.ndarray | None:
+    def _lexical_for(self, params: ScoringParams, query_text: str | None,
+                     lexical: np.ndarray | None = None) -> np.ndarray | None:
         if not params.lexical:
             return None
         check_query_text(params, query_text, f"tier {self.tier}")
         assert query_text is not None
+        if lexical is not None:
+            if len(lexical) != len(self):
+                raise ValueError(f"lexical: expected the relevance of the tier's {len(self)} memories, got "
+                                 f"{len(lexical)}")
+            return lexical
         return self.lexical_relevance(query_text)
 
     def scoring_inputs(self, query: np.ndarray, recency_from: str = "created",
@@ -258,13 +266,16 @@ class MemoryTier:
         return self.index.inputs(query, recency_from, lexical=lexical)
 
     def score(self, query: np.ndarray, now: float, params: ScoringParams, recency_from: str = "created",
-              query_text: str | None = None) -> ScoreTerms:
+              query_text: str | None = None, lexical: np.ndarray | None = None) -> ScoreTerms:
         """Score every memory of the tier for ``query`` (exact, row order); returns :class:`ScoreTerms`.
+        ``lexical``: the tier's lexical relevance as its agent measures it (``(n,)``; default: the tier alone as
+        the corpus, :meth:`lexical_relevance`); the same for :meth:`top`, :meth:`candidates` and :meth:`extremes`.
 
         Raises:
-            ValueError: lexical or hybrid ``params`` without ``query_text``.
+            ValueError: lexical or hybrid ``params`` without ``query_text``; a ``lexical`` not of the tier's length.
         """
-        return self.index.score(query, now, params, recency_from, lexical=self._lexical_for(params, query_text))
+        return self.index.score(query, now, params, recency_from,
+                                lexical=self._lexical_for(params, query_text, lexical))
 
     def top(
         self,
@@ -274,6 +285,7 @@ class MemoryTier:
         n: int,
         recency_from: str = "created",
         query_text: str | None = None,
+        lexical: np.ndarray | None = None,
     ) -> list[RetrievedMemory]:
         """The ``n`` best-scoring memories, best first, exactly as scoring every memory would rank them;
         ties are broken by row (insertion) order, so the result is deterministic.
@@ -281,7 +293,8 @@ class MemoryTier:
         Raises:
             ValueError: lexical or hybrid ``params`` without ``query_text``.
         """
-        rows, terms = self.index.top(query, now, params, n, recency_from, self._lexical_for(params, query_text))
+        rows, terms = self.index.top(query, now, params, n, recency_from,
+                                     self._lexical_for(params, query_text, lexical))
         out = []
         for j, i in enumerate(rows):
             rec = self._records[i]
@@ -309,13 +322,14 @@ class MemoryTier:
 
     def candidates(self, query: np.ndarray, now: float, params: ScoringParams, k: int,
                    recency_from: str = "created", limit: int | None = CANDIDATE_LIMIT,
-                   query_text: str | None = None) -> list[list] | None:
+                   query_text: str | None = None, lexical: np.ndarray | None = None) -> list[list] | None:
         """The tier's k-skyband for ``query`` (:meth:`MirrorIndex.skyband`) as ``[id, relevance, importance,
         age_minutes]`` rows in row order (``None`` for a missing term), or ``None`` above ``limit`` memories.
         Under lexical or hybrid relevance (``query_text`` required) the relevance is the fused one."""
         if limit is not None and len(self) > limit:
             return None
-        band = self.index.skyband(query, now, params, k, recency_from, limit, self._lexical_for(params, query_text))
+        band = self.index.skyband(query, now, params, k, recency_from, limit,
+                                  self._lexical_for(params, query_text, lexical))
         if band is None:
             return None
         rows, rel, imp, age = band
@@ -326,9 +340,9 @@ class MemoryTier:
         return [[self._records[r].id, float(rl), num(im), num(ag)] for r, rl, im, ag in zip(rows, rel, imp, age)]
 
     def extremes(self, query: np.ndarray, now: float, params: ScoringParams, recency_from: str = "created",
-                 query_text: str | None = None) -> list[float | None]:
+                 query_text: str | None = None, lexical: np.ndarray | None = None) -> list[float | None]:
         """The tier's extremes of relevance, importance and age for ``query`` (:meth:`MirrorIndex.extremes`)."""
-        return self.index.extremes(query, now, params, recency_from, self._lexical_for(params, query_text))
+        return self.index.extremes(query, now, params, recency_from, self._lexical_for(params, query_text, lexical))
 
     # ----------------------------------------------------------------- writes
     def upsert(self, records: Sequence[MemoryRecord], embeddings: np.ndarray) -> None:

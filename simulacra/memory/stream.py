@@ -28,6 +28,7 @@ from simulacra.clock import MINUTES_PER_DAY
 from simulacra.config import SITUATIONAL, MemoryConfig
 from simulacra.errors import CheckpointError, UnknownNameError, is_finite_number, is_whole
 from simulacra.memory.chroma import open_chroma
+from simulacra.memory.lexical import relevance_over
 from simulacra.memory.memo import LastAnswer
 from simulacra.memory.records import TIERS, MemoryRecord, RetrievedMemory, remarked
 from simulacra.memory.scoring import SCORING_FIELDS, ScoringParams
@@ -98,6 +99,8 @@ class AgentMemory:
         self.config = config
         # per retrieval profile, per value of the config's scoring fields
         self._params: dict[str | None, LastAnswer[ScoringParams]] = {}
+        # the last query's lexical relevance per readable tier, until one of them is written
+        self._lexical: LastAnswer[dict[str, np.ndarray]] = LastAnswer()
         if location is not None:
             self.client = location.client(agent)
         elif client is not None:
@@ -126,6 +129,25 @@ class AgentMemory:
     def readable(self) -> tuple[str, ...]:
         """Tiers retrieval asks by default, in priority order: the own tiers, then ``shared`` if present."""
         return TIERS + (("shared",) if self.shared is not None else ())
+
+    def lexical_relevance(self, query_text: str) -> dict[str, np.ndarray]:
+        """Lexical relevance of every memory the agent reads for ``query_text``, per tier of :attr:`readable` (in
+        the order of its :attr:`~MemoryTier.records`, ``(n,)`` in [0, 1]): BM25 with the readable tiers taken as one
+        corpus, divided by the best over all of them (:func:`simulacra.memory.lexical.relevance_over`). Every
+        retrieval of the agent scores with it, whichever tiers it asks, so a memory's lexical relevance does not
+        depend on the tier it is held in or on the other tiers asked. Kept until one of the tiers is written."""
+        names = self.readable
+        tiers = [self.tier(name) for name in names]
+        key = (query_text, tuple((name, t.lexical.version) for name, t in zip(names, tiers)))
+        return self._lexical.get(key, lambda: dict(zip(names, relevance_over([t.lexical for t in tiers],
+                                                                             query_text))))
+
+    def _lexical_of(self, params: ScoringParams, query_text: str | None, name: str) -> np.ndarray | None:
+        """Tier ``name``'s part of :meth:`lexical_relevance` when ``params`` score lexical relevance (else
+        ``None``; a tier that is not readable, such as ``trash``, is its own corpus)."""
+        if not params.lexical or query_text is None or not query_text.strip() or name not in self.readable:
+            return None
+        return self.lexical_relevance(query_text)[name]
 
     def tier(self, name: str) -> MemoryTier:
         """The tier called ``name`` (``static``, ``short_term``, ``long_term`` or ``shared``).
@@ -571,8 +593,8 @@ class AgentMemory:
                 ``top_k``, ``threshold``, ``mode`` and ``rule`` still replace the profile's. When ``query_text``
                 names who spoke or who listened and ``memory.speech_roles`` is on, the memories of lines said the
                 other way are left out of its results and candidates (:meth:`speech_cue`); what depends on the whole
-                tier still counts them: the BM25 maximum that lexical relevance is divided by, and under ``normalize:
-                minmax`` and RRF the tier's ranges and ranks.
+                tier still counts them: the BM25 corpus and maximum of lexical relevance (over all readable tiers,
+                :meth:`lexical_relevance`), and under ``normalize: minmax`` and RRF the tier's ranges and ranks.
             formed_before: a game minute: the memories formed at or after it are left out of the results the same
                 way (a retrieval as of a moment before the store's last memory: an interview at an earlier tick of a
                 run that went on, a fact's diffusion measured after the run); ``None``: none is.
@@ -600,7 +622,8 @@ class AgentMemory:
             tier = self.tier(name)
             out = tier.contradicting(cue) | tier.formed_from(formed_before)
             # the n best of the rest are among the n + len(out) best of all
-            best = tier.top(query_embedding, now, params, n + len(out), self.config.recency_from, query_text)
+            best = tier.top(query_embedding, now, params, n + len(out), self.config.recency_from, query_text,
+                            self._lexical_of(params, query_text, name))
             best = [m for m in best if m.id not in out][:n] if out else best
             fetched[name] = best  # best first, ties in row order: positions are row order among equals
             return TierCandidates(name, [m.id for m in best], np.array([m.score for m in best], dtype=np.float64))
@@ -656,7 +679,8 @@ class AgentMemory:
             # rows holds every such row (a superset of the rest's own band, which rescore re-ranks exactly)
             left_out = tier.contradicting(cue) if len(tier) <= CANDIDATE_LIMIT else frozenset()
             rows = tier.candidates(query_embedding, now, params, k + len(left_out), self.config.recency_from,
-                                   limit=CANDIDATE_LIMIT, query_text=query_text)
+                                   limit=CANDIDATE_LIMIT, query_text=query_text,
+                                   lexical=self._lexical_of(params, query_text, name))
             out[name] = rows if rows is None or not left_out else [r for r in rows if r[0] not in left_out]
         return out
 
@@ -700,7 +724,8 @@ class AgentMemory:
         depth = max(self.max_top_k, rule.top_k, rule.static_top_k or 0)
         ranges = None
         if params.normalize == "minmax":  # the tiers' extremes, so that rescore can redo the scaling
-            ranges = {name: self.tier(name).extremes(query_embedding, now, params, self.config.recency_from, query)
+            ranges = {name: self.tier(name).extremes(query_embedding, now, params, self.config.recency_from, query,
+                                                     self._lexical_of(params, query, name))
                       for name in names}
         return retrieve_op(self.agent, query, purpose, profile or SITUATIONAL, [r.to_dict() for r in results],
                            rule.mode, rule.top_k, rule.threshold, rule.static_top_k, rule.static_threshold, names,

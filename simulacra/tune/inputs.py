@@ -131,7 +131,7 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
         TuneError: a missing store.
     """
     from simulacra.memory.index import COLUMNS, MirrorIndex
-    from simulacra.memory.lexical import LexicalIndex
+    from simulacra.memory.lexical import LexicalIndex, relevance_over
     from simulacra.memory.speech import contradicts, speech_cue
     from simulacra.memory.stream import AgentMemory
     from simulacra.runtime import RunStores
@@ -170,7 +170,7 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
         relevant, missing = _resolve(q, file, records, trace_ops, now, hide_future)
         vector = vec_of[embedded(text)]
         cue = speech_cue(str(text)) if roles else None  # read from the text matched, as the engine reads it
-        tiers = []
+        tiers, indexes = [], []
         for name in names:
             tier = mem.tier(name)
             tier_records = tier.records
@@ -186,12 +186,15 @@ def prepare(run_dir: str | Path, queries: Sequence[LabelledQuery], embedder, que
                 again.append(embedder.embed(texts) if texts else np.zeros((0, dim), np.float32),
                              np.zeros((len(texts), COLUMNS)))
                 inputs = replace(inputs, distance=again.distances(vector))
-            lexical = LexicalIndex()  # BM25 over the memories of the tier at the query's time
-            lexical.append(texts)
-            inputs = replace(inputs, lexical=np.array(lexical.relevance(text)))
+            index = LexicalIndex()  # the tier's memories at the query's time, a part of the agent's BM25 corpus
+            index.append(texts)
+            indexes.append(index)
             left = None if cue is None else np.array([contradicts(cue, tier_records[i].text) for i in rows], bool)
             tiers.append(TierInputs(name, [tier_records[i].id for i in rows], inputs,
                                     left if left is not None and left.any() else None))
+        # lexical relevance over all the tiers as one corpus, as the engine measures it (AgentMemory.lexical_relevance)
+        for tier_inputs, lexical in zip(tiers, relevance_over(indexes, str(text))):
+            tier_inputs.inputs = replace(tier_inputs.inputs, lexical=np.array(lexical))
         named, latest = time_words(q.query, now)  # read from the query as asked, as the engine reads them
         out.append(PreparedQuery(q, now, tiers, relevant, missing, named, latest is not None, str(text)))
     return out
