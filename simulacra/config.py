@@ -194,8 +194,9 @@ class MemoryConfig(_Section):
     relevance: Literal["dense", "lexical", "hybrid"] = Field(
         "hybrid",
         description="relevance term: dense = 1/(1+distance) of the embeddings (seed 003, presets/seed003.yaml); "
-        "lexical = BM25 of the query words over the tier's memory texts, divided by the tier's best BM25 for the "
-        "query; hybrid = their weighted sum (hybrid_weight; measured best on the held-out labelled queries, "
+        "lexical = BM25 of the query words over the texts of all the tiers the agent reads (one corpus), divided by "
+        "the best BM25 among them for the query; hybrid = their weighted sum (hybrid_weight; measured best on the "
+        "held-out labelled queries, "
         "docs/tuning.md)",
     )
     hybrid_weight: float = Field(

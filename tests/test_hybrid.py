@@ -249,6 +249,30 @@ def test_an_agents_tiers_are_one_bm25_corpus_so_a_weak_short_term_match_does_not
     assert next(m for m in again if m.text == past[0]).lexical < 1.0
 
 
+def test_the_memory_ablation_measures_lexical_relevance_over_the_static_tier_alone(tmp_path):
+    """A static-only view (the ``memory`` ablation) must not be scored against the memories it cannot read: a
+    short-term write did lower its static fact's lexical relevance (review of stop 52)."""
+    from simulacra.evaluation.variants import StaticOnlyMemory
+
+    rng = np.random.default_rng(9)
+    mem = make(tmp_path, relevance="lexical", a_rec=0.0, a_imp=0.0)
+    fact = MemoryRecord(id="s1", text="Ann Archer is the baker of the village", kind="persona")
+    mem.set_static([fact], rng.normal(size=(1, DIM)).astype(np.float32))
+    view = StaticOnlyMemory(mem)
+    query, qv = "Who is the baker?", rng.normal(size=DIM).astype(np.float32)
+
+    def ask():
+        got = view.retrieve(qv, 100.0, top_k=1, query_text=query, threshold=-math.inf)
+        record = view.retrieval_record(query, "focus", got, qv, 100.0)
+        return got[0].lexical, record["candidates"]["static"][0][1]
+
+    assert ask() == (1.0, 1.0)
+    mem.add([rec("the baker baker shouted at the baker's boy", 50)], rng.normal(size=(1, DIM)).astype(np.float32))
+    assert mem.retrieve(qv, 100.0, top_k=2, query_text=query, threshold=-math.inf)[0].tier == "short_term"
+    assert ask() == (1.0, 1.0)  # the whole agent's corpus would give the fact less than 1
+    assert mem.lexical_relevance(query)["static"][0] < 1.0
+
+
 def test_relevance_settings_are_validated(tmp_path):
     with pytest.raises(SimulacraError, match="memory.relevance"):
         load_config(None, ["memory.relevance=bm25"])

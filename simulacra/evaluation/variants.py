@@ -136,13 +136,23 @@ class StaticOnlyMemory:
     def readable(self) -> tuple[str, ...]:
         return self.TIERS
 
+    # the static tier is also the whole BM25 corpus: what the ablated agent cannot read does not count
     def retrieve(self, query_embedding, now, top_k=None, tiers=None, threshold=None, mode=None, rule=None,
-                 query_text=None, profile=None, formed_before=None):
+                 query_text=None, profile=None, formed_before=None, corpus=None):
         return self.inner.retrieve(query_embedding, now, top_k, self.TIERS, threshold, mode, rule, query_text,
-                                   profile, formed_before)
+                                   profile, formed_before, corpus=self.TIERS)
 
-    def retrieval_record(self, query, purpose, results, query_embedding, now, rule=None, tiers=None, profile=None):
-        return self.inner.retrieval_record(query, purpose, results, query_embedding, now, rule, self.TIERS, profile)
+    def retrieval_record(self, query, purpose, results, query_embedding, now, rule=None, tiers=None, profile=None,
+                         corpus=None):
+        return self.inner.retrieval_record(query, purpose, results, query_embedding, now, rule, self.TIERS, profile,
+                                           corpus=self.TIERS)
+
+    def candidates(self, query_embedding, now, top_k=None, tiers=None, query_text=None, profile=None, corpus=None):
+        return self.inner.candidates(query_embedding, now, top_k, self.TIERS, query_text, profile,
+                                     corpus=self.TIERS)
+
+    def lexical_relevance(self, query_text, corpus=None):
+        return self.inner.lexical_relevance(query_text, self.TIERS)
 
     def most_important(self, now, n, tiers=("long_term",), since=None, kinds=None):
         return []

@@ -1,4 +1,4 @@
-"""Lexical relevance: Okapi BM25 over the memory texts of one tier (``memory.relevance: lexical | hybrid``).
+"""Lexical relevance: Okapi BM25 over an agent's memory texts (``memory.relevance: lexical | hybrid``).
 
 BM25 (Robertson et al., "Okapi at TREC-3", 1994) in the Lucene variant, as the ``bm25s`` package (Lu 2024) computes
 it: for query words ``t`` (lower-cased, English stop words removed, single digits kept, each counted once;

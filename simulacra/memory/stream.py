@@ -130,24 +130,28 @@ class AgentMemory:
         """Tiers retrieval asks by default, in priority order: the own tiers, then ``shared`` if present."""
         return TIERS + (("shared",) if self.shared is not None else ())
 
-    def lexical_relevance(self, query_text: str) -> dict[str, np.ndarray]:
-        """Lexical relevance of every memory the agent reads for ``query_text``, per tier of :attr:`readable` (in
-        the order of its :attr:`~MemoryTier.records`, ``(n,)`` in [0, 1]): BM25 with the readable tiers taken as one
-        corpus, divided by the best over all of them (:func:`simulacra.memory.lexical.relevance_over`). Every
-        retrieval of the agent scores with it, whichever tiers it asks, so a memory's lexical relevance does not
-        depend on the tier it is held in or on the other tiers asked. Kept until one of the tiers is written."""
-        names = self.readable
+    def lexical_relevance(self, query_text: str, corpus: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """Lexical relevance of every memory the agent reads for ``query_text``, per tier of ``corpus`` (default
+        :attr:`readable`; in the order of its :attr:`~MemoryTier.records`, ``(n,)`` in [0, 1]): BM25 with those tiers
+        taken as one corpus, divided by the best over all of them (:func:`simulacra.memory.lexical.relevance_over`).
+        Every retrieval of the agent scores with it, whichever tiers it asks, so a memory's lexical relevance does not
+        depend on the tier it is held in or on the other tiers asked. A view of the memory that reads fewer tiers
+        (the ``memory`` ablation, :class:`simulacra.evaluation.variants.StaticOnlyMemory`) passes its own as
+        ``corpus``: what it cannot read does not count. Kept until one of the tiers is written."""
+        names = self.readable if corpus is None else tuple(corpus)
         tiers = [self.tier(name) for name in names]
         key = (query_text, tuple((name, t.lexical.version) for name, t in zip(names, tiers)))
         return self._lexical.get(key, lambda: dict(zip(names, relevance_over([t.lexical for t in tiers],
                                                                              query_text))))
 
-    def _lexical_of(self, params: ScoringParams, query_text: str | None, name: str) -> np.ndarray | None:
-        """Tier ``name``'s part of :meth:`lexical_relevance` when ``params`` score lexical relevance (else
-        ``None``; a tier that is not readable, such as ``trash``, is its own corpus)."""
-        if not params.lexical or query_text is None or not query_text.strip() or name not in self.readable:
+    def _lexical_of(self, params: ScoringParams, query_text: str | None, name: str,
+                    corpus: Sequence[str] | None = None) -> np.ndarray | None:
+        """Tier ``name``'s part of :meth:`lexical_relevance` over ``corpus`` when ``params`` score lexical relevance
+        (else ``None``; a tier outside the corpus, such as ``trash``, is its own)."""
+        names = self.readable if corpus is None else tuple(corpus)
+        if not params.lexical or query_text is None or not query_text.strip() or name not in names:
             return None
-        return self.lexical_relevance(query_text)[name]
+        return self.lexical_relevance(query_text, names)[name]
 
     def tier(self, name: str) -> MemoryTier:
         """The tier called ``name`` (``static``, ``short_term``, ``long_term`` or ``shared``).
@@ -572,6 +576,7 @@ class AgentMemory:
         query_text: str | None = None,
         profile: str | None = None,
         formed_before: float | None = None,
+        corpus: Sequence[str] | None = None,
     ) -> list[RetrievedMemory]:
         """Retrieve the memories that matter for a query. Reads only; nothing is written (marking access
         is :meth:`mark_accessed`). Each result carries its tier, kind and score terms (the explanation).
@@ -598,6 +603,8 @@ class AgentMemory:
             formed_before: a game minute: the memories formed at or after it are left out of the results the same
                 way (a retrieval as of a moment before the store's last memory: an interview at an earlier tick of a
                 run that went on, a fact's diffusion measured after the run); ``None``: none is.
+            corpus: the tiers whose memories make lexical relevance's BM25 corpus (:meth:`lexical_relevance`;
+                default :attr:`readable`).
         Returns:
             What :func:`simulacra.memory.selection.select` picks (the one retrieval rule; see there): cascade or
             merged over the tiers with ``top_k`` and ``threshold``, then, under a static budget, at most
@@ -623,7 +630,7 @@ class AgentMemory:
             out = tier.contradicting(cue) | tier.formed_from(formed_before)
             # the n best of the rest are among the n + len(out) best of all
             best = tier.top(query_embedding, now, params, n + len(out), self.config.recency_from, query_text,
-                            self._lexical_of(params, query_text, name))
+                            self._lexical_of(params, query_text, name, corpus))
             best = [m for m in best if m.id not in out][:n] if out else best
             fetched[name] = best  # best first, ties in row order: positions are row order among equals
             return TierCandidates(name, [m.id for m in best], np.array([m.score for m in best], dtype=np.float64))
@@ -660,7 +667,7 @@ class AgentMemory:
 
     def candidates(self, query_embedding: np.ndarray, now: float, top_k: int | None = None,
                    tiers: Sequence[str] | None = None, query_text: str | None = None,
-                   profile: str | None = None) -> dict[str, list[list] | None]:
+                   profile: str | None = None, corpus: Sequence[str] | None = None) -> dict[str, list[list] | None]:
         """Per tier, every memory that could be among its best ``top_k`` (default :attr:`max_top_k`) under other
         weights or ``gamma`` (:meth:`MemoryTier.candidates`), for the trace; ``None`` for a tier too large to
         check. Under lexical or hybrid relevance (``query_text`` required) a candidate's relevance is the fused
@@ -680,7 +687,7 @@ class AgentMemory:
             left_out = tier.contradicting(cue) if len(tier) <= CANDIDATE_LIMIT else frozenset()
             rows = tier.candidates(query_embedding, now, params, k + len(left_out), self.config.recency_from,
                                    limit=CANDIDATE_LIMIT, query_text=query_text,
-                                   lexical=self._lexical_of(params, query_text, name))
+                                   lexical=self._lexical_of(params, query_text, name, corpus))
             out[name] = rows if rows is None or not left_out else [r for r in rows if r[0] not in left_out]
         return out
 
@@ -692,7 +699,8 @@ class AgentMemory:
 
     def retrieval_record(self, query: str, purpose: str, results: Sequence[RetrievedMemory],
                          query_embedding: np.ndarray, now: float, rule: RetrievalRule | None = None,
-                         tiers: Sequence[str] | None = None, profile: str | None = None) -> RetrieveOp:
+                         tiers: Sequence[str] | None = None, profile: str | None = None,
+                         corpus: Sequence[str] | None = None) -> RetrieveOp:
         """The trace's ``retrieve`` operation for a retrieval made with :meth:`retrieve`.
 
         Args:
@@ -704,6 +712,7 @@ class AgentMemory:
             rule: the one given to :meth:`retrieve` (default: the profile's rule).
             tiers: the ones given to :meth:`retrieve` (default: :attr:`readable`).
             profile: the one given to :meth:`retrieve` (default: the section's own fields).
+            corpus: the one given to :meth:`retrieve` (default: :attr:`readable`).
         Returns:
             ``{"op": "retrieve", "agent", "query", "purpose", "profile" (``situational`` for the section's own
             fields), "results": [RetrievedMemory.to_dict()], "mode",
@@ -725,11 +734,11 @@ class AgentMemory:
         ranges = None
         if params.normalize == "minmax":  # the tiers' extremes, so that rescore can redo the scaling
             ranges = {name: self.tier(name).extremes(query_embedding, now, params, self.config.recency_from, query,
-                                                     self._lexical_of(params, query, name))
+                                                     self._lexical_of(params, query, name, corpus))
                       for name in names}
         return retrieve_op(self.agent, query, purpose, profile or SITUATIONAL, [r.to_dict() for r in results],
                            rule.mode, rule.top_k, rule.threshold, rule.static_top_k, rule.static_threshold, names,
-                           depth, self.candidates(query_embedding, now, depth, names, query, asked),
+                           depth, self.candidates(query_embedding, now, depth, names, query, asked, corpus),
                            lexical=(params.relevance, params.hybrid_weight) if params.lexical else None,
                            rrf_k=params.rrf_k if params.rrf else None, minmax_ranges=ranges,
                            named_time=None if named is None else named.as_list(),
