@@ -735,8 +735,8 @@ class Simulation:
             try:
                 result = self.step()
             except (RaterError, BudgetExceeded, LLMUnreachable, StoreUnavailable) as err:
-                more = (" --set llm.max_calls=N" if "call budget" in str(err) else
-                        " --set llm.max_tokens=N" if "token budget" in str(err) else "")
+                budget = getattr(err, "budget", None)  # a spent model budget is raised on the resume
+                more = f" --set llm.max_{budget}s=N" if budget else ""
                 self.stopped = (f"stopped before tick {self.state.tick} ({format_hhmm(self.state.now)}): {err}; "
                                 f"when it is fixed, continue with: simulacra run --resume {self.run_dir}{more}")
                 log.error("run %s", self.stopped)

@@ -285,6 +285,11 @@ def test_call_budget_stops_at_exactly_its_limit_without_reaching_the_server(open
     assert len(openai_double.requests) == 3
     message = str(err.value)
     assert "3 calls" in message and "llm.max_calls=3" in message and "--set llm.max_calls=" in message
+    assert err.value.budget == "call"
+    import pickle
+
+    again = pickle.loads(pickle.dumps(err.value))  # as a worker's error reaches the driver
+    assert (type(again), str(again), again.budget) == (BudgetExceeded, message, "call")
     assert isinstance(err.value, LLMError) and isinstance(err.value, SimulacraError)
 
 
@@ -297,7 +302,7 @@ def test_token_budget_is_checked_before_each_call(openai_double, adapter):
         model.complete(ASK)
     assert len(openai_double.requests) == 2 and model.tokens == 120
     assert "120 tokens" in str(err.value) and "llm.max_tokens=120" in str(err.value)
-    assert "--set llm.max_tokens=" in str(err.value)
+    assert "--set llm.max_tokens=" in str(err.value) and err.value.budget == "token"
 
 
 def test_failed_calls_count_against_the_call_budget(openai_double, adapter):

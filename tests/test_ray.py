@@ -348,6 +348,8 @@ def test_llm_concurrency_and_the_budget_bound_the_whole_run_not_each_worker(tmp_
                            run_name="budget", workers=2) as sim:
         summary = sim.run(3)
     assert "the run's call budget exhausted after 7 calls" in summary["stopped"]
+    # the budget spent is read from the error raised on a worker (its attribute survives Ray's rebuilt exception)
+    assert summary["stopped"].endswith(f"simulacra run --resume {tmp_path / 'budget'} --set llm.max_calls=N")
     assert _recorded_calls(tmp_path / "budget") == 7  # over both workers
 
 

@@ -104,4 +104,29 @@ class LLMRequestError(LLMError):
 
 
 class BudgetExceeded(LLMError):
-    """A call or token budget would be, or was, exceeded; the message names the limits and how to raise them."""
+    """A call or token budget would be, or was, exceeded; the message names the limits and how to raise them.
+
+    Attributes:
+        budget: which one, ``"call"`` or ``"token"`` (the setting that raises it is ``llm.max_<budget>s``); kept by
+            Ray's rebuilt exception (``RayTaskError.as_instanceof_cause`` copies the cause's attributes).
+    """
+
+    def __init__(self, message: str, budget: str | None = None):
+        super().__init__(message)
+        self.budget = budget
+
+    def __reduce__(self):  # pickled across processes with its budget (Ray workers)
+        return (type(self), (str(self), self.budget))
+
+    @classmethod
+    def refusal(cls, name: str, budget: str, calls: int, tokens: int, max_calls: int | None,
+                max_tokens: int | None, run_wide: bool = False) -> BudgetExceeded:
+        """The refusal of a call once ``budget`` (``"call"`` or ``"token"``) is spent after ``calls`` calls and
+        ``tokens`` tokens, by the model client ``name`` (``run_wide``: the run's budget over all its workers)."""
+        limits = (f"llm.max_calls={'unlimited' if max_calls is None else max_calls}, "
+                  f"llm.max_tokens={'unlimited' if max_tokens is None else max_tokens}")
+        whose = f"the run's {budget} budget" if run_wide else f"{budget} budget"
+        where = " over all its workers" if run_wide else ""
+        return cls(f"{name}: {whose} exhausted after {calls} calls and {tokens} tokens{where} ({limits}); raise it "
+                   f"with --set llm.max_{budget}s=N (null = no limit; a stopped run takes it on --resume too) or in "
+                   f"the config file's llm section", budget)

@@ -281,13 +281,7 @@ class BudgetedModel(_Wrapper):
             super().restore_counters(saved)
 
     def _refusal(self, what: str) -> BudgetExceeded:
-        limits = (f"llm.max_calls={'unlimited' if self.max_calls is None else self.max_calls}, "
-                  f"llm.max_tokens={'unlimited' if self.max_tokens is None else self.max_tokens}")
-        return BudgetExceeded(
-            f"{self.name}: {what} budget exhausted after {self.calls} calls and {self.tokens} tokens ({limits}); "
-            f"raise it with --set llm.max_{what}s=N (null = no limit; a stopped run takes it on --resume too) or in "
-            f"the config file's llm section"
-        )
+        return BudgetExceeded.refusal(self.name, what, self.calls, self.tokens, self.max_calls, self.max_tokens)
 
     def _spent(self) -> str | None:
         """Which budget is spent (``"token"``, ``"call"``) or ``None``; the lock is held."""
@@ -336,12 +330,8 @@ class BudgetedModel(_Wrapper):
         refused = gate.enter()
         if refused is not None:
             which, calls, tokens = refused
-            limits = (f"llm.max_calls={'unlimited' if self.max_calls is None else self.max_calls}, "
-                      f"llm.max_tokens={'unlimited' if self.max_tokens is None else self.max_tokens}")
-            raise BudgetExceeded(
-                f"{self.name}: the run's {which} budget exhausted after {calls} calls and {tokens} tokens over all "
-                f"its workers ({limits}); raise it with --set llm.max_{which}s=N (null = no limit) or in the config "
-                f"file's llm section")
+            raise BudgetExceeded.refusal(self.name, which, calls, tokens, self.max_calls, self.max_tokens,
+                                         run_wide=True)
         with self._lock:
             self.calls += 1
         spent = 0
