@@ -211,15 +211,14 @@ def forgotten(ticks: Sequence[TickRecord], agent: str, memory, embedder, questio
     vectors = embedder.embed([op["text"] for op, _, _ in gone])
     relevance = relevance_from_distance(distances_in(space, vectors, embedder.embed([embedded(question)])[0]))
     if query_text and fuses_forgotten(params):
-        from simulacra.memory.lexical import LexicalIndex
+        from simulacra.memory.lexical import LexicalIndex, relevance_over
         from simulacra.memory.scoring import fuse_relevance
 
-        # the corpus the retrieval measured (every tier the agent reads, AgentMemory.lexical_relevance) with the
-        # forgotten texts back in it
-        held = [r.text for name in memory.readable for r in memory.tier(name).records]
-        index = LexicalIndex()
-        index.append(held + [op["text"] for op, _, _ in gone])
-        lexical = index.relevance(query_text)[len(held):]
+        # the corpus the retrieval measured (the indexes of every tier the agent reads,
+        # AgentMemory.lexical_relevance) with the forgotten texts back in it
+        back = LexicalIndex()
+        back.append([op["text"] for op, _, _ in gone])
+        lexical = relevance_over([*(memory.tier(name).lexical for name in memory.readable), back], query_text)[-1]
         relevance = fuse_relevance(relevance, lexical, params)
     order = sorted((i for i in range(len(gone)) if relevance[i] >= floor - 1e-9),
                    key=lambda i: (-relevance[i], -gone[i][1], gone[i][0]["id"]))

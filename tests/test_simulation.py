@@ -319,14 +319,21 @@ def test_the_summary_tells_who_still_remembers_each_event_from_who_came_to_know_
 
 
 def held(records, shared=None):
-    """A stand-in for an agent's memory as :func:`simulacra.interview.forgotten` reads it: per tier, its records
-    (``shared``: the town board's, a readable tier too)."""
+    """A stand-in for an agent's memory as :func:`simulacra.interview.forgotten` reads it: per tier, its records and
+    their BM25 index (``shared``: the town board's, a readable tier too)."""
     from types import SimpleNamespace
 
-    tiers = {name: SimpleNamespace(records=recs) for name, recs in records.items()}
+    from simulacra.memory.lexical import LexicalIndex
+
+    def tier(recs):
+        index = LexicalIndex()
+        index.append([r.text for r in recs])
+        return SimpleNamespace(records=recs, lexical=index)
+
+    tiers = {name: tier(recs) for name, recs in records.items()}
     readable = tuple(tiers) + (("shared",) if shared is not None else ())
     if shared is not None:
-        tiers["shared"] = SimpleNamespace(records=shared)
+        tiers["shared"] = tier(shared)
     return SimpleNamespace(tiers={k: v for k, v in tiers.items() if k != "shared"}, readable=readable,
                            tier=tiers.__getitem__)
 
