@@ -9,8 +9,10 @@ config cases are passed to ``run_sim.py --config``.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -473,6 +475,12 @@ def test_a_damaged_chroma_file_is_named_not_a_traceback(tmp_path, rater_url):
     made = simulacra("run", *_two_ticks(tmp_path, rater_url))
     assert made.returncode == 0, made.stderr[-2000:]
     sqlite = tmp_path / "r" / "chroma" / "chroma.sqlite3"
+    # Chroma keeps SQLite in WAL mode: a process that ends without a checkpoint leaves its pages in
+    # chroma.sqlite3-wal, where they hide the truncation below (CI of stop 52). Fold them in first.
+    with contextlib.closing(sqlite3.connect(sqlite)) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    wal = sqlite.with_name("chroma.sqlite3-wal")
+    assert not wal.exists() or wal.stat().st_size == 0
     with open(sqlite, "r+b") as f:
         f.truncate(8192)  # its first pages: the schema says there are more
     for cmd in (["interview", str(tmp_path / "r"), "--agent", "ann", "What happened?"],
