@@ -61,6 +61,36 @@ def name_place_ids(activity: str, place_names: Mapping[str, str]) -> str:
     return _IDENTIFIER.sub(lambda m: folded.get(m.group(0).casefold(), m.group(0)), activity)
 
 
+@lru_cache(maxsize=64)
+def _place_pattern(places: tuple[tuple[str, str], ...]) -> tuple[re.Pattern[str], dict[str, str]]:
+    words: dict[str, str] = {}
+    for pid, name in places:
+        forms = [pid, pid.replace("_", " "), name]
+        if name[:4].casefold() == "the ":
+            forms.append(name[4:])
+        for form in forms:
+            words.setdefault(" ".join(form.split()).casefold(), pid)
+    longest_first = sorted((w for w in words if w), key=len, reverse=True)
+    pattern = r"(?<!\w)(?:" + "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in longest_first) + r")(?!\w)"
+    return re.compile(pattern, re.IGNORECASE), words
+
+
+def places_named(text: str, place_names: Mapping[str, str]) -> list[str]:
+    """The ids of the places ``text`` names, in the order first named, each once: a place's name (also without
+    a leading "The"), its id, or its id with spaces for underscores, as whole words, ignoring case. Where forms
+    overlap the longest wins: "Mill House" is ``mill_house``, not ``mill``. A place id that is an English word
+    (``tavern``, ``forge``) counts: "eating soup at the tavern" names the tavern."""
+    if not text or not place_names:
+        return []
+    pattern, words = _place_pattern(tuple(place_names.items()))
+    out: list[str] = []
+    for m in pattern.finditer(text):
+        pid = words[" ".join(m.group(0).split()).casefold()]
+        if pid not in out:
+            out.append(pid)
+    return out
+
+
 #: the third-person pronoun sets a text is read for (:func:`pronouns_of`), each with its first-person forms
 PRONOUN_SETS: dict[str, tuple[str, ...]] = {
     "he": ("he", "him", "his", "himself"),

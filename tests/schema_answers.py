@@ -99,9 +99,30 @@ class SchemaAnswers:
         with self._lock:
             self.titles.append(title)
         answer: Any = instance(schema, body)
+        if title == "reaction":  # as a model that follows the prompt: a "go" says where in its words
+            limit = schema["properties"]["activity"].get("maxLength", 200)
+            answer["activity"] = f"{answer['activity']} at {answer['place']}"[:limit]
         if title in self.hooks:
             answer = self.hooks[title](body, answer)
         if isinstance(answer, (dict, list)):
             answer = Reply(json.dumps(answer))
         delay = self.delay_s(body) if callable(self.delay_s) else self.delay_s
         return Hang(delay, answer) if delay > 0 else answer
+
+
+#: plans that put every resident of Tinyvale (``tests/data/tiny.yaml``) at the well from 08:00: they meet at once,
+#: whatever the double's default answers make of prompts (which hold retrieved memories, so a change to retrieval
+#: moved chance meetings)
+TOGETHER: dict[str, Hook] = {
+    "day_plan": lambda body, d: {"items": [{"start": "08:00", "activity": f"{MARK} drawing water", "place": "well"}]},
+    "actions": lambda body, d: {"actions": [{"minutes": 240, "activity": f"{MARK} drawing water", "place": "well"}]},
+}
+
+
+def talk_to_someone_here(body: dict, default: dict) -> dict:
+    """A reaction hook: talk to the first person the request offers as here, else continue."""
+    props = request_schema(body)["properties"]
+    people = [p for p in props["person"]["enum"] if p != "none"]
+    if "talk" in props["decision"]["enum"] and people:
+        return {**default, "decision": "talk", "person": people[0]}
+    return {**default, "decision": "continue"}

@@ -14,7 +14,7 @@ from simulacra.memory.records import MemoryRecord, RetrievedMemory
 from simulacra.simulation import Simulation
 from simulacra.trace import read_trace
 from tests.openai_double import garbage, hang, rate_limited, reply, server_error
-from tests.schema_answers import MARK, SchemaAnswers, prompt_text
+from tests.schema_answers import MARK, TOGETHER, SchemaAnswers, prompt_text, request_schema, talk_to_someone_here
 
 pytest_plugins = ["tests.openai_double"]
 
@@ -28,14 +28,6 @@ def llm_sim(tmp_path, openai_double, rater_url, embedder, name="llm", extra=()):
                                 "cognition.react_min_rating=1", *extra])
     return Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
                              run_name=name, embedder=embedder)
-
-
-#: plans that keep all three residents at the well from 08:00: they meet at once, whatever the double's default
-#: answers make of prompts (which hold retrieved memories, so a change to retrieval moved chance meetings)
-TOGETHER = {
-    "day_plan": lambda body, d: {"items": [{"start": "08:00", "activity": f"{MARK} drawing water", "place": "well"}]},
-    "actions": lambda body, d: {"actions": [{"minutes": 240, "activity": f"{MARK} drawing water", "place": "well"}]},
-}
 
 
 def decisions(ticks, kind=None):
@@ -144,9 +136,7 @@ def test_conversation_lines_come_from_the_model_and_both_remember_them(tmp_path,
         speaker = prompt_text(body).split(",", 1)[0].removeprefix("You are ")
         return {"line": f"{MARK} {speaker} speaks ({len(prompt_text(body))})", "news": 0, "end": False}
 
-    hooks = {**TOGETHER, "reaction": lambda b, d: {**d, "decision": "talk", "person": next(
-        (p for p in d and b["response_format"]["json_schema"]["schema"]["properties"]["person"]["enum"]
-         if p != "none"), "none")}, "line": line,
+    hooks = {**TOGETHER, "reaction": talk_to_someone_here, "line": line,
         "summary": lambda b, d: {"summary": f"{MARK} they talked"}}
     openai_double.script([], then=SchemaAnswers(hooks=hooks))
     with llm_sim(tmp_path, openai_double, rater_url, embedder, "talk", ["simulation.conversation_turns=4"]) as sim:
@@ -178,10 +168,7 @@ def test_a_whole_exchange_in_one_call(tmp_path, openai_double, rater_url, embedd
                           {"speaker": b, "line": f"{MARK} news", "news": int(news)},
                           {"speaker": a, "line": f"{MARK} bye", "news": 0}], "summary": f"{MARK} news passed"}
 
-    hooks = {**TOGETHER, "reaction": lambda b, d: {**d, "decision": "talk", "person": next(
-        p for p in b["response_format"]["json_schema"]["schema"]["properties"]["person"]["enum"] if p != "none")}
-        if "talk" in b["response_format"]["json_schema"]["schema"]["properties"]["decision"]["enum"]
-        else {**d, "decision": "continue"}, "exchange": exchange}
+    hooks = {**TOGETHER, "reaction": talk_to_someone_here, "exchange": exchange}
     answers = SchemaAnswers(hooks=hooks)
     openai_double.script([], then=answers)
     with llm_sim(tmp_path, openai_double, rater_url, embedder, "whole", ["cognition.exchange=whole"]) as sim:
@@ -456,9 +443,7 @@ def test_a_conversation_is_not_ended_before_its_minimum_of_lines(openai_double, 
 def test_the_town_holds_conversations_of_the_configured_minimum(tmp_path, openai_double, rater_url, embedder):
     """The tick loop passes simulation.min_conversation_lines to every conversation held line by line."""
     said = iter(range(1, 1000))
-    hooks = {**TOGETHER, "reaction": lambda b, d: {**d, "decision": "talk", "person": next(
-        (p for p in d and b["response_format"]["json_schema"]["schema"]["properties"]["person"]["enum"]
-         if p != "none"), "none")},
+    hooks = {**TOGETHER, "reaction": talk_to_someone_here,
         "line": lambda b, d: {"line": f"{MARK} remark number {next(said)}", "news": 0, "end": True},
         "summary": lambda b, d: {"summary": f"{MARK} they talked"}}
     openai_double.script([], then=SchemaAnswers(hooks=hooks))
@@ -468,3 +453,69 @@ def test_the_town_holds_conversations_of_the_configured_minimum(tmp_path, openai
         _, ticks = read_trace(sim.run_dir)
     convs = [c for t in ticks for c in t["conversations"]]
     assert convs and all(len(c["lines"]) == 5 for c in convs)
+
+
+def test_a_place_follows_the_answers_own_words_and_actions_stay_at_the_plans_places(openai_double):
+    """A small model picks the ``place`` field by where a place stands in the list more than by what it wrote (the
+    bundled 135M model planned "eating dinner at the tavern" at the mill house and walked all day, stop 53): a plan
+    item or action whose words name one place is put there; a decomposition is offered the plan's places only; a
+    "go" whose words name no place is asked again, then the scripted "continue" is taken."""
+    from simulacra.cognition.llm_mind import LLMMind
+    from simulacra.cognition.mind import AgentView, PlanItem
+    from simulacra.config import Config
+    from simulacra.llm import OpenAIChatModel
+    from simulacra.world.model import load_world
+
+    world = load_world(DATA / "tiny.yaml", DATA / "personas")
+    offered: list[list[str]] = []
+
+    def actions(body, default):
+        offered.append(request_schema(body)["properties"]["actions"]["items"]["properties"]["place"]["enum"])
+        assert prompt_text(body).count("Places (id: name): well: The Old Well; shop: Corner Shop\n") == 1
+        return {"actions": [{"minutes": 60, "activity": "drawing a bucket at the well", "place": "shop"},
+                            {"minutes": 60, "activity": "sweeping the Corner Shop", "place": "well"},
+                            {"minutes": 60, "activity": "counting coins", "place": "well"}]}
+
+    def reaction(body, default):
+        percept = prompt_text(body).split("You notice: ", 1)[1].split("\n", 1)[0]
+        said = {"cry": ("Someone needs help in the field", "field"),  # names the place it chose
+                "bell": ("I should fetch water", "helping at The Old Well"),  # names another than the field chosen
+                "song": ("I must go", "going")}[percept]  # names none
+        return {**default, "decision": "go", "place": "field", "reason": said[0], "activity": said[1]}
+
+    openai_double.script([], then=SchemaAnswers(hooks={
+        "day_plan": lambda b, d: {"items": [
+            {"start": "08:00", "activity": "drawing water at The Old Well", "place": "shop"},
+            {"start": "12:00", "activity": "selling candles", "place": "shop"},
+            {"start": "15:00", "activity": "walking from Ash Cottage to the field", "place": "well"}]},
+        "actions": actions, "reaction": reaction}))
+    mind = LLMMind(OpenAIChatModel("double-model", base_url=openai_double.url), Config())
+    names = {pid: p.name for pid, p in world.personas.items()}
+    places = {pid: p.name for pid, p in world.places.items()}
+    view = AgentView("ann", world.personas["ann"], 480, "cottage_a", (), names, places)
+
+    plan = mind.plan_day(view, 480, 1380)
+    assert plan.source == "llm"
+    # the first item names the well; the second names nothing; the third names two places: the field kept
+    assert [(p.start, p.place) for p in plan.value] == [(480, "well"), (720, "shop"), (900, "well")]
+    assert mind.usage["plan_day_places_from_words"] == 1
+
+    window = [PlanItem(480, 600, "drawing water", "well"), PlanItem(600, 900, "selling", "shop")]
+    steps = mind.next_actions(view, window, 480, 660)
+    assert offered == [["well", "shop"]]  # the plan's places, in order; not the cottage or the field
+    assert steps.source == "llm"
+    assert [(s.start, s.end, s.place) for s in steps.value] == [(480, 540, "well"), (540, 600, "shop"),
+                                                                (600, 660, "well")]
+    assert mind.usage["next_actions_places_from_words"] == 2
+
+    def react(percept):
+        return mind.react(view, percept, (), [])
+
+    went = react("cry")
+    assert went.source == "llm" and (went.value.kind, went.value.place) == ("go", "field")
+    went = react("bell")
+    assert went.source == "llm" and (went.value.kind, went.value.place) == ("go", "well")
+    assert mind.usage["react_places_from_words"] == 1
+    stayed = react("song")
+    assert stayed.source == "fallback" and stayed.value.kind == "continue" and "do not say where" in stayed.reason
+    assert mind.usage["react_retries"] == 1

@@ -19,7 +19,7 @@ from simulacra.llm import BudgetExceeded, Completion, LLMUnavailable
 from simulacra.llm.replay import ReplayingModel, load_calls, request_key
 from simulacra.simulation import Simulation
 from simulacra.trace import read_trace
-from tests.schema_answers import SchemaAnswers
+from tests.schema_answers import TOGETHER, SchemaAnswers, talk_to_someone_here
 
 pytest_plugins = ["tests.openai_double"]
 
@@ -61,7 +61,8 @@ def comparable(summary):
 
 def test_a_resumed_run_replays_what_it_paid_for_and_ends_as_the_uninterrupted_one(tmp_path, openai_double, embedder,
                                                                                    monkeypatch):
-    openai_double.script([], then=SchemaAnswers())
+    # the residents plan to be at the well and talk there: the run's model writes plans and speech after tick 0
+    openai_double.script([], then=SchemaAnswers(hooks={**TOGETHER, "reaction": talk_to_someone_here}))
     with create(tmp_path, openai_double, embedder, "ref") as sim:
         ref_summary = sim.run(TICKS)
     _, ref_ticks = read_trace(tmp_path / "ref")

@@ -1,6 +1,6 @@
 """Text helpers shared by the minds and the tick (simulacra.text)."""
 
-from simulacra.text import at_place, be_for, first_person, name_place_ids, pronouns_of
+from simulacra.text import at_place, be_for, first_person, name_place_ids, places_named, pronouns_of
 
 PLACES = {"hobbs_cafe": "Hobbs Cafe", "park": "Johnson Park", "isabella_rodriguez_apartment": "Isabella's Apartment"}
 
@@ -14,6 +14,18 @@ def test_place_ids_in_an_activity_become_names_and_english_words_stay():
     assert name_place_ids("", PLACES) == ""
     # once named, the place is not added a second time
     assert at_place(name_place_ids("working at hobbs_cafe", PLACES), "Hobbs Cafe") == "working at Hobbs Cafe"
+
+
+def test_the_places_a_text_names_by_name_or_id_longest_first():
+    fern = {"mill_house": "Mill House", "mill": "The Old Watermill", "square": "Fernhollow Square",
+            "riverbank": "Willow Bend", "school": "Fernhollow Schoolhouse"}
+    assert places_named("eating soup at mill_house", fern) == ["mill_house"]
+    assert places_named("at the MILL HOUSE by the old  watermill", fern) == ["mill_house", "mill"]  # not mill twice
+    assert places_named("fishing at Willow Bend at riverbank", fern) == ["riverbank"]  # name and id: one place
+    assert places_named("going to the square, then Fernhollow Square", fern) == ["square"]
+    assert places_named("checking the schoolchildren in the millpond", fern) == []  # whole words only
+    assert places_named("", fern) == [] and places_named("the mill", {}) == []
+    assert places_named("walking in the park to Hobbs Cafe", PLACES) == ["park", "hobbs_cafe"]  # an id that is a word
 
 
 def test_the_pronoun_set_is_the_clear_majority_of_a_texts_pronouns():

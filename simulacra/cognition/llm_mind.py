@@ -22,7 +22,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal, TypeVar
 
@@ -50,7 +50,7 @@ from simulacra.config import Config
 from simulacra.llm.structured import BadAnswer, ask_json
 from simulacra.llm.wrappers import CachingModel
 from simulacra.memory.records import RetrievedMemory
-from simulacra.text import name_place_ids
+from simulacra.text import name_place_ids, places_named
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +205,37 @@ def _text(max_length: int) -> dict[str, Any]:
     return {"type": "string", "minLength": 1, "maxLength": max_length}
 
 
+def place_as_said(chosen: str, said: str, places: Mapping[str, str]) -> str:
+    """The place of a plan item or action: ``chosen`` (the answer's ``place`` field), unless its own ``said``
+    (its activity) names exactly one place of ``places`` (:func:`~simulacra.text.places_named`) and that is
+    another. A small model picks the enum field by where a place stands in the list more than by what it wrote:
+    the bundled SmolLM2-135M planned "eating dinner at the tavern" at ``mill_house`` and "fishing ... at Willow Bend"
+    at ``square`` (stop 53), which sent its residents walking all day; the words are the answer's meaning."""
+    named = places_named(said, places)
+    return named[0] if len(named) == 1 and named[0] != chosen else chosen
+
+
+def went_as_said(chosen: str, said: str, places: Mapping[str, str], here: str) -> str:
+    """Where a "go" reaction goes: ``chosen`` (its ``place`` field) when its words (``said``: reason and
+    activity) name it, else the one other place than ``here`` they name. A "go" whose words name no place, or
+    several without the chosen one, is not grounded in what the model said.
+
+    Raises:
+        BadAnswer: the words name no place, or several other places than ``chosen`` (the model is asked again,
+            then the scripted reaction, "continue", is taken). The bundled SmolLM2-135M answered "go" to most
+            percepts, to a place it did not name ("I'm going to the market to buy some flour" -> ``novak_house``),
+            and its residents spent their hours walking (stop 53).
+    """
+    named = [p for p in places_named(said, places) if p != here]
+    if chosen in named:
+        return chosen
+    if len(named) == 1:
+        return named[0]
+    if not named:
+        raise BadAnswer(f"'go' to {chosen!r}, but the reason and activity do not say where: name the place")
+    raise BadAnswer(f"'go' to {chosen!r}, but the reason and activity name {', '.join(named)}: choose one")
+
+
 class LLMMind:
     """A :class:`~simulacra.cognition.mind.Mind` over a :class:`~simulacra.llm.LanguageModel`.
 
@@ -217,7 +248,9 @@ class LLMMind:
             (one reflection prompt, in ``simulacra.rating.llm``), else offline.
     Attributes:
         usage: Counter of ``<kind>_calls``, ``<kind>_retries`` (second asks), ``<kind>_prompt_tokens`` and
-            ``<kind>_completion_tokens`` per decision kind (fallbacks are counted from the decisions, in the run).
+            ``<kind>_completion_tokens`` per decision kind (fallbacks are counted from the decisions, in the run);
+            ``<kind>_places_from_words``: places taken from an answer's words over its ``place`` field
+            (:func:`place_as_said`, :func:`went_as_said`).
         reactive: ``True``: the tick asks this mind to react to salient percepts.
     """
 
@@ -287,8 +320,10 @@ class LLMMind:
             rows.append(f"{i}. {when}{m.text}")
         return f"{heading}:\n" + "\n".join(rows)
 
-    def places_text(self, view: AgentView) -> str:
-        return "Places (id: name): " + "; ".join(f"{pid}: {name}" for pid, name in view.place_names.items())
+    def places_text(self, view: AgentView, only: Sequence[str] | None = None) -> str:
+        """The places offered to the model, ``id: name`` each: the world's, or ``only`` those ids, in that order."""
+        ids = list(view.place_names) if only is None else only
+        return "Places (id: name): " + "; ".join(f"{pid}: {view.place_names.get(pid, pid)}" for pid in ids)
 
     def _prompt_memories(self, view: AgentView) -> tuple[RetrievedMemory, ...]:
         return view.memories[: self.cfg.memories_in_prompt]
@@ -331,13 +366,16 @@ class LLMMind:
             starts = sorted(timed)
             starts[0] = day_start  # the first item begins at wake-up
             entries = [timed[m] for m in sorted(timed)]
-            items = []
+            items, moved = [], 0
             for i, (start, e) in enumerate(zip(starts, entries)):
                 end = starts[i + 1] if i + 1 < len(starts) else day_end
                 if end > start:
-                    items.append(PlanItem(start, end, name_place_ids(e.activity.strip(), view.place_names), e.place))
+                    place = place_as_said(e.place, e.activity, view.place_names)
+                    moved += place != e.place
+                    items.append(PlanItem(start, end, name_place_ids(e.activity.strip(), view.place_names), place))
             if not items:
                 raise BadAnswer("the plan has no item")
+            self.usage["plan_day_places_from_words"] += moved
             return items
 
         return self.ask("plan_day", messages, schema, parse,
@@ -346,8 +384,11 @@ class LLMMind:
 
     def next_actions(self, view: AgentView, plan: Sequence[PlanItem], start: int,
                      end: int) -> Decision[list[PlanItem]]:
-        """The plan from ``start`` to ``end`` as concrete actions (10 minutes to 2 hours each) at places of the
-        world. Sleep is not decomposed (no call while asleep)."""
+        """The plan from ``start`` to ``end`` as concrete actions (10 minutes to 2 hours each), each at one of the
+        places of the plan's items in that window: the plan says where, its decomposition says what is done there
+        (a "go" reaction moves a resident elsewhere). Offered every place of the world, the bundled SmolLM2-135M
+        sent its residents to a new place almost every action, walking and never free to talk (stop 53). Sleep is
+        not decomposed (no call while asleep)."""
         window = [p for p in plan if p.end > start and p.start < end]
         scripted = self.scripted.next_actions(view, plan, start, end)
         if not window or is_asleep(window[0].activity):
@@ -360,15 +401,16 @@ class LLMMind:
         most = min(8, 2 * hours)  # a small model lists many tiny steps: bound them (and the answer's length)
         shortest = max(tick, 20)
         longest = max(shortest, min(240, end - start))
-        places = list(view.place_names)
-        plan_text = "; ".join(p.describe(view.place_names.get(p.place, p.place)) for p in window)
+        where = {p.place: view.place_names.get(p.place, p.place) for p in window}  # the plan's places, in order
+        places = list(where)
+        plan_text = "; ".join(p.describe(where[p.place]) for p in window)
         messages = [
             {"role": "system", "content": self.persona_text(view)},
             {"role": "user", "content": (
-                f"{self.memories_text(mems)}\n\n{self.places_text(view)}\nYour plan: {plan_text}.\n\n"
+                f"{self.memories_text(mems)}\n\n{self.places_text(view, places)}\nYour plan: {plan_text}.\n\n"
                 f"Break your plan from {format_hhmm(start)} to {format_hhmm(end)} into at most {most} concrete "
-                f"actions in order, each lasting {shortest} to {longest} minutes, at the place where it happens "
-                "(place id).")},
+                f"actions in order, each lasting {shortest} to {longest} minutes, at the place of the plan where it "
+                "happens (place id).")},
         ]
         schema = _obj({"actions": {"type": "array", "minItems": 1, "maxItems": most, "items": _obj(
             {"minutes": {"type": "integer", "minimum": shortest, "maximum": longest}, "activity": _text(60),
@@ -376,19 +418,22 @@ class LLMMind:
 
         def parse(data) -> list[PlanItem]:
             steps = _Steps.model_validate(data)
-            out, t = [], start
+            out, t, moved = [], start, 0
             for s in steps.actions:
-                if s.place not in view.place_names:
-                    raise BadAnswer(f"unknown place {s.place!r}")
+                if s.place not in where:
+                    raise BadAnswer(f"{s.place!r} is not a place of the plan (one of {', '.join(places)})")
                 if t >= end:
                     break
                 minutes = max(tick, round(s.minutes / tick) * tick)
+                place = place_as_said(s.place, s.activity, where)
+                moved += place != s.place
                 out.append(PlanItem(t, min(end, t + minutes), name_place_ids(s.activity.strip(), view.place_names),
-                                      s.place))
+                                    place))
                 t += minutes
             if t < end:  # the model stopped short: the plan's own items cover the rest of the window
                 out += [PlanItem(max(p.start, t), min(p.end, end), p.activity, p.place, p.routine_index)
                         for p in window if p.end > t and p.start < end]
+            self.usage["next_actions_places_from_words"] += moved
             return out
 
         return self.ask("next_actions", messages, schema, parse, lambda: scripted, view.memory_ids[: len(mems)],
@@ -408,8 +453,8 @@ class LLMMind:
                 f"You notice: {percept}\n\n{self.memories_text(mems, 'What you remember about it')}\n\n"
                 f"{self.places_text(view)}\nPeople here: {', '.join(people) or 'nobody'}.\n\n"
                 f"You are {self._doing(view)}. First say in a few words what this means to you; then decide: "
-                "continue what you are doing (the usual answer), go somewhere else (the place id and what you "
-                "will do there) because of it, or talk to someone here about it (their name).")},
+                "continue what you are doing (the usual answer), go somewhere else because of it (say where and "
+                "why; the place id, and what you will do there), or talk to someone here about it (their name).")},
         ]
         # every field is required, so a "go" or "talk" answer can only name a place or someone here: offered
         # "none", the bundled 135M model answered "talk" to "none", and no reaction of its started a conversation
@@ -425,10 +470,12 @@ class LLMMind:
             if r.decision == "go":
                 if r.place not in view.place_names:
                     raise BadAnswer(f"'go' needs a place id, got {r.place!r}")
-                if r.place == view.place:
+                place = went_as_said(r.place, f"{r.reason}\n{r.activity}", view.place_names, view.place)
+                if place == view.place:
                     return Reaction("continue", reason=r.reason)
+                self.usage["react_places_from_words"] += place != r.place
                 activity = name_place_ids(r.activity.strip(), view.place_names)
-                return Reaction("go", place=r.place, activity=activity or None, reason=r.reason)
+                return Reaction("go", place=place, activity=activity or None, reason=r.reason)
             if r.decision == "talk":
                 if r.person not in people:
                     raise BadAnswer(f"'talk' needs the name of someone here, got {r.person!r}")
