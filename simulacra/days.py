@@ -20,6 +20,7 @@ The clock is linear (game minutes from day 1, 00:00; :mod:`simulacra.clock`); da
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -84,12 +85,18 @@ def routine_entry_at(persona: Persona, world: World, minute: float) -> tuple[int
     return plan_day_at(persona, world, minute).entry_at(minute)
 
 
+def night_of(routine: Sequence[RoutineEntry], home: str) -> int | None:
+    """The index of a day's routine's night (module docstring): its last entry when that is at ``home`` (a
+    place id) and is not also its first; ``None`` when the routine has no night (one entry, or a night shift)."""
+    last = len(routine) - 1
+    return last if last > 0 and routine[last].place == home else None
+
+
 def is_sleeping(persona: Persona, world: World, minute: float, place: str) -> bool:
     """Whether an agent of ``persona`` at ``place`` is asleep at game minute ``minute``: the routine entry in
-    force is the night (the last entry of its day's routine, not also the first, at the persona's home) and
-    ``place`` is that home (module docstring)."""
+    force is the night (:func:`night_of`) and ``place`` is that home (module docstring)."""
     if place != persona.home:
         return False
     day = plan_day_at(persona, world, minute)
-    index, entry = day.entry_at(minute)
-    return 0 < index == len(day.routine) - 1 and entry.place == persona.home
+    index, _ = day.entry_at(minute)
+    return index == night_of(day.routine, persona.home)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from simulacra.config import load_config
+from simulacra.days import night_of
 from simulacra.memory.records import MemoryRecord, RetrievedMemory
 from simulacra.simulation import Simulation
 from simulacra.trace import read_trace
@@ -45,7 +46,16 @@ def test_plans_come_from_the_model_with_places_that_exist_and_are_remembered(tmp
         assert {d["agent"] for d in plans} == {"ann", "ben", "cal"} and all(d["source"] == "llm" for d in plans)
         for d in plans:
             assert d["value"] and all(item["place"] in PLACES for item in d["value"])
-            assert all(item["activity"].startswith(MARK) for item in d["value"])
+            persona = sim.world.personas[d["agent"]]
+            night = night_of(persona.routine, persona.home)
+            waking = d["value"] if night is None else d["value"][:-1]
+            assert waking and all(item["activity"].startswith(MARK) for item in waking)
+            if night is not None:  # the night is the routine's, at home: Ann's from 09:30 (Ben's day ends in the
+                # field and Cal's routine has one entry: no night)
+                start = persona.routine[-1].start_minute
+                assert d["value"][-1] == {"start": start, "end": d["value"][-1]["end"], "place": persona.home,
+                                          "activity": persona.routine[-1].activity, "routine_index": night}
+                assert waking[-1]["end"] == start
             assert d["memory_ids"]  # the memories retrieved for "plans for today" were in the prompt
         # the plan is stored as a memory of kind plan, and the actions follow the model's plan
         adds = [op for t in ticks for op in t["memory"] if op["op"] == "add" and op["kind"] == "plan"]
@@ -492,7 +502,7 @@ def test_a_place_follows_the_answers_own_words_and_actions_stay_at_the_plans_pla
     mind = LLMMind(OpenAIChatModel("double-model", base_url=openai_double.url), Config())
     names = {pid: p.name for pid, p in world.personas.items()}
     places = {pid: p.name for pid, p in world.places.items()}
-    view = AgentView("ann", world.personas["ann"], 480, "cottage_a", (), names, places)
+    view = AgentView("cal", world.personas["cal"], 480, "cottage_a", (), names, places)  # a routine without a night
 
     plan = mind.plan_day(view, 480, 1380)
     assert plan.source == "llm"
@@ -519,3 +529,30 @@ def test_a_place_follows_the_answers_own_words_and_actions_stay_at_the_plans_pla
     stayed = react("song")
     assert stayed.source == "fallback" and stayed.value.kind == "continue" and "do not say where" in stayed.reason
     assert mind.usage["react_retries"] == 1
+
+
+def test_a_model_plans_the_waking_day_and_the_night_is_the_routines(tmp_path, openai_double, rater_url, embedder):
+    """A plan that kept a resident at the forge overnight kept it awake there, perceiving and reacting: a resident
+    sleeps only at home (stop 53). The model is asked for its day until the routine's night, whose start the prompt
+    names, and what it plans after that is left out."""
+    hooks = {**TOGETHER, "day_plan": lambda b, d: {"items": [
+        {"start": "08:00", "activity": f"{MARK} drawing water", "place": "well"},
+        {"start": "10:00", "activity": f"{MARK} more water", "place": "well"}]},
+        "reaction": lambda b, d: {**d, "decision": "continue"}}
+    answers = SchemaAnswers(hooks=hooks)
+    openai_double.script([], then=answers)
+    with llm_sim(tmp_path, openai_double, rater_url, embedder, "night") as sim:
+        sim.run(14)  # 08:00 to 10:10
+        _, ticks = read_trace(sim.run_dir)
+    asked = [r for r in openai_double.requests if "Plan your day" in prompt_text(r)]
+    assert any("from 08:00 until 09:30, when you go home to Ash Cottage for the night (resting at home)"
+               in prompt_text(r) for r in asked)
+    plan = {d["agent"]: d["value"] for d in decisions(ticks, "plan_day")}
+    assert [(p["start"] % 1440, p["place"]) for p in plan["ann"]] == [(480, "well"), (570, "cottage_a")]
+    assert plan["ann"][-1]["activity"] == "resting at home" and plan["ann"][-1]["routine_index"] == 2
+    assert [(p["start"] % 1440, p["place"]) for p in plan["cal"]] == [(480, "well"), (600, "well")]  # no night
+    ann = {t["clock"]: t["actions"]["ann"] for t in ticks}
+    assert ann["09:20"]["place"] == "well" and ann["09:30"]["type"] == "move"
+    assert ann["10:10"] == {"type": "act", "activity": "resting at home", "place": "cottage_a", "routine_index": 2}
+    assert "ann" not in {d["agent"] for t in ticks if t["clock"] >= "09:50" for d in t["decisions"]}  # asleep
+

@@ -47,6 +47,7 @@ from simulacra.cognition.mind import (
 from simulacra.cognition.plan import is_asleep
 from simulacra.cognition.scripted import GossipRule, ScriptedMind
 from simulacra.config import Config
+from simulacra.days import night_of
 from simulacra.llm.structured import BadAnswer, ask_json
 from simulacra.llm.wrappers import CachingModel
 from simulacra.memory.records import RetrievedMemory
@@ -331,19 +332,32 @@ class LLMMind:
     # ------------------------------------------------------------------ plan
     def plan_day(self, view: AgentView, day_start: int, day_end: int) -> Decision[list[PlanItem]]:
         """Broad items for the day, from the persona's usual day (its rest-day routine on a rest day), the memories
-        retrieved for its plans (yesterday's plans and reflections among them) and the places of the world."""
+        retrieved for its plans (yesterday's plans and reflections among them) and the places of the world. The
+        model plans the waking day; the night is the routine's (:func:`simulacra.days.night_of`: from its start to
+        ``day_end``, at home), as it is for the scripted mind: a plan that left a resident at the forge overnight
+        kept it awake there, perceiving and reacting, since a resident sleeps only at home (stop 53)."""
         p = view.persona
-        usual = "; ".join(f"{e.start} {e.activity} at {e.place}" for e in p.routine_for(view.rest_day))
+        routine = p.routine_for(view.rest_day)
+        usual = "; ".join(f"{e.start} {e.activity} at {e.place}" for e in routine)
         mems = self._prompt_memories(view)
         places = list(view.place_names)
+        base = start_of_day(day_start)
+        night = night_of(routine, p.home)
+        bed = day_end
+        if night is not None:
+            bed = base + routine[night].start_minute
+            bed += MINUTES_PER_DAY if bed <= day_start else 0  # a night that begins after midnight
+            bed = min(bed, day_end)
+        until = ("" if night is None else f" until {format_hhmm(bed)}, when you go home to "
+                 f"{view.place_names.get(p.home, p.home)} for the night ({routine[night].activity})")
         messages = [
             {"role": "system", "content": self.persona_text(view)},
             {"role": "user", "content": (
                 f"{self.memories_text(mems)}\n\n{self.places_text(view)}\nYour usual "
                 f"{'rest day' if view.rest_day else 'day'}: {usual}.\n\n"
-                f"Plan your day from {format_hhmm(day_start)}: 4 to 8 broad items in time order, each with its start "
-                "time (HH:MM), what you will do, and the id of the place. Keep to your usual day unless what you "
-                "remember gives you a reason to change it.")},
+                f"Plan your day from {format_hhmm(day_start)}{until}: 4 to 8 broad items in time order, each with its "
+                "start time (HH:MM), what you will do, and the id of the place. Keep to your usual day unless what "
+                "you remember gives you a reason to change it.")},
         ]
         schema = _obj({"items": {"type": "array", "minItems": 2, "maxItems": 10, "items": _obj(
             {"start": _HHMM, "activity": _text(60), "place": {"type": "string", "enum": places}}, "plan_item")}},
@@ -351,7 +365,6 @@ class LLMMind:
 
         def parse(data) -> list[PlanItem]:
             plan = _DayPlan.model_validate(data)
-            base = start_of_day(day_start)
             timed: dict[int, _PlanEntry] = {}
             for e in plan.items:
                 if e.place not in view.place_names:
@@ -364,17 +377,21 @@ class LLMMind:
                     minute += MINUTES_PER_DAY  # after midnight
                 timed.setdefault(minute, e)
             starts = sorted(timed)
+            entries = [timed[m] for m in starts]
             starts[0] = day_start  # the first item begins at wake-up
-            entries = [timed[m] for m in sorted(timed)]
+            kept = [i for i, m in enumerate(starts) if i == 0 or m < bed]  # the night is the routine's
+            starts, entries = [starts[i] for i in kept], [entries[i] for i in kept]
             items, moved = [], 0
             for i, (start, e) in enumerate(zip(starts, entries)):
-                end = starts[i + 1] if i + 1 < len(starts) else day_end
+                end = starts[i + 1] if i + 1 < len(starts) else bed
                 if end > start:
                     place = place_as_said(e.place, e.activity, view.place_names)
                     moved += place != e.place
                     items.append(PlanItem(start, end, name_place_ids(e.activity.strip(), view.place_names), place))
             if not items:
                 raise BadAnswer("the plan has no item")
+            if night is not None and bed < day_end:
+                items.append(PlanItem(bed, day_end, routine[night].activity, p.home, night))
             self.usage["plan_day_places_from_words"] += moved
             return items
 
@@ -387,13 +404,19 @@ class LLMMind:
         """The plan from ``start`` to ``end`` as concrete actions (10 minutes to 2 hours each), each at one of the
         places of the plan's items in that window: the plan says where, its decomposition says what is done there
         (a "go" reaction moves a resident elsewhere). Offered every place of the world, the bundled SmolLM2-135M
-        sent its residents to a new place almost every action, walking and never free to talk (stop 53). Sleep is
-        not decomposed (no call while asleep)."""
+        sent its residents to a new place almost every action, walking and never free to talk (stop 53). Sleep and
+        the routine's night (:func:`simulacra.days.night_of`) are not decomposed: the actions end where they
+        begin, and there is no call in them."""
         window = [p for p in plan if p.end > start and p.start < end]
         scripted = self.scripted.next_actions(view, plan, start, end)
-        if not window or is_asleep(window[0].activity):
+        night = night_of(view.persona.routine_for(view.rest_day), view.persona.home)
+
+        def resting(p: PlanItem) -> bool:  # sleep, or the routine's night (plan_day)
+            return is_asleep(p.activity) or (night is not None and p.routine_index == night)
+
+        if not window or resting(window[0]):
             return Decision(scripted.value[:1], ())
-        end = min(end, next((p.start for p in window if is_asleep(p.activity) and p.start > start), end))
+        end = min(end, next((p.start for p in window if resting(p) and p.start > start), end))
         window = [p for p in window if p.start < end]
         mems = self._prompt_memories(view)
         tick = self.tick_minutes
