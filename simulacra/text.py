@@ -61,31 +61,50 @@ def name_place_ids(activity: str, place_names: Mapping[str, str]) -> str:
     return _IDENTIFIER.sub(lambda m: folded.get(m.group(0).casefold(), m.group(0)), activity)
 
 
+#: the words that put a place after them: a place id that is also an English word ("well", "shop") names the place
+#: only after one of them ("at the well", "to shop"), not in "as well"
+_PLACE_PREPOSITIONS = ("at", "to", "in", "into", "inside", "near", "by", "from", "towards", "toward", "around")
+
+
 @lru_cache(maxsize=64)
 def _place_pattern(places: tuple[tuple[str, str], ...]) -> tuple[re.Pattern[str], dict[str, str]]:
-    words: dict[str, str] = {}
+    names: dict[str, str] = {}
+    ids: dict[str, str] = {}
     for pid, name in places:
-        forms = [pid, pid.replace("_", " "), name]
-        if name[:4].casefold() == "the ":
-            forms.append(name[4:])
-        for form in forms:
-            words.setdefault(" ".join(form.split()).casefold(), pid)
-    longest_first = sorted((w for w in words if w), key=len, reverse=True)
-    pattern = r"(?<!\w)(?:" + "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in longest_first) + r")(?!\w)"
-    return re.compile(pattern, re.IGNORECASE), words
+        name = " ".join(name.split()).casefold()
+        for form in (name, name[4:] if name.startswith("the ") else ""):
+            if form:
+                names.setdefault(form, pid)
+        for form in (pid.casefold(), " ".join(pid.replace("_", " ").split()).casefold()):
+            if form and form not in names:
+                ids.setdefault(form, pid)
+
+    def alternatives(forms) -> str:  # longest first: "mill house" before "mill"
+        return "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in sorted(forms, key=len, reverse=True))
+
+    # a name may follow a preposition too, and is tried first where both start: "at the Mill House" is the house
+    before = rf"(?:{'|'.join(_PLACE_PREPOSITIONS)})\s+(?:the\s+)?"
+    parts = []
+    if names:
+        parts.append(rf"(?<!\w)(?:{before})?(?P<name>{alternatives(names)})(?!\w)")
+    if ids:
+        parts.append(rf"(?<!\w){before}(?P<id>{alternatives(ids)})(?!\w)")
+    return re.compile("|".join(parts) or r"(?!)"), {**ids, **names}
 
 
 def places_named(text: str, place_names: Mapping[str, str]) -> list[str]:
-    """The ids of the places ``text`` names, in the order first named, each once: a place's name (also without
-    a leading "The"), its id, or its id with spaces for underscores, as whole words, ignoring case. Where forms
-    overlap the longest wins: "Mill House" is ``mill_house``, not ``mill``. A place id that is an English word
-    (``tavern``, ``forge``) counts: "eating soup at the tavern" names the tavern."""
+    """The ids of the places ``text`` names, in the order first named, each once, ignoring case: a place's name
+    (also without a leading "The") anywhere as whole words, or its id (also with spaces for underscores) after a
+    word that puts a place after it ("at", "to", "in", "near", ... and an optional "the": "eating soup at the
+    tavern", "at riverbank"; not "as well"). Where forms overlap the longest wins: "Mill House" is ``mill_house``,
+    not ``mill``. Read by the language-model mind, whose answers' words say where they are
+    (:func:`simulacra.cognition.llm_mind.place_as_said`)."""
     if not text or not place_names:
         return []
     pattern, words = _place_pattern(tuple(place_names.items()))
     out: list[str] = []
-    for m in pattern.finditer(text):
-        pid = words[" ".join(m.group(0).split()).casefold()]
+    for m in pattern.finditer(text.casefold()):  # the forms are casefolded: a match is a key
+        pid = words[" ".join((m.group("name") if m.group("name") is not None else m.group("id")).split())]
         if pid not in out:
             out.append(pid)
     return out

@@ -490,8 +490,10 @@ def test_a_place_follows_the_answers_own_words_and_actions_stay_at_the_plans_pla
         percept = prompt_text(body).split("You notice: ", 1)[1].split("\n", 1)[0]
         said = {"cry": ("Someone needs help in the field", "field"),  # names the place it chose
                 "bell": ("I should fetch water", "helping at The Old Well"),  # names another than the field chosen
-                "song": ("I must go", "going")}[percept]  # names none
-        return {**default, "decision": "go", "place": "field", "reason": said[0], "activity": said[1]}
+                "song": ("I must go", "going"),  # names none
+                "rain": ("I will stay in", "resting")}[percept]  # a "go" to where Cal is, naming no other place
+        return {**default, "decision": "go", "place": "cottage_a" if percept == "rain" else "field", "reason": said[0],
+                "activity": said[1]}
 
     openai_double.script([], then=SchemaAnswers(hooks={
         "day_plan": lambda b, d: {"items": [
@@ -529,6 +531,8 @@ def test_a_place_follows_the_answers_own_words_and_actions_stay_at_the_plans_pla
     stayed = react("song")
     assert stayed.source == "fallback" and stayed.value.kind == "continue" and "do not say where" in stayed.reason
     assert mind.usage["react_retries"] == 1
+    stayed = react("rain")
+    assert stayed.source == "llm" and stayed.value.kind == "continue" and mind.usage["react_retries"] == 1
 
 
 def test_a_model_plans_the_waking_day_and_the_night_is_the_routines(tmp_path, openai_double, rater_url, embedder):
@@ -555,4 +559,24 @@ def test_a_model_plans_the_waking_day_and_the_night_is_the_routines(tmp_path, op
     assert ann["09:20"]["place"] == "well" and ann["09:30"]["type"] == "move"
     assert ann["10:10"] == {"type": "act", "activity": "resting at home", "place": "cottage_a", "routine_index": 2}
     assert "ann" not in {d["agent"] for t in ticks if t["clock"] >= "09:50" for d in t["decisions"]}  # asleep
+
+
+def test_a_day_plan_that_begins_after_the_night_does_is_asked_again_then_the_routine(openai_double):
+    from simulacra.cognition.llm_mind import LLMMind
+    from simulacra.cognition.mind import AgentView
+    from simulacra.config import Config
+    from simulacra.llm import OpenAIChatModel
+    from simulacra.world.model import load_world
+
+    world = load_world(DATA / "tiny.yaml", DATA / "personas")
+    late = {"items": [{"start": "09:45", "activity": "going to sleep", "place": "well"},
+                      {"start": "11:00", "activity": "sleeping", "place": "well"}]}
+    openai_double.script([], then=SchemaAnswers(hooks={"day_plan": lambda b, d: late}))
+    mind = LLMMind(OpenAIChatModel("double-model", base_url=openai_double.url), Config())
+    view = AgentView("ann", world.personas["ann"], 480, "cottage_a", (), {"ann": "Ann Archer"},
+                     {pid: p.name for pid, p in world.places.items()})
+    d = mind.plan_day(view, 480, 1920)
+    assert d.source == "fallback" and "every item starts later" in d.reason and mind.usage["plan_day_retries"] == 1
+    assert [(p.start, p.place, p.routine_index) for p in d.value] == [(480, "well", 0), (500, "shop", 1),
+                                                                     (570, "cottage_a", 2)]
 

@@ -25,7 +25,15 @@ def test_the_places_a_text_names_by_name_or_id_longest_first():
     assert places_named("going to the square, then Fernhollow Square", fern) == ["square"]
     assert places_named("checking the schoolchildren in the millpond", fern) == []  # whole words only
     assert places_named("", fern) == [] and places_named("the mill", {}) == []
-    assert places_named("walking in the park to Hobbs Cafe", PLACES) == ["park", "hobbs_cafe"]  # an id that is a word
+    # an id that is an English word names its place after a preposition only; a name anywhere
+    assert places_named("walking in the park to Hobbs Cafe", PLACES) == ["park", "hobbs_cafe"]
+    assert places_named("a park bench, and the square as well", {**fern, "well": "The Old Well", **PLACES}) == []
+    assert places_named("walking to the mill, then at the Mill House", fern) == ["mill", "mill_house"]
+    assert places_named("isabella rodriguez apartment is tidy; back at isabella rodriguez apartment", PLACES) == [
+        "isabella_rodriguez_apartment"]
+    # case is folded once, on the text: letters whose case does not fold both ways match nothing, and never fail
+    assert places_named("at the ınn house", {"inn": "Inn House"}) == []
+    assert places_named("İ went to the MILL", fern) == ["mill"]
 
 
 def test_the_pronoun_set_is_the_clear_majority_of_a_texts_pronouns():

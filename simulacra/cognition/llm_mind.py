@@ -45,7 +45,7 @@ from simulacra.cognition.mind import (
     reflect_with,
 )
 from simulacra.cognition.plan import is_asleep
-from simulacra.cognition.scripted import GossipRule, ScriptedMind
+from simulacra.cognition.scripted import GossipRule, ScriptedMind, routine_plan
 from simulacra.config import Config
 from simulacra.days import night_of
 from simulacra.llm.structured import BadAnswer, ask_json
@@ -218,20 +218,22 @@ def place_as_said(chosen: str, said: str, places: Mapping[str, str]) -> str:
 
 def went_as_said(chosen: str, said: str, places: Mapping[str, str], here: str) -> str:
     """Where a "go" reaction goes: ``chosen`` (its ``place`` field) when its words (``said``: reason and
-    activity) name it, else the one other place than ``here`` they name. A "go" whose words name no place, or
-    several without the chosen one, is not grounded in what the model said.
+    activity) name it, else the one place other than ``here`` they name; ``here`` (the agent stays: the caller
+    continues) when ``chosen`` is ``here`` and they name no other. A "go" elsewhere whose words name no other place
+    than ``here``, or several without the chosen one, is not grounded in what the model said.
 
     Raises:
-        BadAnswer: the words name no place, or several other places than ``chosen`` (the model is asked again,
-            then the scripted reaction, "continue", is taken). The bundled SmolLM2-135M answered "go" to most
-            percepts, to a place it did not name ("I'm going to the market to buy some flour" -> ``novak_house``),
-            and its residents spent their hours walking (stop 53).
+        BadAnswer: as just said (the model is asked again, then the scripted reaction, "continue", is taken). The
+            bundled SmolLM2-135M answered "go" to most percepts, to a place it did not name ("I'm going to the
+            market to buy some flour" -> ``novak_house``), and its residents spent their hours walking (stop 53).
     """
     named = [p for p in places_named(said, places) if p != here]
     if chosen in named:
         return chosen
     if len(named) == 1:
         return named[0]
+    if chosen == here and not named:
+        return here
     if not named:
         raise BadAnswer(f"'go' to {chosen!r}, but the reason and activity do not say where: name the place")
     raise BadAnswer(f"'go' to {chosen!r}, but the reason and activity name {', '.join(named)}: choose one")
@@ -267,6 +269,7 @@ class LLMMind:
         self.scripted = ScriptedMind(gossip=GossipRule.from_config(config.simulation))
         self.name = f"llm:{model.name}"
         self.usage: Counter = Counter()
+        self._usage_lock = threading.Lock()  # decisions of one stage are asked from worker threads (rt.map)
 
     # ------------------------------------------------------------------ the one way to ask
     def ask(self, kind: str, messages: list[dict], schema: dict, parse: Callable[[Any], T],
@@ -282,10 +285,8 @@ class LLMMind:
         asked = ask_json(self.model, messages, schema, parse, max_tokens=tokens,
                          temperature=self.config.llm.temperature, seed=self.config.simulation.seed, retries=1,
                          wait=lambda: waiting_report(f"{self.name} ({kind})", self.wait_report_s))
-        self.usage[f"{kind}_retries"] += asked.attempts - 1
-        self.usage[f"{kind}_calls"] += asked.calls
-        self.usage[f"{kind}_prompt_tokens"] += asked.prompt_tokens
-        self.usage[f"{kind}_completion_tokens"] += asked.completion_tokens
+        self.count({f"{kind}_retries": asked.attempts - 1, f"{kind}_calls": asked.calls,
+                    f"{kind}_prompt_tokens": asked.prompt_tokens, f"{kind}_completion_tokens": asked.completion_tokens})
         spent = (asked.prompt_tokens, asked.completion_tokens)
         if asked.ok:
             return Decision(asked.value, tuple(memory_ids), "llm", tokens=spent)
@@ -294,6 +295,11 @@ class LLMMind:
                     problem, raw[:300])
         d = fallback()
         return Decision(d.value, d.memory_ids or tuple(memory_ids), "fallback", problem or "no answer", spent)
+
+    def count(self, counts: dict[str, int]) -> None:
+        """Add ``counts`` to :attr:`usage` (under a lock: a stage's decisions are asked from several threads)."""
+        with self._usage_lock:
+            self.usage.update(counts)
 
     # ------------------------------------------------------------------ prompt parts
     def persona_text(self, view: AgentView) -> str:
@@ -343,13 +349,11 @@ class LLMMind:
         places = list(view.place_names)
         base = start_of_day(day_start)
         night = night_of(routine, p.home)
-        bed = day_end
-        if night is not None:
-            bed = base + routine[night].start_minute
-            bed += MINUTES_PER_DAY if bed <= day_start else 0  # a night that begins after midnight
-            bed = min(bed, day_end)
-        until = ("" if night is None else f" until {format_hhmm(bed)}, when you go home to "
-                 f"{view.place_names.get(p.home, p.home)} for the night ({routine[night].activity})")
+        # the night item as the scripted mind plans it (its start, end, activity, place and routine index)
+        night_item = None if night is None else routine_plan(p, day_start, day_end, view.rest_day)[night]
+        bed = day_end if night_item is None else night_item.start
+        until = ("" if night_item is None else f" until {format_hhmm(bed)}, when you go home to "
+                 f"{view.place_names.get(p.home, p.home)} for the night ({night_item.activity})")
         messages = [
             {"role": "system", "content": self.persona_text(view)},
             {"role": "user", "content": (
@@ -376,11 +380,12 @@ class LLMMind:
                 if minute < day_start:
                     minute += MINUTES_PER_DAY  # after midnight
                 timed.setdefault(minute, e)
-            starts = sorted(timed)
+            starts = [m for m in sorted(timed) if m < bed]  # the night is the routine's
+            if not starts:
+                raise BadAnswer(f"plan the day from {format_hhmm(day_start)} until {format_hhmm(bed)}: every item "
+                                "starts later")
             entries = [timed[m] for m in starts]
             starts[0] = day_start  # the first item begins at wake-up
-            kept = [i for i, m in enumerate(starts) if i == 0 or m < bed]  # the night is the routine's
-            starts, entries = [starts[i] for i in kept], [entries[i] for i in kept]
             items, moved = [], 0
             for i, (start, e) in enumerate(zip(starts, entries)):
                 end = starts[i + 1] if i + 1 < len(starts) else bed
@@ -390,9 +395,9 @@ class LLMMind:
                     items.append(PlanItem(start, end, name_place_ids(e.activity.strip(), view.place_names), place))
             if not items:
                 raise BadAnswer("the plan has no item")
-            if night is not None and bed < day_end:
-                items.append(PlanItem(bed, day_end, routine[night].activity, p.home, night))
-            self.usage["plan_day_places_from_words"] += moved
+            if night_item is not None:
+                items.append(night_item)
+            self.count({"plan_day_places_from_words": moved})
             return items
 
         return self.ask("plan_day", messages, schema, parse,
@@ -405,8 +410,8 @@ class LLMMind:
         places of the plan's items in that window: the plan says where, its decomposition says what is done there
         (a "go" reaction moves a resident elsewhere). Offered every place of the world, the bundled SmolLM2-135M
         sent its residents to a new place almost every action, walking and never free to talk (stop 53). Sleep and
-        the routine's night (:func:`simulacra.days.night_of`) are not decomposed: the actions end where they
-        begin, and there is no call in them."""
+        the routine's night (:func:`simulacra.days.night_of`) are not decomposed: the actions asked for stop where
+        the night begins, and a window that begins in it is not asked about."""
         window = [p for p in plan if p.end > start and p.start < end]
         scripted = self.scripted.next_actions(view, plan, start, end)
         night = night_of(view.persona.routine_for(view.rest_day), view.persona.home)
@@ -456,7 +461,7 @@ class LLMMind:
             if t < end:  # the model stopped short: the plan's own items cover the rest of the window
                 out += [PlanItem(max(p.start, t), min(p.end, end), p.activity, p.place, p.routine_index)
                         for p in window if p.end > t and p.start < end]
-            self.usage["next_actions_places_from_words"] += moved
+            self.count({"next_actions_places_from_words": moved})
             return out
 
         return self.ask("next_actions", messages, schema, parse, lambda: scripted, view.memory_ids[: len(mems)],
@@ -496,7 +501,7 @@ class LLMMind:
                 place = went_as_said(r.place, f"{r.reason}\n{r.activity}", view.place_names, view.place)
                 if place == view.place:
                     return Reaction("continue", reason=r.reason)
-                self.usage["react_places_from_words"] += place != r.place
+                self.count({"react_places_from_words": int(place != r.place)})
                 activity = name_place_ids(r.activity.strip(), view.place_names)
                 return Reaction("go", place=place, activity=activity or None, reason=r.reason)
             if r.decision == "talk":

@@ -32,7 +32,8 @@ T = TypeVar("T")
 class PlanItem:
     """One item of a plan: from ``start`` to ``end`` (absolute game minutes) ``activity`` at ``place`` (place id).
 
-    ``routine_index`` names the persona's routine entry the item follows (scripted plans), else ``None``.
+    ``routine_index`` names the persona's routine entry the item follows (scripted plans, and the night a model's
+    day plan ends with), else ``None``.
     """
 
     start: int
