@@ -231,6 +231,67 @@ def is_singular_verb(word: str) -> bool:
     return word.replace("\u2019", "'") in _AFTER_I or verb_after_i(word) != word
 
 
+#: an activity's first word (after an optional infinitive "to"), and the word after it
+_LEADING_WORD = re.compile(r"(?:to\s+)?([A-Za-z]+)\b(\s+[A-Z])?")
+#: a first-person start a model puts before an activity: "I'm", "I will", "I want to", "I'm going to" (before a verb)
+_FIRST_PERSON_START = re.compile(
+    r"I\s*(?i:'m|\u2019m|am|will|'ll|\u2019ll|shall|want to|need to|have to|would like to|'d like to|\u2019d like to)"
+    r"\s+(?:going to\s+(?=[a-z]+\b(?!\s+[A-Z])))?")
+
+
+@lru_cache(maxsize=4096)
+def progressive(activity: str) -> str:
+    """``activity`` in the form "<name> is <activity>" and "I have been <activity>" need: a language model writes
+    its plans as commands ("go to bed at Mill House", "Eat breakfast") or in the first person ("I'm going to the Old
+    Well"), which residents would perceive and say as "Tobias Novak is go to bed" (stop 54). A first-person start
+    ("I'm", "I will", "I want to", and "I'm going to" before a verb) is dropped; then a first word that is a verb in
+    its base form (an infinitive "to" before it dropped) becomes its "-ing" form ("going to bed at Mill House"); a
+    first word already in "-ing" is put in lower case ("eating breakfast"), one in the third person singular in
+    "-ing" ("goes to breakfast": "going to breakfast"; not "is"). Other starts are left as they are: a
+    noun ("dinner at the tavern"), a word the lexicon does not know, a capitalised word followed by another (a
+    name: "Mill House chores"). Verbs are told and inflected by the ``lemminflect`` library's lexicon; a word that
+    is both a noun and a verb is read as the verb ("nap" -> "napping", "lunch" -> "lunching")."""
+    text = _FIRST_PERSON_START.sub("", activity.strip(), count=1)
+    m = _LEADING_WORD.match(text)
+    if m is None or not m.group(1).islower() and (m.group(2) is not None or not m.group(1).istitle()):
+        return text
+    from lemminflect import getAllLemmas, getInflection  # imported on first use: importing simulacra stays light
+
+    word = m.group(1).lower()
+    lemmas = getAllLemmas(word, upos="VERB").get("VERB", ())
+    rest = text[m.end(1):]
+    if word in lemmas:  # the base form
+        return getInflection(word, tag="VBG")[0] + rest
+    third = [lemma for lemma in lemmas if lemma != "be" and word in getInflection(lemma, tag="VBZ")]
+    if third and m.start(1) == 0:  # "goes to breakfast": the third person singular
+        return getInflection(third[0], tag="VBG")[0] + rest
+    if word.endswith("ing") and any(word in getInflection(lemma, tag="VBG") for lemma in lemmas):
+        return word + rest if m.start(1) == 0 else text  # "to eating" is not an infinitive: left alone
+    return text
+
+
+def is_known_word(word: str) -> bool:
+    """Whether the ``lemminflect`` lexicon knows ``word`` (in any case) as an English word: "Dinner" is one, "Ezra"
+    and "Somethin" are not."""
+    from lemminflect import getAllLemmas
+
+    return bool(getAllLemmas(word.lower()))
+
+
+def content_lemmas(text: str) -> frozenset[str]:
+    """The dictionary forms of ``text``'s words that are not :data:`STOP_WORDS` (lower case; "actions" ->
+    "action", "goes" -> "go"; a word the ``lemminflect`` lexicon does not know stays as it is): what two texts
+    are compared by when one may be made of the other's words."""
+    from lemminflect import getAllLemmas
+
+    out = set()
+    for word in re.findall(r"[a-z]+(?:'[a-z]+)?", text.lower()):
+        if word not in STOP_WORDS:
+            forms = getAllLemmas(word)
+            out.add(min((lemma for lemmas in forms.values() for lemma in lemmas), key=len, default=word))
+    return frozenset(out)
+
+
 #: a noun phrase's postmodifier: its head is the last word before it ("pupils' desks in the classroom")
 _POSTMODIFIER = re.compile(r"\s+(?:in|on|at|of|by|with|from|near|behind|beside|under|for)\s", re.IGNORECASE)
 

@@ -406,16 +406,44 @@ def test_a_line_said_again_or_a_bare_name_is_not_used(openai_double):
     names = {pid: p.name for pid, p in world.personas.items()}
     places = {pid: p.name for pid, p in world.places.items()}
     view = AgentView("ann", world.personas["ann"], 500, "shop", (), names, places)
-    mind = LLMMind(OpenAIChatModel("double-model", base_url=openai_double.url), Config())
-    # the echo seen with SmolLM2: the other speaker's line copied with its transcript label
-    for answer in ("The rope snapped at the well.", "Ben Brook", "Ben Brook: The rope snapped at the well.",
-                   "ben: the rope snapped at the well"):
+    # the echo seen with SmolLM2: the other speaker's line copied with its transcript label; and what it answered
+    # in a day of make run-llm (stop 54): a name not the speakers', a time stamp, the instruction itself
+    for answer, why in (("The rope snapped at the well.", "said already"), ("Ben Brook", "not a name"),
+                        ("Ben Brook: The rope snapped at the well.", "said already"),
+                        ("ben: the rope snapped at the well", "said already"), ("Lena", "not a sentence"),
+                        ("2018-01-21 14:32:52.143", "not a sentence"),
+                        ("Write Ann Archer's next line, without the name.", "instructions")):
         openai_double.script([], then=SchemaAnswers(hooks={"line": lambda b, d, a=answer: {"line": a, "news": 0,
                                                                                            "end": False}}))
         said = [("ben", Utterance("The rope snapped at the well."))]
+        mind = LLMMind(OpenAIChatModel("double-model", base_url=openai_double.url), Config())  # no cached answer
         d = mind.next_line(view, ConversationView("ann", "ben", "shop", 1, 4, said, [], set(), True, "shopping"))
         assert d.source == "fallback" and d.value.text != answer
-        assert d.reason and ("said already" in d.reason or "not a name" in d.reason)
+        assert d.reason and why in d.reason, (answer, d.reason)
+
+
+def test_the_instructions_copied_into_a_line_are_dropped_and_news_told_word_for_word_is_kept(openai_double):
+    """SmolLM2-135M began 20 of 56 lines of a day with "The conversation is starting." (stop 54): the sentences of
+    the instructions are not the speaker's, the rest of the line is; a news item or a memory said word for word is
+    a line (the prompt's persona, memories and news are not instructions)."""
+    from simulacra.cognition.llm_mind import LLMMind
+    from simulacra.cognition.mind import AgentView, ConversationView, NewsItem
+    from simulacra.config import Config
+    from simulacra.llm import OpenAIChatModel
+    from simulacra.world.model import load_world
+
+    world = load_world(DATA / "tiny.yaml", DATA / "personas")
+    names = {pid: p.name for pid, p in world.personas.items()}
+    places = {pid: p.name for pid, p in world.places.items()}
+    view = AgentView("ann", world.personas["ann"], 500, "shop", (), names, places)
+    news = [NewsItem("The rope snapped at the well.", 6, "seen", "m1")]
+    for answer, said in (("The conversation is starting. Morning, Ben!", "Morning, Ben!"),
+                         ("The rope snapped at the well.", "The rope snapped at the well.")):
+        openai_double.script([], then=SchemaAnswers(hooks={"line": lambda b, d, a=answer: {"line": a, "news": 0,
+                                                                                           "end": False}}))
+        mind = LLMMind(OpenAIChatModel("double-model", base_url=openai_double.url), Config())  # no cached answer
+        d = mind.next_line(view, ConversationView("ann", "ben", "shop", 0, 4, [], news, set(), True, "shopping"))
+        assert (d.source, d.value.text) == ("llm", said)
 
 
 @pytest.mark.parametrize("least, most, expected", [(2, 8, 2), (6, 8, 6), (20, 4, 4)])
@@ -491,7 +519,8 @@ def test_a_place_follows_the_answers_own_words_and_actions_stay_at_the_plans_pla
         said = {"cry": ("Someone needs help in the field", "field"),  # names the place it chose
                 "bell": ("I should fetch water", "helping at The Old Well"),  # names another than the field chosen
                 "song": ("I must go", "going"),  # names none
-                "rain": ("I will stay in", "resting")}[percept]  # a "go" to where Cal is, naming no other place
+                "rain": ("I will stay in", "resting"),  # a "go" to where Cal is, naming no other place
+                "stall": ("I am going to Ash Cottage", "resting")}[percept]  # a "go" elsewhere, naming where Cal is
         return {**default, "decision": "go", "place": "cottage_a" if percept == "rain" else "field", "reason": said[0],
                 "activity": said[1]}
 
@@ -531,8 +560,9 @@ def test_a_place_follows_the_answers_own_words_and_actions_stay_at_the_plans_pla
     stayed = react("song")
     assert stayed.source == "fallback" and stayed.value.kind == "continue" and "do not say where" in stayed.reason
     assert mind.usage["react_retries"] == 1
-    stayed = react("rain")
-    assert stayed.source == "llm" and stayed.value.kind == "continue" and mind.usage["react_retries"] == 1
+    for percept in ("rain", "stall"):
+        stayed = react(percept)
+        assert stayed.source == "llm" and stayed.value.kind == "continue" and mind.usage["react_retries"] == 1
 
 
 def test_a_model_plans_the_waking_day_and_the_night_is_the_routines(tmp_path, openai_double, rater_url, embedder):
@@ -580,3 +610,34 @@ def test_a_day_plan_that_begins_after_the_night_does_is_asked_again_then_the_rou
     assert [(p.start, p.place, p.routine_index) for p in d.value] == [(480, "well", 0), (500, "shop", 1),
                                                                      (570, "cottage_a", 2)]
 
+
+
+@pytest.mark.parametrize("activity, expected", [
+    ("go to bed at Ash Cottage", "going to bed at Ash Cottage"),  # a command: put in the progressive
+    ("goes to breakfast", "going to breakfast"),
+    ("1", "not words"), ("2.3.1.1.1.1.1.1", "not words"), ("Ben Brook", "not words"),  # what SmolLM2 wrote
+    ("break your plan into 8 concrete actions", "repeats the instructions"), ("action", "repeats the instructions"),
+])
+def test_a_models_action_is_an_activity_in_words_of_its_own(openai_double, activity, expected):
+    """The bundled SmolLM2-135M decomposed plans into "1", "2.3.1.1...", a resident's name and the instruction's
+    own words (stop 54), which residents then perceived as "Ann Archer is 1": such an answer is asked again, then
+    the scripted decomposition is taken; a command ("go to bed") is said as an activity ("going to bed")."""
+    from simulacra.cognition.llm_mind import LLMMind
+    from simulacra.cognition.mind import AgentView, PlanItem
+    from simulacra.config import Config
+    from simulacra.llm import OpenAIChatModel
+    from simulacra.world.model import load_world
+
+    world = load_world(DATA / "tiny.yaml", DATA / "personas")
+    openai_double.script([], then=SchemaAnswers(hooks={"actions": lambda b, d: {
+        "actions": [{"minutes": 120, "activity": activity, "place": "well"}]}}))
+    mind = LLMMind(OpenAIChatModel("double-model", base_url=openai_double.url), Config())
+    names = {pid: p.name for pid, p in world.personas.items()}
+    places = {pid: p.name for pid, p in world.places.items()}
+    view = AgentView("ann", world.personas["ann"], 480, "well", (), names, places)
+    steps = mind.next_actions(view, [PlanItem(480, 600, "drawing water", "well")], 480, 600)
+    if expected.startswith("going"):
+        assert steps.source == "llm" and [s.activity for s in steps.value] == [expected]
+    else:
+        assert steps.source == "fallback" and expected in steps.reason
+        assert activity not in [s.activity for s in steps.value]

