@@ -5,7 +5,7 @@ place ids a language model copies from its prompt), the verb a noun phrase takes
 third-person activity said in the first person (:func:`pronouns_of`, :func:`first_person`)."""
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -231,42 +231,91 @@ def is_singular_verb(word: str) -> bool:
     return word.replace("\u2019", "'") in _AFTER_I or verb_after_i(word) != word
 
 
-#: an activity's first word (after an optional infinitive "to"), and the word after it
-_LEADING_WORD = re.compile(r"(?:to\s+)?([A-Za-z]+)\b(\s+[A-Z])?")
-#: a first-person start a model puts before an activity: "I'm", "I will", "I want to", "I'm going to" (before a verb)
+#: a first-person start a model puts before an activity: "I'm", "I will", "I want to", ...
 _FIRST_PERSON_START = re.compile(
-    r"I\s*(?i:'m|\u2019m|am|will|'ll|\u2019ll|shall|want to|need to|have to|would like to|'d like to|\u2019d like to)"
-    r"\s+(?:going to\s+(?=[a-z]+\b(?!\s+[A-Z])))?")
+    r"(?i:I\s*(?:'m|\u2019m|\s+am|\s+will|'ll|\u2019ll|\s+shall|\s+want\s+to|\s+need\s+to|\s+have\s+to|"
+    r"\s+would\s+like\s+to|'d\s+like\s+to|\u2019d\s+like\s+to))\s+")
+#: an activity's first word (a word, not the start of a contraction: "Don't"), an optional infinitive "to" before
+#: it, and the word after it
+_LEADING_WORD = re.compile(r"(to\s+)?([A-Za-z]+)\b(?!['\u2019])(?:\s+([\w']+))?")
+
+
+#: what follows a verb, not a noun ("walk in the park", "lie down"): function words and particles
+_AFTER_A_VERB = STOP_WORDS | {"down", "back", "away", "over", "home"}
+
+
+def _verb_lemmas(word: str) -> tuple[str, ...]:
+    from lemminflect import getAllLemmas  # imported on first use: importing simulacra stays light
+
+    return getAllLemmas(word, upos="VERB").get("VERB", ())
+
+
+def _only_a_verb(word: str) -> bool:
+    """Whether the lexicon knows ``word`` (lower case) as a verb and as nothing else ("eat", not "nap")."""
+    from lemminflect import getAllLemmas
+
+    return set(getAllLemmas(word)) <= {"VERB", "AUX"}
+
+
+def _ing(word: str) -> str:
+    from lemminflect import getInflection
+
+    return getInflection(word, tag="VBG")[0]
 
 
 @lru_cache(maxsize=4096)
 def progressive(activity: str) -> str:
     """``activity`` in the form "<name> is <activity>" and "I have been <activity>" need: a language model writes
     its plans as commands ("go to bed at Mill House", "Eat breakfast") or in the first person ("I'm going to the Old
-    Well"), which residents would perceive and say as "Tobias Novak is go to bed" (stop 54). A first-person start
-    ("I'm", "I will", "I want to", and "I'm going to" before a verb) is dropped; then a first word that is a verb in
-    its base form (an infinitive "to" before it dropped) becomes its "-ing" form ("going to bed at Mill House"); a
-    first word already in "-ing" is put in lower case ("eating breakfast"), one in the third person singular in
-    "-ing" ("goes to breakfast": "going to breakfast"; not "is"). Other starts are left as they are: a
-    noun ("dinner at the tavern"), a word the lexicon does not know, a capitalised word followed by another (a
-    name: "Mill House chores"). Verbs are told and inflected by the ``lemminflect`` library's lexicon; a word that
-    is both a noun and a verb is read as the verb ("nap" -> "napping", "lunch" -> "lunching")."""
-    text = _FIRST_PERSON_START.sub("", activity.strip(), count=1)
-    m = _LEADING_WORD.match(text)
-    if m is None or not m.group(1).islower() and (m.group(2) is not None or not m.group(1).istitle()):
-        return text
-    from lemminflect import getAllLemmas, getInflection  # imported on first use: importing simulacra stays light
+    Well"), which residents would perceive and say as "Tobias Novak is go to bed" (stop 54).
 
-    word = m.group(1).lower()
-    lemmas = getAllLemmas(word, upos="VERB").get("VERB", ())
-    rest = text[m.end(1):]
+    A first-person start ("I'm", "I will", "I want to", ...) is dropped ("I'm going to the forge": "going to the
+    forge"; "I will eat": "eating"). Then the first word, when it reads as a verb: in its base form it becomes its
+    "-ing" form ("go to bed" -> "going to bed", "to visit Ben" -> "visiting Ben"), in the third person singular too
+    ("goes to breakfast" -> "going to breakfast"; not "is"), and in "-ing" it is put in lower case ("Eating
+    breakfast"). A word the lexicon knows only as a verb reads as one ("eat lunch", "Eat Lunch"); a word that is
+    also a noun ("nap", "rest", "market", "bed") only after a first-person start or when what follows is nothing
+    (without "to" before it: "to bed" is a noun), a function word or particle (:data:`STOP_WORDS`, "down", ...:
+    "walk in the park", "lie down"), a number or, in a lower-case activity, a name ("visit Ben"), so "rest day",
+    "market day" and "lunch break" stay.
+
+    Other starts are left as they are: a noun ("dinner at the tavern"), a word the lexicon does not know, a
+    capitalised word followed by another (a name: "Mill House chores"), a contraction ("Don't"). Verbs are told and
+    inflected by the ``lemminflect`` library's lexicon; these are word rules, not a parser: "Time off" is still
+    read as "timing off"."""
+    text = activity.strip()
+    first = _FIRST_PERSON_START.match(text)
+    subject = first is not None  # after "I will", "I want to": a verb, if the lexicon knows one
+    if subject:
+        text = text[first.end():]
+    m = _LEADING_WORD.match(text)
+    if m is None:
+        return text
+    to, raw, after = m.group(1), m.group(2), m.group(3)
+    word = raw.lower()
+    lemmas = _verb_lemmas(word)
+    if not lemmas:
+        return text
+    only_a_verb = _only_a_verb(word)
+    if not raw.islower() and (not raw.istitle() or after is not None and after[:1].isupper() and not only_a_verb):
+        return text  # a name ("Mill House chores"), or a word in capitals
+    rest = text[m.end(2):]
+    if not only_a_verb and not subject:  # "nap", "market": a verb only before what a verb takes
+        object_like = after is None and to is None or after is not None and (
+            after.lower() in _AFTER_A_VERB or after[0].isdigit() or raw.islower() and after[:1].isupper())
+        if not object_like:
+            return text
     if word in lemmas:  # the base form
-        return getInflection(word, tag="VBG")[0] + rest
+        return _ing(word) + rest
+    if to is not None:
+        return text  # "to eating", "to goes": not an infinitive
+    from lemminflect import getInflection
+
     third = [lemma for lemma in lemmas if lemma != "be" and word in getInflection(lemma, tag="VBZ")]
-    if third and m.start(1) == 0:  # "goes to breakfast": the third person singular
-        return getInflection(third[0], tag="VBG")[0] + rest
+    if third:  # "goes to breakfast": the third person singular
+        return _ing(third[0]) + rest
     if word.endswith("ing") and any(word in getInflection(lemma, tag="VBG") for lemma in lemmas):
-        return word + rest if m.start(1) == 0 else text  # "to eating" is not an infinitive: left alone
+        return word + rest
     return text
 
 
@@ -278,18 +327,39 @@ def is_known_word(word: str) -> bool:
     return bool(getAllLemmas(word.lower()))
 
 
-def content_lemmas(text: str) -> frozenset[str]:
-    """The dictionary forms of ``text``'s words that are not :data:`STOP_WORDS` (lower case; "actions" ->
-    "action", "goes" -> "go"; a word the ``lemminflect`` lexicon does not know stays as it is): what two texts
-    are compared by when one may be made of the other's words."""
+def has_words(text: str, names: Iterable[str] = ()) -> bool:
+    """Whether ``text`` is made of words, as a line or an activity must be: besides the ``names`` in it (residents'
+    full names), it has a word in lower case ("drawing water") or a word the lexicon knows (:func:`is_known_word`:
+    "Thanks", "Hello Ben", "Dinner"). A name alone ("Lena", "Ezra Pike" among ``names``), a number, a time or a time
+    stamp ("2018-01-21 14:32:52.143") is not."""
+    for name in sorted({n for n in names if n.strip()}, key=len, reverse=True):
+        text = re.sub(rf"\b{re.escape(name)}\b", " ", text, flags=re.IGNORECASE)
+    words = re.findall(r"[^\W\d_]+(?:['\u2019][^\W\d_]+)?", text)
+    return any(w.islower() and len(w) > 1 or is_known_word(w) for w in words)
+
+
+def content_lemmas(text: str) -> tuple[str, ...]:
+    """The dictionary forms of ``text``'s words that are not :data:`STOP_WORDS`, in order (lower case; "actions" ->
+    "action", "goes" -> "go"; a word the ``lemminflect`` lexicon does not know stays as it is): what two texts are
+    compared by when one may repeat the other in other forms (:func:`repeats_words_of`)."""
     from lemminflect import getAllLemmas
 
-    out = set()
+    out = []
     for word in re.findall(r"[a-z]+(?:'[a-z]+)?", text.lower()):
         if word not in STOP_WORDS:
             forms = getAllLemmas(word)
-            out.add(min((lemma for lemmas in forms.values() for lemma in lemmas), key=len, default=word))
-    return frozenset(out)
+            out.append(min((lemma for lemmas in forms.values() for lemma in lemmas), key=len, default=word))
+    return tuple(out)
+
+
+def repeats_words_of(text: str, source: Sequence[str]) -> bool:
+    """Whether ``text``'s words (:func:`content_lemmas`) are a run of ``source``'s, ``source`` being
+    :func:`content_lemmas` of another text: "break your plan into 8 concrete actions" and "action" repeat "Break
+    your plan ... into at most 8 concrete actions"; "start the day" does not repeat "... your day ... start time".
+    ``False`` for a text without such words."""
+    words = content_lemmas(text)
+    n = len(words)
+    return n > 0 and any(tuple(source[i:i + n]) == words for i in range(len(source) - n + 1))
 
 
 #: a noun phrase's postmodifier: its head is the last word before it ("pupils' desks in the classroom")

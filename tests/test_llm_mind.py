@@ -323,6 +323,15 @@ def test_interview_answers_from_retrieved_memories_with_every_backend(tmp_path, 
     assert llm["source"] == "llm" and llm["answer"].startswith(MARK)
     assert [m["id"] for m in llm["used"]] == [llm["retrieved"][1]["id"]]
     assert "What happened at the old well?" in prompt_text(openai_double.requests[-1])
+    # an answer is said as a line is: its speaker label, the question and the instructions copied into it are not
+    # the answer, and one that is not a sentence said aloud is asked again, then the scripted answer is given
+    for said, expected in (("Ann Archer: What happened at the old well? The rope snapped. Answer in your own voice "
+                            "from what you remember; if you do not remember, say so.", "The rope snapped."),
+                           ("1.1.1.1.1", scripted["answer"])):
+        openai_double.script([], then=SchemaAnswers(hooks={"interview": lambda b, d, a=said: {"answer": a,
+                                                                                             "memories": [1]}}))
+        mind = LLMMind(OpenAIChatModel("double-model", base_url=openai_double.url), Config())
+        assert interview(sim.run_dir, "ann", question, embedder=embedder, mind=mind)["answer"] == expected
     # the command line, scripted (the run's own mind)
     assert main(["interview", str(sim.run_dir), "--agent", "ann", question]) == 0
     out = capsys.readouterr().out
@@ -519,8 +528,7 @@ def test_a_place_follows_the_answers_own_words_and_actions_stay_at_the_plans_pla
         said = {"cry": ("Someone needs help in the field", "field"),  # names the place it chose
                 "bell": ("I should fetch water", "helping at The Old Well"),  # names another than the field chosen
                 "song": ("I must go", "going"),  # names none
-                "rain": ("I will stay in", "resting"),  # a "go" to where Cal is, naming no other place
-                "stall": ("I am going to Ash Cottage", "resting")}[percept]  # a "go" elsewhere, naming where Cal is
+                "rain": ("I will stay in", "resting")}[percept]  # a "go" to where Cal is, naming no other place
         return {**default, "decision": "go", "place": "cottage_a" if percept == "rain" else "field", "reason": said[0],
                 "activity": said[1]}
 
@@ -560,9 +568,8 @@ def test_a_place_follows_the_answers_own_words_and_actions_stay_at_the_plans_pla
     stayed = react("song")
     assert stayed.source == "fallback" and stayed.value.kind == "continue" and "do not say where" in stayed.reason
     assert mind.usage["react_retries"] == 1
-    for percept in ("rain", "stall"):
-        stayed = react(percept)
-        assert stayed.source == "llm" and stayed.value.kind == "continue" and mind.usage["react_retries"] == 1
+    stayed = react("rain")
+    assert stayed.source == "llm" and stayed.value.kind == "continue" and mind.usage["react_retries"] == 1
 
 
 def test_a_model_plans_the_waking_day_and_the_night_is_the_routines(tmp_path, openai_double, rater_url, embedder):
@@ -641,3 +648,22 @@ def test_a_models_action_is_an_activity_in_words_of_its_own(openai_double, activ
     else:
         assert steps.source == "fallback" and expected in steps.reason
         assert activity not in [s.activity for s in steps.value]
+
+
+def test_a_line_keeps_short_replies_and_drops_a_copy_of_the_line_before():
+    """A reply may say "Good morning!" back, a greeting without a lower-case word is speech; a long sentence of a
+    line said before is a copy (SmolLM2-135M answered the line before with it and one more sentence), and the
+    instructions are dropped across a line break too."""
+    from simulacra.cognition.history import line_request
+    from simulacra.cognition.llm_mind import BadAnswer, prompt_sentences, tidy_line
+
+    names = ("Ann Archer", "Ben Brook")
+    said = ["Good morning!", "Hello, Ann! I have been going to the Old Well this morning."]
+    assert tidy_line("Good morning!! How are you?", names=names, said=said) == "Good morning!! How are you?"
+    assert tidy_line("Hello Ben", names=names, said=said) == "Hello Ben"
+    copy = "Ben Brook: Hello, Ann! I have been going to the Old Well this morning. The rope snapped."
+    assert tidy_line(copy, names=names, said=said) == "Hello, Ann! The rope snapped."
+    with pytest.raises(BadAnswer, match="said already"):
+        tidy_line("good morning", names=names, said=said)
+    prompt = prompt_sentences([line_request("Ann Archer", False)])
+    assert tidy_line("The conversation is starting\nMorning, Ben.", names=names, prompt=prompt) == "Morning, Ben."

@@ -105,9 +105,13 @@ def test_a_models_activity_is_put_in_the_progressive_form():
         "to go to the market": "going to the market",
         "Fishing at Willow Bend": "fishing at Willow Bend",
         "carrying bread trays": "carrying bread trays",
-        "lie down": "lying down",
         "I'm going to the Old Well": "going to the Old Well",
-        "I'm going to draw water at the well": "drawing water at the well",
+        "I'm going to draw water at the well": "going to draw water at the well",
+        "I'm going to bed": "going to bed",
+        "lie down": "lying down",
+        "walk in the park": "walking in the park",
+        "visit Ben": "visiting Ben",
+        "Eat Lunch": "eating Lunch",
         "I will eat lunch": "eating lunch",
         "I want to visit Ben": "visiting Ben",
         # no verb first, or a name: as written
@@ -115,6 +119,26 @@ def test_a_models_activity_is_put_in_the_progressive_form():
         "Mill House chores": "Mill House chores",
         "to the market": "to the market",
         "Ida will go": "Ida will go",
+        # nouns that are verbs too, read as nouns where no verb's object follows
+        "to bed": "to bed",
+        "market day": "market day",
+        "Lunch break": "Lunch break",
+        "Don't forget the bread": "Don't forget the bread",
         "": "",
     }
     assert {k: progressive(k) for k in cases} == cases
+
+
+def test_words_are_told_from_names_numbers_and_time_stamps_and_a_repeat_from_a_new_text():
+    from simulacra.text import content_lemmas, has_words, repeats_words_of
+
+    names = ["Ezra Pike", "Ben Brook"]
+    assert all(has_words(t, names) for t in ("drawing water", "Thanks", "Hello Ben", "Dinner", "Ezra Pike's boat"))
+    assert not any(has_words(t, names) for t in ("Lena", "Ezra Pike", "1", "2.3.1.1.1", "2018-01-21 14:32:52.143",
+                                                  "12:00.", ""))
+    asked = content_lemmas("Break your plan from 07:00 to 11:00 into at most 8 concrete actions in order, each "
+                           "lasting 20 to 240 minutes, at the place of the plan where it happens (place id).")
+    assert asked[:4] == ("break", "plan", "concrete", "action")
+    assert all(repeats_words_of(t, asked) for t in ("break your plan into 8 concrete actions", "action", "Break",
+                                                    "go to the place of the plan"))
+    assert not any(repeats_words_of(t, asked) for t in ("planning the concert", "place orders", "going out", ""))

@@ -52,7 +52,14 @@ from simulacra.days import night_of
 from simulacra.llm.structured import BadAnswer, ask_json
 from simulacra.llm.wrappers import CachingModel
 from simulacra.memory.records import RetrievedMemory
-from simulacra.text import content_lemmas, is_known_word, name_place_ids, places_named, progressive
+from simulacra.text import (
+    content_lemmas,
+    has_words,
+    name_place_ids,
+    places_named,
+    progressive,
+    repeats_words_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -181,54 +188,61 @@ def _sentence_key(sentence: str) -> str:
 
 
 def prompt_sentences(texts: Iterable[str]) -> frozenset[str]:
-    """The sentences of ``texts`` (an answer's instructions, a conversation's lines; split at end marks and line
-    breaks), as :func:`tidy_line` compares them (:func:`_sentence_key`)."""
-    return frozenset(_sentence_key(s) for text in texts for line in text.splitlines()
-                     for s in _SENTENCE.split(line) if _sentence_key(s))
+    """The sentences of ``texts`` (an answer's instructions; :func:`_sentences`), as :func:`tidy_line` compares
+    them (:func:`_sentence_key`)."""
+    return frozenset(_sentence_key(s) for text in texts for s in _sentences(text) if _sentence_key(s))
 
 
-#: a word in lower case: what a sentence said aloud has and a bare name or a time stamp has not
-_LOWER_WORD = re.compile(r"\b[a-z][a-z']*\b")
+#: a sentence said before in the conversation is dropped from a line only from this many words: a reply may
+#: repeat a short one ("Good morning!"), a copy of the line before is longer
+_COPIED_WORDS = 4
 
 
 def tidy_line(text: str, most: int = 3, names: Iterable[str] = (), prompt: frozenset[str] = frozenset(),
-              said: frozenset[str] = frozenset()) -> str:
-    """A spoken line as said: leading speaker labels of ``names`` removed (:func:`strip_speaker`), whitespace
-    collapsed, a sentence said again in the same line dropped (small models loop: "I'm not sure. I'm not sure.
-    ..."), a sentence of the instructions dropped (``prompt``, :func:`prompt_sentences`: the bundled SmolLM2-135M
-    began 20 of 56 lines of a day with its instruction, "The conversation is starting.", stop 54; a line may tell
-    news or memories word for word, so the persona, memories and news are not among them), a sentence said before
-    in the conversation dropped (``said``, :func:`prompt_sentences` of its lines: the same model answered the line
-    before it with a copy of it and one more sentence), at most ``most`` sentences.
+              said: Sequence[str] = ()) -> str:
+    """A spoken line as said: leading speaker labels of ``names`` removed (:func:`strip_speaker`), split into
+    sentences (at end marks and line breaks) with whitespace collapsed, a sentence said again in the same line
+    dropped (small models loop: "I'm not sure. I'm not sure. ..."), a sentence of the instructions dropped
+    (``prompt``, :func:`prompt_sentences`: the bundled SmolLM2-135M began 20 of 56 lines of a day with its
+    instruction, "The conversation is starting.", stop 54; a line may tell news or memories word for word, so the
+    persona, memories and news are not among them), a sentence of at least 4 words said before in the conversation
+    dropped (``said``: its lines, oldest first; the same model answered the line before with a copy of it and one
+    more sentence), at most ``most`` sentences.
 
     Raises:
-        BadAnswer: nothing is left (a line said already, or the instructions); what is left is one of ``names`` (a
-            speaker's name is not a line); it is not a sentence said aloud: it has no word in lower case and does
-            not end in ".", "!" or "?" (a bare name such as "Lena", a time stamp); it loops
-            (:func:`check_not_looping`).
+        BadAnswer: nothing is left (the instructions), or the line is one of ``said`` (said already); what is left
+            is one of ``names`` (a speaker's name is not a line); it is not words (:func:`~simulacra.text.has_words`
+            besides ``names``: a bare name such as "Lena", a time stamp); it loops (:func:`check_not_looping`).
     """
     names = list(names)
+    before = {_sentence_key(t) for t in said}
+    copied = {key for t in said for key in map(_sentence_key, _sentences(t)) if len(key.split()) >= _COPIED_WORDS}
     seen: set[str] = set()
     kept, asked, repeated = [], 0, 0
-    for sentence in _SENTENCE.split(" ".join(strip_speaker(text, names).split())):
+    for sentence in _sentences(strip_speaker(text, names)):
         key = _sentence_key(sentence)
         if key in prompt:
             asked += 1
-        elif key in said:
+        elif key in copied:
             repeated += 1
         elif key and key not in seen:
             seen.add(key)
             kept.append(sentence)
-    if not kept:
-        raise BadAnswer("that line was said already in this conversation; say something new" if repeated
+    if not kept or _sentence_key(" ".join(kept)) in before:
+        raise BadAnswer("that line was said already in this conversation; say something new" if repeated or kept
                         else "the line only repeats the instructions: write what the speaker says" if asked
                         else "the line is empty")
     line = check_not_looping(" ".join(kept[:most]), "the line")
     if _sentence_key(line) in {_sentence_key(n) for n in names}:
         raise BadAnswer("a line is a sentence said aloud, not a name")
-    if _LOWER_WORD.search(line) is None and not line.endswith((".", "!", "?")):
+    if not has_words(line, names):
         raise BadAnswer(f"{line!r} is not a sentence said aloud")
     return line
+
+
+def _sentences(text: str) -> list[str]:
+    """``text``'s sentences, split at end marks and line breaks, each with its whitespace collapsed."""
+    return [" ".join(s.split()) for line in text.splitlines() for s in _SENTENCE.split(line.strip()) if s.strip()]
 
 
 def _obj(props: dict[str, Any], title: str) -> dict[str, Any]:
@@ -243,7 +257,7 @@ def _text(max_length: int) -> dict[str, Any]:
     return {"type": "string", "minLength": 1, "maxLength": max_length}
 
 
-def model_activity(said: str, places: Mapping[str, str], asked: frozenset[str] = frozenset(),
+def model_activity(said: str, places: Mapping[str, str], asked: Sequence[str] = (), names: Iterable[str] = (),
                    required: bool = True) -> str:
     """A model's activity (a plan item's, an action's, a "go" reaction's) as the town uses it: place ids named
     (:func:`~simulacra.text.name_place_ids`) and in the progressive form that "<name> is <activity>" and "I have
@@ -251,19 +265,18 @@ def model_activity(said: str, places: Mapping[str, str], asked: frozenset[str] =
     empty one when not ``required`` (a "go" may leave what it does there unsaid).
 
     Raises:
-        BadAnswer: it is empty (when ``required``); it has no word in lower case (the bundled SmolLM2-135M wrote
-            "1", "2.3.1.1.1.1..." and "Ezra Pike" as actions, stop 54), unless it is one word the lexicon knows
-            ("Dinner": :func:`~simulacra.text.is_known_word`); or its words are all words of the
-            instructions (``asked``, :func:`~simulacra.text.content_lemmas` of them: "break your plan into 8
-            concrete actions", "action").
+        BadAnswer: it is empty (when ``required``); it is not words besides the residents' ``names``
+            (:func:`~simulacra.text.has_words`: the bundled SmolLM2-135M wrote "1", "2.3.1.1.1.1..." and "Ezra
+            Pike" as actions, stop 54); or its words repeat a run of the instructions' (``asked``,
+            :func:`~simulacra.text.content_lemmas` of them; :func:`~simulacra.text.repeats_words_of`: "break your
+            plan into 8 concrete actions", "action").
     """
     text = progressive(name_place_ids(said.strip(), places))
     if not text and not required:
         return ""
-    if _LOWER_WORD.search(text) is None and not (text.isalpha() and is_known_word(text)):
+    if not has_words(text, names):
         raise BadAnswer(f"the activity {said.strip()!r} is not words: say what the resident does")
-    words = content_lemmas(text)
-    if words and words <= asked:
+    if repeats_words_of(text, asked):
         raise BadAnswer(f"the activity {said.strip()!r} repeats the instructions: say what the resident does")
     return text
 
@@ -281,23 +294,20 @@ def place_as_said(chosen: str, said: str, places: Mapping[str, str]) -> str:
 def went_as_said(chosen: str, said: str, places: Mapping[str, str], here: str) -> str:
     """Where a "go" reaction goes: ``chosen`` (its ``place`` field) when its words (``said``: reason and
     activity) name it, else the one place other than ``here`` they name; ``here`` (the agent stays: the caller
-    continues) when they name no other and ``chosen`` is ``here`` or they name ``here`` (the bundled model answered
-    "go" to the forge, "I'm going to the market stalls at Fernhollow Square", where its resident was: stop 54). A
-    "go" elsewhere whose words name no place, or several without the chosen one, is not grounded in what the model
-    said.
+    continues) when ``chosen`` is ``here`` and they name no other. A "go" elsewhere whose words name no other place
+    than ``here``, or several without the chosen one, is not grounded in what the model said.
 
     Raises:
         BadAnswer: as just said (the model is asked again, then the scripted reaction, "continue", is taken). The
             bundled SmolLM2-135M answered "go" to most percepts, to a place it did not name ("I'm going to the
             market to buy some flour" -> ``novak_house``), and its residents spent their hours walking (stop 53).
     """
-    words = places_named(said, places)
-    named = [p for p in words if p != here]
+    named = [p for p in places_named(said, places) if p != here]
     if chosen in named:
         return chosen
     if len(named) == 1:
         return named[0]
-    if not named and (chosen == here or here in words):
+    if chosen == here and not named:
         return here
     if not named:
         raise BadAnswer(f"'go' to {chosen!r}, but the reason and activity do not say where: name the place")
@@ -419,16 +429,17 @@ class LLMMind:
         bed = day_end if night_item is None else night_item.start
         until = ("" if night_item is None else f" until {format_hhmm(bed)}, when you go home to "
                  f"{view.place_names.get(p.home, p.home)} for the night ({night_item.activity})")
+        lead = f"Plan your day from {format_hhmm(day_start)}"
         how = ("4 to 8 broad items in time order, each with its start time (HH:MM), what you will do, and the id of "
                "the place. Keep to your usual day unless what you remember gives you a reason to change it.")
         messages = [
             {"role": "system", "content": self.persona_text(view)},
             {"role": "user", "content": (
                 f"{self.memories_text(mems)}\n\n{self.places_text(view)}\nYour usual "
-                f"{'rest day' if view.rest_day else 'day'}: {usual}.\n\n"
-                f"Plan your day from {format_hhmm(day_start)}{until}: {how}")},
+                f"{'rest day' if view.rest_day else 'day'}: {usual}.\n\n{lead}{until}: {how}")},
         ]
-        asked = content_lemmas(f"Plan your day: {how}")  # the instructions, not the night's words (a plan's own)
+        asked = content_lemmas(f"{lead}: {how}")  # the instructions, not the night's words (a plan's own)
+        residents = [*view.names.values(), p.name]
         schema = _obj({"items": {"type": "array", "minItems": 2, "maxItems": 10, "items": _obj(
             {"start": _HHMM, "activity": _text(60), "place": {"type": "string", "enum": places}}, "plan_item")}},
             "day_plan")
@@ -458,9 +469,8 @@ class LLMMind:
                 if end > start:
                     place = place_as_said(e.place, e.activity, view.place_names)
                     moved += place != e.place
-                    items.append(PlanItem(start, end, model_activity(e.activity, view.place_names, asked), place))
-            if not items:
-                raise BadAnswer("the plan has no item")
+                    activity = model_activity(e.activity, view.place_names, asked, residents)
+                    items.append(PlanItem(start, end, activity, place))
             if night_item is not None:
                 items.append(night_item)
             self.count({"plan_day_places_from_words": moved})
@@ -508,6 +518,7 @@ class LLMMind:
                 f"{instruction}")},
         ]
         asked = content_lemmas(instruction)
+        residents = [*view.names.values(), view.persona.name]
         schema = _obj({"actions": {"type": "array", "minItems": 1, "maxItems": most, "items": _obj(
             {"minutes": {"type": "integer", "minimum": shortest, "maximum": longest}, "activity": _text(60),
              "place": {"type": "string", "enum": places}}, "action")}}, "actions")
@@ -523,8 +534,8 @@ class LLMMind:
                 minutes = max(tick, round(s.minutes / tick) * tick)
                 place = place_as_said(s.place, s.activity, where)
                 moved += place != s.place
-                out.append(PlanItem(t, min(end, t + minutes), model_activity(s.activity, view.place_names, asked),
-                                    place))
+                activity = model_activity(s.activity, view.place_names, asked, residents)
+                out.append(PlanItem(t, min(end, t + minutes), activity, place))
                 t += minutes
             if t < end:  # the model stopped short: the plan's own items cover the rest of the window
                 out += [PlanItem(max(p.start, t), min(p.end, end), p.activity, p.place, p.routine_index)
@@ -554,6 +565,7 @@ class LLMMind:
                 f"You are {self._doing(view)}. {how}")},
         ]
         asked = content_lemmas(how)
+        residents = [*view.names.values(), view.persona.name]
         # every field is required, so a "go" or "talk" answer can only name a place or someone here: offered
         # "none", the bundled 135M model answered "talk" to "none", and no reaction of its started a conversation
         schema = _obj({"reason": {"type": "string", "maxLength": 120},  # first: the model reasons, then decides
@@ -571,8 +583,8 @@ class LLMMind:
                 place = went_as_said(r.place, f"{r.reason}\n{r.activity}", view.place_names, view.place)
                 if place == view.place:
                     return Reaction("continue", reason=r.reason)
+                activity = model_activity(r.activity, view.place_names, asked, residents, required=False)
                 self.count({"react_places_from_words": int(place != r.place)})
-                activity = model_activity(r.activity, view.place_names, asked, required=False)
                 return Reaction("go", place=place, activity=activity or None, reason=r.reason)
             if r.decision == "talk":
                 if r.person not in people:
@@ -650,14 +662,13 @@ class LLMMind:
         schema = _obj({"line": _text(240), "news": {"type": "integer", "enum": list(range(len(news) + 1))},
                        "end": {"type": "boolean"}}, "line")
         prompt = prompt_sentences([line_request(p.name, False), line_request(p.name, True), instruction])
-        said_before = prompt_sentences(u.text for _, u in c.lines)
 
         def parse(data) -> Utterance:
             ln = _Line.model_validate(data)
             if not 0 <= ln.news <= len(news):
                 raise BadAnswer(f"news must be 0..{len(news)}, got {ln.news}")
             item = news[ln.news - 1] if ln.news else None
-            text = tidy_line(ln.line, names=(p.name, listener), prompt=prompt, said=said_before)
+            text = tidy_line(ln.line, names=(p.name, listener), prompt=prompt, said=[u.text for _, u in c.lines])
             return Utterance(text, item.topic if item else None, ln.end or c.turn >= c.max_turns - 1)
 
         d = self.ask("line", messages, schema, parse, lambda: self.scripted.next_line(view, c),
@@ -726,7 +737,7 @@ class LLMMind:
                 topic = pool[ln.news - 1].topic if ln.news else None
                 last = i == len(ex.lines[: c.max_turns]) - 1
                 text = tidy_line(ln.line, names=names.values(), prompt=prompt,
-                                 said=prompt_sentences(u.text for _, u in out))
+                                 said=[u.text for _, u in out])
                 out.append((speaker, Utterance(text, topic, last)))
             summary = check_not_looping(ex.summary.strip(), "the summary")
             return out, f"Conversation of {names[a]} and {names[b]} at {place}: {summary}"
@@ -761,14 +772,18 @@ class LLMMind:
 
     # ------------------------------------------------------------------ interview
     def interview(self, view: AgentView, question: str) -> Decision[Answer]:
-        """An answer in the agent's voice from the memories retrieved for the question, citing the ones used."""
+        """An answer in the agent's voice from the memories retrieved for the question, citing the ones used. The
+        answer is said as a line is (:func:`tidy_line`, up to 8 sentences): a speaker label, the question and the
+        instructions copied into it are dropped, and one that is not a sentence said aloud is asked again."""
         mems = list(view.memories[: max(self.cfg.memories_in_prompt, 1)])
+        instruction = ("Answer in your own voice from what you remember; if you do not remember, say so. List the "
+                       "numbers of the memories you used.")
         messages = [
             {"role": "system", "content": self.persona_text(view)},
             {"role": "user", "content": (
-                f"{self.memories_text(mems)}\n\nAn interviewer asks you: {question}\nAnswer in your own voice from "
-                "what you remember; if you do not remember, say so. List the numbers of the memories you used.")},
+                f"{self.memories_text(mems)}\n\nAn interviewer asks you: {question}\n{instruction}")},
         ]
+        prompt = prompt_sentences([question, instruction])
         schema = _obj({"answer": _text(500), "memories": {"type": "array", "maxItems": len(mems), "items": {
             "type": "integer", "minimum": 1, "maximum": max(len(mems), 1)}}}, "interview")
 
@@ -777,7 +792,8 @@ class LLMMind:
             bad = [i for i in a.memories if not 1 <= i <= len(mems)]
             if bad:
                 raise BadAnswer(f"memory numbers must be 1..{len(mems)}, got {bad}")
-            return Answer(a.answer.strip(), tuple(dict.fromkeys(mems[i - 1].id for i in a.memories)))
+            text = tidy_line(a.answer, most=8, names=(view.persona.name,), prompt=prompt)
+            return Answer(text, tuple(dict.fromkeys(mems[i - 1].id for i in a.memories)))
 
         return self.ask("interview", messages, schema, parse, lambda: self.scripted.interview(view, question),
                         [m.id for m in mems])
