@@ -51,14 +51,22 @@ _IDENTIFIER = re.compile(r"\b\w*_\w*\b")
 
 
 def name_place_ids(activity: str, place_names: Mapping[str, str]) -> str:
-    """``activity`` with each place id it contains (a word with an underscore that is a key of ``place_names``,
-    ignoring case) replaced by the place's name: a model shown "hobbs_cafe: Hobbs Cafe" among its places writes
-    "working at hobbs_cafe", which residents would otherwise perceive and remember word for word. Other words are
-    left alone (a place id without an underscore, such as ``park``, is also an English word)."""
-    if "_" not in activity:
-        return activity
-    folded = {k.casefold(): v for k, v in place_names.items() if "_" in k}
-    return _IDENTIFIER.sub(lambda m: folded.get(m.group(0).casefold(), m.group(0)), activity)
+    """``activity`` with each place id it contains replaced by the place's name: a model shown "hobbs_cafe: Hobbs
+    Cafe" among its places writes "working at hobbs_cafe", and the bundled SmolLM2-135M wrote "carrying bread trays
+    at bakery" (stop 54), which residents would otherwise perceive and remember word for word. An id with an
+    underscore (a key of ``place_names``, ignoring case) is replaced anywhere; an id that is an English word
+    (``bakery``, ``well``) only right after a word that puts a place after it ("at", "to", "in", ...; without "the":
+    "at the bakery" is English), as :func:`places_named` reads it ("as well" stays)."""
+    words = {k.casefold(): v for k, v in place_names.items()
+             if k.isalpha() and k.casefold() != " ".join(v.split()).casefold()}
+    if words:  # a word id, not the first word of a name ("at Mill House") or of an id ("at mill_house")
+        after = re.compile(rf"(?<!\w)((?:{'|'.join(_PLACE_PREPOSITIONS)})\s+)({'|'.join(map(re.escape, words))})"
+                           r"(?!\w)(?-i:(?!\s+[A-Z]))", re.IGNORECASE)
+        activity = after.sub(lambda m: m.group(1) + words[m.group(2).casefold()], activity)
+    if "_" in activity:
+        folded = {k.casefold(): v for k, v in place_names.items() if "_" in k}
+        activity = _IDENTIFIER.sub(lambda m: folded.get(m.group(0).casefold(), m.group(0)), activity)
+    return activity
 
 
 #: the words that put a place after them: a place id that is also an English word ("well", "shop") names the place

@@ -14,6 +14,14 @@ def test_place_ids_in_an_activity_become_names_and_english_words_stay():
     assert name_place_ids("", PLACES) == ""
     # once named, the place is not added a second time
     assert at_place(name_place_ids("working at hobbs_cafe", PLACES), "Hobbs Cafe") == "working at Hobbs Cafe"
+    # an id that is a word, right after a preposition, is the place (as places_named reads it): SmolLM2-135M's
+    # "carrying bread trays at bakery" (stop 54); not the first word of a name or of an id
+    fern = {"bakery": "The Rising Loaf Bakery", "mill": "The Old Watermill", "mill_house": "Mill House",
+            "well": "The Old Well"}
+    assert [name_place_ids(a, fern) for a in ("carrying bread trays at bakery", "going to mill_house",
+                                              "going to Mill House", "at the well", "as well", "To Mill.")] == [
+        "carrying bread trays at The Rising Loaf Bakery", "going to Mill House", "going to Mill House", "at the well",
+        "as well", "To The Old Watermill."]
 
 
 def test_the_places_a_text_names_by_name_or_id_longest_first():
