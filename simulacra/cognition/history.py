@@ -377,7 +377,6 @@ class LLMSummariser:
 # ------------------------------------------------------------------------------------------------- histories
 
 
-
 def line_request(speaker: str, started: bool) -> str:
     """The words that ask for ``speaker``'s next line (``started``: something was said already) or first line,
     after the transcript (:meth:`ConversationHistory.messages_for`). A line that repeats them is not the
