@@ -57,16 +57,24 @@ def name_place_ids(activity: str, place_names: Mapping[str, str]) -> str:
     underscore (a key of ``place_names``, ignoring case) is replaced anywhere; an id that is an English word
     (``bakery``, ``well``) only right after a word that puts a place after it ("at", "to", "in", ...; without "the":
     "at the bakery" is English), as :func:`places_named` reads it ("as well" stays)."""
-    words = {k.casefold(): v for k, v in place_names.items()
-             if k.isalpha() and k.casefold() != " ".join(v.split()).casefold()}
-    if words:  # a word id, not the first word of a name ("at Mill House") or of an id ("at mill_house")
-        after = re.compile(rf"(?<!\w)((?:{'|'.join(_PLACE_PREPOSITIONS)})\s+)({'|'.join(map(re.escape, words))})"
-                           r"(?!\w)(?-i:(?!\s+[A-Z]))", re.IGNORECASE)
+    after, words = _word_id_pattern(tuple(place_names.items()))
+    if words:
         activity = after.sub(lambda m: m.group(1) + words[m.group(2).casefold()], activity)
     if "_" in activity:
         folded = {k.casefold(): v for k, v in place_names.items() if "_" in k}
         activity = _IDENTIFIER.sub(lambda m: folded.get(m.group(0).casefold(), m.group(0)), activity)
     return activity
+
+
+@lru_cache(maxsize=64)
+def _word_id_pattern(places: tuple[tuple[str, str], ...]) -> tuple[re.Pattern[str], dict[str, str]]:
+    """:func:`name_place_ids`'s pattern for the ids that are words, right after a preposition (groups: the
+    preposition with its space, the id), and those ids (casefolded) -> names; built once per world."""
+    words = {k.casefold(): v for k, v in places if k.isalpha() and k.casefold() != " ".join(v.split()).casefold()}
+    # a word id, not the first word of a name ("at Mill House") or of an id ("at mill_house")
+    pattern = (rf"(?<!\w)((?:{'|'.join(_PLACE_PREPOSITIONS)})\s+)({'|'.join(map(re.escape, words))})"
+               r"(?!\w)(?-i:(?!\s+[A-Z]))") if words else r"(?!)"
+    return re.compile(pattern, re.IGNORECASE), words
 
 
 #: the words that put a place after them: a place id that is also an English word ("well", "shop") names the place
@@ -340,7 +348,8 @@ def has_words(text: str, names: Iterable[str] = ()) -> bool:
     full names), it has a word in lower case ("drawing water") or a word the lexicon knows (:func:`is_known_word`:
     "Thanks", "Hello Ben", "Dinner"). A name alone ("Lena", "Ezra Pike" among ``names``), a number, a time or a time
     stamp ("2018-01-21 14:32:52.143") is not."""
-    for name in sorted({n for n in names if n.strip()}, key=len, reverse=True):
+    folded = text.casefold()
+    for name in sorted({n for n in names if n.strip() and n.casefold() in folded}, key=len, reverse=True):
         text = re.sub(rf"\b{re.escape(name)}\b", " ", text, flags=re.IGNORECASE)
     words = re.findall(r"[^\W\d_]+(?:['\u2019][^\W\d_]+)?", text)
     return any(w.islower() and len(w) > 1 or is_known_word(w) for w in words)

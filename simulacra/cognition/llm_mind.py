@@ -59,6 +59,7 @@ from simulacra.text import (
     places_named,
     progressive,
     repeats_words_of,
+    text_key,
 )
 
 log = logging.getLogger(__name__)
@@ -183,8 +184,9 @@ def strip_speaker(text: str, names: Iterable[str]) -> str:
 
 
 def _sentence_key(sentence: str) -> str:
-    """A sentence as two texts are compared for saying the same: lower case, spacing collapsed, no end mark."""
-    return " ".join(sentence.split()).lower().strip(" .!?")
+    """A sentence as two texts are compared for saying the same: :func:`~simulacra.text.text_key` without an end
+    mark."""
+    return text_key(sentence).strip(" .!?")
 
 
 def prompt_sentences(texts: Iterable[str]) -> frozenset[str]:
@@ -439,7 +441,6 @@ class LLMMind:
                 f"{'rest day' if view.rest_day else 'day'}: {usual}.\n\n{lead}{until}: {how}")},
         ]
         asked = content_lemmas(f"{lead}: {how}")  # the instructions, not the night's words (a plan's own)
-        residents = [*view.names.values(), p.name]
         schema = _obj({"items": {"type": "array", "minItems": 2, "maxItems": 10, "items": _obj(
             {"start": _HHMM, "activity": _text(60), "place": {"type": "string", "enum": places}}, "plan_item")}},
             "day_plan")
@@ -469,7 +470,7 @@ class LLMMind:
                 if end > start:
                     place = place_as_said(e.place, e.activity, view.place_names)
                     moved += place != e.place
-                    activity = model_activity(e.activity, view.place_names, asked, residents)
+                    activity = model_activity(e.activity, view.place_names, asked, view.names.values())
                     items.append(PlanItem(start, end, activity, place))
             if night_item is not None:
                 items.append(night_item)
@@ -518,7 +519,6 @@ class LLMMind:
                 f"{instruction}")},
         ]
         asked = content_lemmas(instruction)
-        residents = [*view.names.values(), view.persona.name]
         schema = _obj({"actions": {"type": "array", "minItems": 1, "maxItems": most, "items": _obj(
             {"minutes": {"type": "integer", "minimum": shortest, "maximum": longest}, "activity": _text(60),
              "place": {"type": "string", "enum": places}}, "action")}}, "actions")
@@ -534,7 +534,7 @@ class LLMMind:
                 minutes = max(tick, round(s.minutes / tick) * tick)
                 place = place_as_said(s.place, s.activity, where)
                 moved += place != s.place
-                activity = model_activity(s.activity, view.place_names, asked, residents)
+                activity = model_activity(s.activity, view.place_names, asked, view.names.values())
                 out.append(PlanItem(t, min(end, t + minutes), activity, place))
                 t += minutes
             if t < end:  # the model stopped short: the plan's own items cover the rest of the window
@@ -565,7 +565,6 @@ class LLMMind:
                 f"You are {self._doing(view)}. {how}")},
         ]
         asked = content_lemmas(how)
-        residents = [*view.names.values(), view.persona.name]
         # every field is required, so a "go" or "talk" answer can only name a place or someone here: offered
         # "none", the bundled 135M model answered "talk" to "none", and no reaction of its started a conversation
         schema = _obj({"reason": {"type": "string", "maxLength": 120},  # first: the model reasons, then decides
@@ -583,7 +582,7 @@ class LLMMind:
                 place = went_as_said(r.place, f"{r.reason}\n{r.activity}", view.place_names, view.place)
                 if place == view.place:
                     return Reaction("continue", reason=r.reason)
-                activity = model_activity(r.activity, view.place_names, asked, residents, required=False)
+                activity = model_activity(r.activity, view.place_names, asked, view.names.values(), required=False)
                 self.count({"react_places_from_words": int(place != r.place)})
                 return Reaction("go", place=place, activity=activity or None, reason=r.reason)
             if r.decision == "talk":
