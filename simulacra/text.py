@@ -379,6 +379,34 @@ def repeats_words_of(text: str, source: Sequence[str]) -> bool:
     return n > 0 and any(tuple(source[i:i + n]) == words for i in range(len(source) - n + 1))
 
 
+#: a word that begins a phrase inside an activity (never its first word): where a length limit cut the text, the
+#: phrase it began is cut
+_PHRASE_START = re.compile(r"(?<=\S)\s+(?:at|to|in|into|on|onto|of|by|with|from|near|for|and|or|towards?|around|"
+                           r"behind|beside|under|over)(?=[\s,;:]|$)", re.IGNORECASE)
+#: words that cannot end an activity (an article, "at", "of", "into", "onto", "and", "or", a possessive determiner),
+#: left at a text's end: "baking rolls at the bakery at the"; not a preposition that may end one ("grew up with")
+_HANGING_END = re.compile(r"(?<=\S)(?:\s*[,;:]?\s+(?:a|an|the|at|of|into|onto|and|or|my|your|their|our))+\s*[,;:]?\s*$",
+                          re.IGNORECASE)
+
+
+def uncut(text: str, limit: int | None = None) -> str:
+    """``text`` as far as it is whole. A server that holds its answers to a JSON schema stops a string at the
+    schema's ``maxLength`` (``limit`` characters), mid-word or mid-phrase, and a small model stops a phrase
+    half-said: the bundled SmolLM2-135M's plan items ended "checking the medicine cabinet at the" (cut at 60),
+    "shaping the morning loaves at kn" (cut) and "baking the afternoon rolls at the bakery at the" (47 characters;
+    stop 55). A text of exactly ``limit`` characters ends before the last phrase it began (a preposition, "and"
+    or "or" after its first word: "checking the medicine cabinet"), else before its last word. Then the words
+    that cannot end an activity are dropped from the end of any text: an article, "at", "of", "into", "onto",
+    "and", "or", "my", "your", "their", "our" ("... at the bakery at the" ends "... at the bakery"; "his", "her"
+    and a preposition that may end one, "grew up with", stay), with a comma or colon left there. Its first word
+    always stays; so does a text of a single word. Leading and trailing spaces are removed."""
+    if limit is not None and len(text) == limit and len(text.split()) >= 2:
+        text = text.strip()
+        starts = list(_PHRASE_START.finditer(text))
+        text = text[:starts[-1].start()] if starts else text.rsplit(None, 1)[0]
+    return _HANGING_END.sub("", text.strip()).rstrip(" ,;:")
+
+
 #: a noun phrase's postmodifier: its head is the last word before it ("pupils' desks in the classroom")
 _POSTMODIFIER = re.compile(r"\s+(?:in|on|at|of|by|with|from|near|behind|beside|under|for)\s", re.IGNORECASE)
 

@@ -358,6 +358,57 @@ def test_a_looping_line_is_said_once():
     assert tidy_line("Did you hear that the mill wheel stopped this morning? Bram is fixing it.")
 
 
+def test_a_models_activity_loses_list_numbers_clock_times_and_a_cut_phrase():
+    """What the bundled SmolLM2-135M wrote as actions and plan items (stop 55), as the town says them."""
+    from simulacra.cognition.llm_mind import ACTIVITY_CHARS, BadAnswer, model_activity
+
+    places = {"clinic": "Fernhollow Clinic", "bakery": "The Rising Loaf Bakery"}
+    cases = {
+        "1. 07:00-08:00 eating breakfast with Greta": "eating breakfast with Greta",
+        "3. 08:00-12:10 opening the clinic": "opening the clinic",
+        "12:10-13:40 fishing in the river": "fishing in the river",
+        "07:00 go to bed": "going to bed",
+        "- eat lunch at bakery": "eating lunch at The Rising Loaf Bakery",
+        "baking the afternoon rolls at the bakery at the": "baking the afternoon rolls at the bakery",
+        "2 loaves to bake": "2 loaves to bake",  # a number that is no list number stays
+        "opening the shop at 9.30": "opening the shop at 9.30",  # a time that does not lead stays
+    }
+    for said, town in cases.items():
+        assert model_activity(said, places) == town, said
+    cut = "opening the clinic and checking the medicine cabinet at the "
+    assert len(cut) == ACTIVITY_CHARS and model_activity(cut, places) == ("opening the clinic and checking the "
+                                                                          "medicine cabinet")
+    for junk in ("11:00-12:00", "1.", "2.3.1.1"):
+        with pytest.raises(BadAnswer, match="not words"):
+            model_activity(junk, places)
+
+
+def test_a_line_cut_at_the_length_limit_loses_its_cut_sentence():
+    """A grammar-constrained server stops the line at the schema's maxLength: the bundled SmolLM2-135M's lines ended
+    "... I'm not 100% sure, but I'm going" (stop 55). Only a text of exactly the limit was cut."""
+    from simulacra.cognition.llm_mind import LINE_CHARS, BadAnswer, tidy_line
+
+    tail = (" the day the mill wheel stopped turning and the whole town came down to the river to see what was the "
+            "matter with it, how the miller swore, how the children cheered, how the water rose over the weir, how "
+            "nobody could remember a spring like it in forty years")
+
+    def at_limit(text):
+        return (text + tail)[:LINE_CHARS]
+
+    whole = "Hello, Samuel! I have been baking since dawn."
+    cut = at_limit(f"Hana Novak: {whole} I'm not sure, but I'm going to tell you about")
+    assert len(cut) == LINE_CHARS and not cut.endswith(".")
+    assert tidy_line(cut, names=("Hana Novak",), limit=LINE_CHARS) == whole
+    assert tidy_line(cut, names=("Hana Novak",)).endswith(cut[-20:])  # no limit given: nothing was cut
+    with pytest.raises(BadAnswer, match="cut at 240 characters"):
+        tidy_line(at_limit("I'm going to tell you about the day the mill"), limit=LINE_CHARS)
+    start = f"{whole} What a long day it was, with the oven going since four"
+    ended = start + "o" * (LINE_CHARS - len(start) - 1) + "!"  # at the limit, ended as a sentence: all of it is said
+    assert len(ended) == LINE_CHARS and tidy_line(ended, limit=LINE_CHARS) == ended
+    short = "I'm not sure, but I'm going"  # shorter than the limit: the model stopped there itself, and it is said
+    assert tidy_line(short, limit=LINE_CHARS) == short
+
+
 def test_a_speaker_label_is_not_part_of_the_line():
     from simulacra.cognition.llm_mind import BadAnswer, strip_speaker, tidy_line
 
@@ -366,6 +417,8 @@ def test_a_speaker_label_is_not_part_of_the_line():
     assert tidy_line(echo, names=names) == "The conversation is starting."
     assert tidy_line("**Ezra:** Morning, Hana!", names=names) == "Morning, Hana!"
     assert strip_speaker("Ezra Pike: Hana Novak: hello", names) == "hello"
+    # the transcript's heading, copied before a label (stop 55)
+    assert tidy_line("The conversation so far: Hana Novak: Morning, Ezra!", names=names) == "Morning, Ezra!"
     # only the speakers' names are labels: other text before a colon is said
     assert tidy_line("Note: the ferry is late.", names=names) == "Note: the ferry is late."
     assert tidy_line("Greta Lund: see you at noon.", names=names) == "Greta Lund: see you at noon."
@@ -576,9 +629,11 @@ def test_a_model_plans_the_waking_day_and_the_night_is_the_routines(tmp_path, op
     """A plan that kept a resident at the forge overnight kept it awake there, perceiving and reacting: a resident
     sleeps only at home (stop 53). The model is asked for its day until the routine's night, whose start the prompt
     names, and what it plans after that is left out."""
+    # the second item as a grammar-constrained server cuts it at the schema's maxLength (60 characters)
+    cut = f"{MARK} carrying more water to the trough at the far end of the yard by the gate"[:60]
     hooks = {**TOGETHER, "day_plan": lambda b, d: {"items": [
         {"start": "08:00", "activity": f"{MARK} drawing water", "place": "well"},
-        {"start": "10:00", "activity": f"{MARK} more water", "place": "well"}]},
+        {"start": "10:00", "activity": cut, "place": "well"}]},
         "reaction": lambda b, d: {**d, "decision": "continue"}}
     answers = SchemaAnswers(hooks=hooks)
     openai_double.script([], then=answers)
@@ -586,12 +641,20 @@ def test_a_model_plans_the_waking_day_and_the_night_is_the_routines(tmp_path, op
         sim.run(14)  # 08:00 to 10:10
         _, ticks = read_trace(sim.run_dir)
     asked = [r for r in openai_double.requests if "Plan your day" in prompt_text(r)]
-    assert any("from 08:00 until 09:30, when you go home to Ash Cottage for the night (resting at home)"
-               in prompt_text(r) for r in asked)
+    ann_asked = [prompt_text(r) for r in asked if "from 08:00 until 09:30, when the night at Ash Cottage begins "
+                 "(it is planned already)" in prompt_text(r)]
+    # the usual day shown is the waking day: shown the night's words, a small model planned "go to bed" at 07:00
+    usual = [t.split("Your usual day: ", 1)[1].split("\n", 1)[0] for t in ann_asked]
+    assert usual and all("drawing water at well" in u and "resting at home" not in u for u in usual), usual
+    # each entry's place once: an activity whose words name its place as an answer's are read is shown as it is ("in
+    # the field", not "... at field"); "minding the shop" does not name it so (no preposition), so its id is added
+    ben = [prompt_text(r) for r in asked if "You are Ben Brook" in prompt_text(r)]
+    assert ben and all("08:00 minding the shop at shop; 09:00 walking in the field." in t for t in ben), ben
     plan = {d["agent"]: d["value"] for d in decisions(ticks, "plan_day")}
     assert [(p["start"] % 1440, p["place"]) for p in plan["ann"]] == [(480, "well"), (570, "cottage_a")]
     assert plan["ann"][-1]["activity"] == "resting at home" and plan["ann"][-1]["routine_index"] == 2
     assert [(p["start"] % 1440, p["place"]) for p in plan["cal"]] == [(480, "well"), (600, "well")]  # no night
+    assert plan["cal"][1]["activity"] == f"{MARK} carrying more water to the trough at the far end"  # whole phrases
     ann = {t["clock"]: t["actions"]["ann"] for t in ticks}
     assert ann["09:20"]["place"] == "well" and ann["09:30"]["type"] == "move"
     assert ann["10:10"] == {"type": "act", "activity": "resting at home", "place": "cottage_a", "routine_index": 2}

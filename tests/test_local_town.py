@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from simulacra.cognition.llm_mind import BadAnswer, model_activity
 from simulacra.config import load_config
 from simulacra.simulation import Simulation
-from simulacra.text import name_place_ids, progressive
 from simulacra.trace import read_trace
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -73,8 +73,12 @@ def test_a_town_thinks_and_talks_with_the_bundled_model(tmp_path, rater_url, emb
                 items = json.loads(c["answer"])["items"]
             except (ValueError, KeyError, TypeError):
                 continue  # an answer asked again
-            planned |= {progressive(name_place_ids(i["activity"].strip(), places_named_as))
-                        for i in items if isinstance(i, dict) and isinstance(i.get("activity"), str)}
+            for i in items:
+                if isinstance(i, dict) and isinstance(i.get("activity"), str):
+                    try:
+                        planned.add(model_activity(i["activity"], places_named_as))
+                    except BadAnswer:
+                        continue  # not words: asked again
     assert own and all(item["activity"] in planned for item in own), (own, planned)
     lines = [ln for t in ticks for c in t["conversations"] for ln in c["lines"]]
     spoken = [ln for ln in lines if ln.get("source") == "llm"]

@@ -150,3 +150,36 @@ def test_words_are_told_from_names_numbers_and_time_stamps_and_a_repeat_from_a_n
     assert all(repeats_words_of(t, asked) for t in ("break your plan into 8 concrete actions", "action", "Break",
                                                     "go to the place of the plan"))
     assert not any(repeats_words_of(t, asked) for t in ("planning the concert", "place orders", "going out", ""))
+
+
+def test_an_activity_cut_at_the_length_limit_ends_at_its_last_whole_phrase():
+    """A grammar-constrained server stops a string at the schema's maxLength mid-word or mid-phrase (the bundled
+    SmolLM2-135M's plan items, stop 55); only a text of exactly that length was cut."""
+    from simulacra.text import uncut
+
+    cut = {
+        "opening the clinic and checking the medicine cabinet at the ": "opening the clinic and checking the medicine "
+                                                                        "cabinet",
+        "lighting the brick oven and shaping the morning loaves at kn": "lighting the brick oven and shaping the "
+                                                                        "morning loaves",
+        "carrying bread trays for his mother at The Rising Loaf Bakery": "carrying bread trays for his mother",
+        "stacking the freshly baked loaves, rolls, buns, pies and cak": "stacking the freshly baked loaves, rolls, "
+                                                                        "buns, pies",
+        "sweeping_the_floor_of_the_whole_bakery_before_opening_time x": "sweeping_the_floor_of_the_whole_bakery_"
+                                                                        "before_opening_time",
+    }
+    for text, whole in cut.items():
+        assert uncut(text, len(text)) == whole, text
+    # cut right after a preposition: only that phrase goes; the first word is never a phrase's start
+    assert uncut("opening the clinic and checking the old medicine cabinets at", 60) == ("opening the clinic and "
+                                                                                       "checking the old medicine "
+                                                                                       "cabinets")
+    assert uncut(" to" + " x" * 28 + "y", 60).startswith("to x x")
+    whole = ("fishing at Willow Bend", "x" * 60, "visiting her", "looking around", "fixing the roof of the lean-to",
+             "catching up with the friends she grew up with")
+    for text in whole:  # whole (shorter than the limit, or one word; nothing hanging): as given
+        assert uncut(text, 60) == text and uncut(text) == text
+    assert uncut("fishing at Willow Bend", 21) == "fishing at Willow Bend"  # longer than the limit: not cut by it
+    # a phrase left hanging, whatever the length: the model stopped it half-said (47 characters)
+    assert uncut("baking the afternoon rolls at the bakery at the", 60) == "baking the afternoon rolls at the bakery"
+    assert uncut("going for a walk and, ") == "going for a walk" and uncut("the") == "the"

@@ -51,6 +51,9 @@ log = logging.getLogger(__name__)
 
 #: heading under which the summary is appended to the system prompt (seed 004 puts it there)
 SUMMARY_HEADING = "Summary of the earlier part of this conversation (those lines are no longer shown):"
+#: the heading of the transcript in a line request; a small model begins its line with it now and then ("The
+#: conversation so far: Hana Novak: ...", stop 55), and :func:`simulacra.cognition.llm_mind.tidy_line` drops it
+TRANSCRIPT_HEADING = "The conversation so far:"
 #: the strategies of ``cognition.history``
 STRATEGIES = ("full", "window", "window_summary", "recursive_summary", "swin")
 
@@ -446,7 +449,7 @@ class ConversationHistory(ABC):
         """
         ctx = self.context()
         if ctx.turns:
-            user = f"The conversation so far:\n{ctx.transcript()}\n\n{line_request(speaker, True)}"
+            user = f"{TRANSCRIPT_HEADING}\n{ctx.transcript()}\n\n{line_request(speaker, True)}"
         else:
             user = line_request(speaker, False)
         return [{"role": "system", "content": ctx.system_prompt(system_prompt)}, {"role": "user", "content": user}]

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from simulacra.clock import MINUTES_PER_DAY, format_hhmm, parse_hhmm
 from simulacra.clock import day_start as start_of_day
-from simulacra.cognition.history import line_request
+from simulacra.cognition.history import TRANSCRIPT_HEADING, line_request
 from simulacra.cognition.mind import (
     AgentView,
     Answer,
@@ -60,6 +60,7 @@ from simulacra.text import (
     progressive,
     repeats_words_of,
     text_key,
+    uncut,
 )
 
 log = logging.getLogger(__name__)
@@ -168,12 +169,14 @@ def check_not_looping(text: str, what: str = "the text") -> str:
     return text
 
 
-def strip_speaker(text: str, names: Iterable[str]) -> str:
+def strip_speaker(text: str, names: Iterable[str], headings: Iterable[str] = (TRANSCRIPT_HEADING,)) -> str:
     """``text`` without leading ``Name:`` speaker labels (a small model copies the transcript's format: "Hana
     Novak: The conversation is starting. ..."), where ``Name`` is one of ``names`` or its first word, compared
-    without case. Other text before a colon ("Note: ...") is kept.
+    without case, nor the prompt's ``headings`` (its transcript's, "The conversation so far:", by default). Other
+    text before a colon ("Note: ...") is kept.
     """
-    labels = {n.casefold() for n in names if n.strip()} | {n.split()[0].casefold() for n in names if n.strip()}
+    labels = ({n.casefold() for n in names if n.strip()} | {n.split()[0].casefold() for n in names if n.strip()}
+              | {h.strip().rstrip(":").casefold() for h in headings if h.strip()})
     text = text.strip()
     while ":" in text:
         head, rest = text.split(":", 1)
@@ -200,8 +203,15 @@ def prompt_sentences(texts: Iterable[str]) -> frozenset[str]:
 _COPIED_WORDS = 4
 
 
+#: the most characters of a spoken line, and of an interview answer, the schemas ask for
+LINE_CHARS = 240
+ANSWER_CHARS = 500
+#: a sentence that ends as one: an end mark, then perhaps a closing quote or bracket
+_ENDED = re.compile(r"[.!?\u2026][\"')\]\u201d\u2019]*$")
+
+
 def tidy_line(text: str, most: int = 3, names: Iterable[str] = (), prompt: frozenset[str] = frozenset(),
-              said: Sequence[str] = ()) -> str:
+              said: Sequence[str] = (), limit: int | None = None) -> str:
     """A spoken line as said: leading speaker labels of ``names`` removed (:func:`strip_speaker`), split into
     sentences (at end marks and line breaks) with whitespace collapsed, a sentence said again in the same line
     dropped (small models loop: "I'm not sure. I'm not sure. ..."), a sentence of the instructions dropped
@@ -209,19 +219,28 @@ def tidy_line(text: str, most: int = 3, names: Iterable[str] = (), prompt: froze
     instruction, "The conversation is starting.", stop 54; a line may tell news or memories word for word, so the
     persona, memories and news are not among them), a sentence of at least 4 words said before in the conversation
     dropped (``said``: its lines, oldest first; the same model answered the line before with a copy of it and one
-    more sentence), at most ``most`` sentences.
+    more sentence), at most ``most`` sentences. A text of exactly ``limit`` characters was cut there by the schema's
+    ``maxLength`` (a server holding answers to the schema stops the string): its last sentence, when it does not
+    end as a sentence, is dropped (the bundled SmolLM2-135M's lines ran to the limit in 27 of 59 answers of a day,
+    and 15 of the 27 model lines said ended mid-sentence: "... but I'm going", stop 55).
 
     Raises:
-        BadAnswer: nothing is left (the instructions), or the line is one of ``said`` (said already); what is left
-            is one of ``names`` (a speaker's name is not a line); it is not words (:func:`~simulacra.text.has_words`
-            besides ``names``: a bare name such as "Lena", a time stamp); it loops (:func:`check_not_looping`).
+        BadAnswer: nothing is left (the instructions, or a single sentence cut at ``limit``), or the line is one of
+            ``said`` (said already); what is left is one of ``names`` (a speaker's name is not a line); it is not
+            words (:func:`~simulacra.text.has_words` besides ``names``: a bare name such as "Lena", a time stamp); it
+            loops (:func:`check_not_looping`).
     """
     names = list(names)
     before = {_sentence_key(t) for t in said}
     copied = {key for t in said for key in map(_sentence_key, _sentences(t)) if len(key.split()) >= _COPIED_WORDS}
     seen: set[str] = set()
     kept, asked, repeated = [], 0, 0
-    for sentence in _sentences(strip_speaker(text, names)):
+    sentences = _sentences(strip_speaker(text, names))
+    if limit is not None and len(text) == limit and sentences and not _ENDED.search(sentences[-1]):
+        sentences.pop()  # cut mid-sentence by the length limit
+        if not sentences:
+            raise BadAnswer(f"the line was cut at {limit} characters in its first sentence: say it in fewer words")
+    for sentence in sentences:
         key = _sentence_key(sentence)
         if key in prompt:
             asked += 1
@@ -259,9 +278,21 @@ def _text(max_length: int) -> dict[str, Any]:
     return {"type": "string", "minLength": 1, "maxLength": max_length}
 
 
+#: the most characters of an activity the schemas ask for (a plan item's, an action's, a "go" reaction's)
+ACTIVITY_CHARS = 60
+
+
+#: a list number or bullet, then a clock time or time range, at an activity's start: the bundled model copied its
+#: plan's lines into its actions ("3. 08:00-12:10 opening the clinic", stop 55); they are not what the resident does
+_LIST_AND_TIME = re.compile(r"^(?:(?:\d{1,2}[.)]|[-*\u2022])\s+)?"
+                            r"(?:\d{1,2}[:.]\d{2}(?:\s*(?:-|\u2013|to)\s*\d{1,2}[:.]\d{2})?\s*[:,-]?\s+)?")
+
+
 def model_activity(said: str, places: Mapping[str, str], asked: Sequence[str] = (), names: Iterable[str] = (),
                    required: bool = True) -> str:
-    """A model's activity (a plan item's, an action's, a "go" reaction's) as the town uses it: place ids named
+    """A model's activity (a plan item's, an action's, a "go" reaction's) as the town uses it: as far as it is whole
+    (:func:`~simulacra.text.uncut`: cut at the schema's :data:`ACTIVITY_CHARS`, or left hanging), without a leading
+    list number or clock time ("3. 08:00-12:10 opening the clinic" is "opening the clinic"), place ids named
     (:func:`~simulacra.text.name_place_ids`) and in the progressive form that "<name> is <activity>" and "I have
     been <activity>" need (:func:`~simulacra.text.progressive`: "go to bed" -> "going to bed"). ``""`` for an
     empty one when not ``required`` (a "go" may leave what it does there unsaid).
@@ -273,7 +304,7 @@ def model_activity(said: str, places: Mapping[str, str], asked: Sequence[str] = 
             :func:`~simulacra.text.content_lemmas` of them; :func:`~simulacra.text.repeats_words_of`: "break your
             plan into 8 concrete actions", "action").
     """
-    text = progressive(name_place_ids(said.strip(), places))
+    text = progressive(name_place_ids(_LIST_AND_TIME.sub("", uncut(said, ACTIVITY_CHARS).strip(), count=1), places))
     if not text and not required:
         return ""
     if not has_words(text, names):
@@ -418,19 +449,25 @@ class LLMMind:
         retrieved for its plans (yesterday's plans and reflections among them) and the places of the world. The
         model plans the waking day; the night is the routine's (:func:`simulacra.days.night_of`: from its start to
         ``day_end``, at home), as it is for the scripted mind: a plan that left a resident at the forge overnight
-        kept it awake there, perceiving and reacting, since a resident sleeps only at home (stop 53)."""
+        kept it awake there, perceiving and reacting, since a resident sleeps only at home (stop 53). The prompt
+        shows the usual day without its night and says where the day ends without the night's words: shown them, the
+        bundled SmolLM2-135M planned "go to bed" and "go to sleep" from 07:00 on (stop 55)."""
         p = view.persona
         routine = p.routine_for(view.rest_day)
-        usual = "; ".join(f"{e.start} {e.activity} at {e.place}" for e in routine)
+        night = night_of(routine, p.home)
+        # the waking day, each entry's place said once: its id is added where its words do not say it as an answer's
+        # words are read (places_named): "eating lunch at the tavern", not "... at the tavern at tavern"; "fishing
+        # ... at Willow Bend", not "... at riverbank" (a small model copies what it is shown, doubled places and all)
+        usual = "; ".join(f"{e.start} {e.activity}" + ("" if e.place in places_named(e.activity, view.place_names)
+                                                        else f" at {e.place}") for e in routine[:night])
         mems = self._prompt_memories(view)
         places = list(view.place_names)
         base = start_of_day(day_start)
-        night = night_of(routine, p.home)
         # the night item as the scripted mind plans it (its start, end, activity, place and routine index)
         night_item = None if night is None else routine_plan(p, day_start, day_end, view.rest_day)[night]
         bed = day_end if night_item is None else night_item.start
-        until = ("" if night_item is None else f" until {format_hhmm(bed)}, when you go home to "
-                 f"{view.place_names.get(p.home, p.home)} for the night ({night_item.activity})")
+        until = ("" if night_item is None else f" until {format_hhmm(bed)}, when the night at "
+                 f"{view.place_names.get(p.home, p.home)} begins (it is planned already)")
         lead = f"Plan your day from {format_hhmm(day_start)}"
         how = ("4 to 8 broad items in time order, each with its start time (HH:MM), what you will do, and the id of "
                "the place. Keep to your usual day unless what you remember gives you a reason to change it.")
@@ -440,10 +477,10 @@ class LLMMind:
                 f"{self.memories_text(mems)}\n\n{self.places_text(view)}\nYour usual "
                 f"{'rest day' if view.rest_day else 'day'}: {usual}.\n\n{lead}{until}: {how}")},
         ]
-        asked = content_lemmas(f"{lead}: {how}")  # the instructions, not the night's words (a plan's own)
+        asked = content_lemmas(f"{lead}: {how}")  # the instructions, not the home the until clause names
         schema = _obj({"items": {"type": "array", "minItems": 2, "maxItems": 10, "items": _obj(
-            {"start": _HHMM, "activity": _text(60), "place": {"type": "string", "enum": places}}, "plan_item")}},
-            "day_plan")
+            {"start": _HHMM, "activity": _text(ACTIVITY_CHARS), "place": {"type": "string", "enum": places}},
+            "plan_item")}}, "day_plan")
 
         def parse(data) -> list[PlanItem]:
             plan = _DayPlan.model_validate(data)
@@ -520,7 +557,7 @@ class LLMMind:
         ]
         asked = content_lemmas(instruction)
         schema = _obj({"actions": {"type": "array", "minItems": 1, "maxItems": most, "items": _obj(
-            {"minutes": {"type": "integer", "minimum": shortest, "maximum": longest}, "activity": _text(60),
+            {"minutes": {"type": "integer", "minimum": shortest, "maximum": longest}, "activity": _text(ACTIVITY_CHARS),
              "place": {"type": "string", "enum": places}}, "action")}}, "actions")
 
         def parse(data) -> list[PlanItem]:
@@ -572,7 +609,7 @@ class LLMMind:
                                     else ["continue", "go"]},
                        "place": {"type": "string", "enum": places},
                        "person": {"type": "string", "enum": list(people) or ["none"]},
-                       "activity": {"type": "string", "maxLength": 60}}, "reaction")
+                       "activity": {"type": "string", "maxLength": ACTIVITY_CHARS}}, "reaction")
 
         def parse(data) -> Reaction:
             r = _Reaction.model_validate(data)
@@ -658,7 +695,7 @@ class LLMMind:
                        f"{'Open the conversation.' if c.turn == 0 else ''}{closing}{ending}")
         messages = c.history.messages(system, p.name, instruction) if c.history is not None else [
             {"role": "system", "content": system}, {"role": "user", "content": instruction}]
-        schema = _obj({"line": _text(240), "news": {"type": "integer", "enum": list(range(len(news) + 1))},
+        schema = _obj({"line": _text(LINE_CHARS), "news": {"type": "integer", "enum": list(range(len(news) + 1))},
                        "end": {"type": "boolean"}}, "line")
         prompt = prompt_sentences([line_request(p.name, False), line_request(p.name, True), instruction])
 
@@ -667,7 +704,8 @@ class LLMMind:
             if not 0 <= ln.news <= len(news):
                 raise BadAnswer(f"news must be 0..{len(news)}, got {ln.news}")
             item = news[ln.news - 1] if ln.news else None
-            text = tidy_line(ln.line, names=(p.name, listener), prompt=prompt, said=[u.text for _, u in c.lines])
+            text = tidy_line(ln.line, names=(p.name, listener), prompt=prompt, said=[u.text for _, u in c.lines],
+                             limit=LINE_CHARS)
             return Utterance(text, item.topic if item else None, ln.end or c.turn >= c.max_turns - 1)
 
         d = self.ask("line", messages, schema, parse, lambda: self.scripted.next_line(view, c),
@@ -716,7 +754,7 @@ class LLMMind:
         prompt = prompt_sentences([task, instruction])
         n_news = max(len(lists[a]), len(lists[b]))
         schema = _obj({"lines": {"type": "array", "minItems": 2, "maxItems": c.max_turns, "items": _obj(
-            {"speaker": {"type": "string", "enum": [names[a], names[b]]}, "line": _text(240),
+            {"speaker": {"type": "string", "enum": [names[a], names[b]]}, "line": _text(LINE_CHARS),
              "news": {"type": "integer", "minimum": 0, "maximum": n_news}}, "exchange_line")},
             "summary": _text(600)}, "exchange")
         ids = {names[a]: a, names[b]: b}
@@ -736,7 +774,7 @@ class LLMMind:
                 topic = pool[ln.news - 1].topic if ln.news else None
                 last = i == len(ex.lines[: c.max_turns]) - 1
                 text = tidy_line(ln.line, names=names.values(), prompt=prompt,
-                                 said=[u.text for _, u in out])
+                                 said=[u.text for _, u in out], limit=LINE_CHARS)
                 out.append((speaker, Utterance(text, topic, last)))
             summary = check_not_looping(ex.summary.strip(), "the summary")
             return out, f"Conversation of {names[a]} and {names[b]} at {place}: {summary}"
@@ -783,7 +821,7 @@ class LLMMind:
                 f"{self.memories_text(mems)}\n\nAn interviewer asks you: {question}\n{instruction}")},
         ]
         prompt = prompt_sentences([question, instruction])
-        schema = _obj({"answer": _text(500), "memories": {"type": "array", "maxItems": len(mems), "items": {
+        schema = _obj({"answer": _text(ANSWER_CHARS), "memories": {"type": "array", "maxItems": len(mems), "items": {
             "type": "integer", "minimum": 1, "maximum": max(len(mems), 1)}}}, "interview")
 
         def parse(data) -> Answer:
@@ -791,7 +829,7 @@ class LLMMind:
             bad = [i for i in a.memories if not 1 <= i <= len(mems)]
             if bad:
                 raise BadAnswer(f"memory numbers must be 1..{len(mems)}, got {bad}")
-            text = tidy_line(a.answer, most=8, names=(view.persona.name,), prompt=prompt)
+            text = tidy_line(a.answer, most=8, names=(view.persona.name,), prompt=prompt, limit=ANSWER_CHARS)
             return Answer(text, tuple(dict.fromkeys(mems[i - 1].id for i in a.memories)))
 
         return self.ask("interview", messages, schema, parse, lambda: self.scripted.interview(view, question),
