@@ -417,6 +417,19 @@ def test_a_speaker_label_is_not_part_of_the_line():
     assert tidy_line(echo, names=names) == "The conversation is starting."
     assert tidy_line("**Ezra:** Morning, Hana!", names=names) == "Morning, Hana!"
     assert strip_speaker("Ezra Pike: Hana Novak: hello", names) == "hello"
+    # a line that greets its own speaker confuses who speaks (stop 55); greeting the listener, or naming oneself, is
+    # speech
+    from simulacra.cognition.llm_mind import greets_self
+
+    assert greets_self("Hello, Tobias! I'm so glad you're here.", "Tobias Novak")
+    assert greets_self("good morning Tobias Novak.", "Tobias Novak")
+    for line in ("Hello, Hana! I'm so glad you're here.", "I'm Tobias Novak, a student.", "Hello! Tobias here.",
+                 "Hello, Tobiasz!", "Tobias: hello"):
+        assert not greets_self(line, "Tobias Novak"), line
+    with pytest.raises(BadAnswer, match="greets Tobias Novak"):
+        tidy_line("Tobias Novak: Hello, Tobias! I'm so glad you're here.", names=("Tobias Novak", "Hana Novak"),
+                  speaker="Tobias Novak")
+    assert tidy_line("Hello, Hana!", names=names, speaker="Tobias Novak") == "Hello, Hana!"
     # the transcript's heading, copied before a label (stop 55)
     assert tidy_line("The conversation so far: Hana Novak: Morning, Ezra!", names=names) == "Morning, Ezra!"
     # only the speakers' names are labels: other text before a colon is said
