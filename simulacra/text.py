@@ -389,6 +389,13 @@ _HANGING_END = re.compile(r"(?<=\S)(?:\s*[,;:]?\s+(?:a|an|the|at|of|into|onto|an
                           re.IGNORECASE)
 
 
+def cut_at(text: str, limit: int | None) -> bool:
+    """Whether a schema's ``maxLength`` of ``limit`` characters cut ``text``: a server that holds its answers to a
+    JSON schema stops the string there, so an answer of exactly ``limit`` characters was stopped, not ended (one
+    that happens to end there is read as cut too). ``False`` when ``limit`` is ``None``."""
+    return limit is not None and len(text) == limit
+
+
 def uncut(text: str, limit: int | None = None) -> str:
     """``text`` as far as it is whole. A server that holds its answers to a JSON schema stops a string at the
     schema's ``maxLength`` (``limit`` characters), mid-word or mid-phrase, and a small model stops a phrase
@@ -400,7 +407,7 @@ def uncut(text: str, limit: int | None = None) -> str:
     "and", "or", "my", "your", "their", "our" ("... at the bakery at the" ends "... at the bakery"; "his", "her"
     and a preposition that may end one, "grew up with", stay), with a comma or colon left there. Its first word
     always stays; so does a text of a single word. Leading and trailing spaces are removed."""
-    if limit is not None and len(text) == limit and len(text.split()) >= 2:
+    if cut_at(text, limit) and len(text.split()) >= 2:
         text = text.strip()
         starts = list(_PHRASE_START.finditer(text))
         text = text[:starts[-1].start()] if starts else text.rsplit(None, 1)[0]

@@ -54,6 +54,7 @@ from simulacra.llm.wrappers import CachingModel
 from simulacra.memory.records import RetrievedMemory
 from simulacra.text import (
     content_lemmas,
+    cut_at,
     has_words,
     name_place_ids,
     places_named,
@@ -219,10 +220,11 @@ def greets_self(line: str, speaker: str) -> bool:
     """Whether ``line`` begins by greeting its own ``speaker`` (a name, "Tobias Novak"; by it or its first word):
     "Hello, Tobias!" said by Tobias. The bundled SmolLM2-135M did so in 3 of its 13 lines of a day (stop 55),
     confusing who speaks."""
-    m = _GREETING.match(line.strip())
+    line = line.strip()
+    m = _GREETING.match(line)
     if not m or not speaker.strip():
         return False
-    rest = line.strip()[m.end():].casefold()
+    rest = line[m.end():].casefold()
     return any(re.match(rf"{re.escape(n.casefold())}\b", rest) for n in (speaker.strip(), speaker.split()[0]))
 
 
@@ -235,10 +237,10 @@ def tidy_line(text: str, most: int = 3, names: Iterable[str] = (), prompt: froze
     instruction, "The conversation is starting.", stop 54; a line may tell news or memories word for word, so the
     persona, memories and news are not among them), a sentence of at least 4 words said before in the conversation
     dropped (``said``: its lines, oldest first; the same model answered the line before with a copy of it and one
-    more sentence), at most ``most`` sentences. A text of exactly ``limit`` characters was cut there by the schema's
-    ``maxLength`` (a server holding answers to the schema stops the string): its last sentence, when it does not
-    end as a sentence, is dropped (the bundled SmolLM2-135M's lines ran to the limit in 27 of 59 answers of a day,
-    and 15 of the 27 model lines said ended mid-sentence: "... but I'm going", stop 55).
+    more sentence), at most ``most`` sentences. A text the schema's ``maxLength`` of ``limit`` characters cut
+    (:func:`~simulacra.text.cut_at`: exactly that long) loses its last sentence when that does not end as one (the
+    bundled SmolLM2-135M's lines ran to the limit in 27 of 59 answers of a day, and 15 of the 27 model lines said
+    ended mid-sentence: "... but I'm going", stop 55).
 
     Raises:
         BadAnswer: nothing is left (the instructions, or a single sentence cut at ``limit``), or the line is one of
@@ -252,7 +254,7 @@ def tidy_line(text: str, most: int = 3, names: Iterable[str] = (), prompt: froze
     seen: set[str] = set()
     kept, asked, repeated = [], 0, 0
     sentences = _sentences(strip_speaker(text, names))
-    if limit is not None and len(text) == limit and sentences and not _ENDED.search(sentences[-1]):
+    if cut_at(text, limit) and sentences and not _ENDED.search(sentences[-1]):
         sentences.pop()  # cut mid-sentence by the length limit
         if not sentences:
             raise BadAnswer(f"the line was cut at {limit} characters in its first sentence: say it in fewer words")
